@@ -1,0 +1,34 @@
+"""srifty_kit: which EC2 configuration should this training job run on, and how sure are we.
+
+The stable API is importable from here; submodules load on first use so that
+``import srifty_kit`` stays light (torch is only imported by the profiler).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import InputError
+
+__version__ = "0.1.0"
+
+# public name -> submodule that defines it
+_LAZY = {
+    "load_catalog": "catalog",
+    "StepTimeModel": "model",
+    # the search function lives in ``planner``: a module named ``search`` would be shadowed by
+    # (or shadow) the function of the same name on this package
+    "Job": "planner",
+    "Constraints": "planner",
+    "search": "planner",
+}
+
+__all__ = ["InputError", "__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module 'srifty_kit' has no attribute {name!r}")

@@ -1,0 +1,53 @@
+"""The one exception for "what you gave me is wrong", and the helpers that word it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class InputError(ValueError):
+    """Bad user input: names the source, the column, the first bad rows, and the fix.
+
+    The CLI turns it into exit code 2 and one line; notebooks and widgets show ``str(err)``.
+    Anything that is not an InputError is a bug and keeps its traceback.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        source: str | None = None,
+        column: str | None = None,
+        rows: Iterable[int] | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.source = source
+        self.column = column
+        self.rows = list(rows) if rows is not None else []
+        self.fix = fix
+        super().__init__(self._one_line())
+
+    def _one_line(self) -> str:
+        where = []
+        if self.source:
+            where.append(str(self.source))
+        if self.column:
+            where.append(f"column '{self.column}'")
+        if self.rows:
+            shown = ", ".join(str(r) for r in self.rows[:5])
+            more = f" (+{len(self.rows) - 5} more)" if len(self.rows) > 5 else ""
+            where.append(f"rows {shown}{more}")
+        text = (": ".join([", ".join(where), self.problem]) if where else self.problem).strip()
+        if self.fix:
+            text += f"; to fix: {self.fix}"
+        return text.replace("\n", " ")
+
+
+def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """Return ' (did you mean X or Y?)' for the closest choices, or '' when none is close."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
