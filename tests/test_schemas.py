@@ -1,0 +1,193 @@
+"""Table contracts: a bad table gets one clear message naming the column, rows and fix."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.schemas import (
+    validate_configs,
+    validate_ledger,
+    validate_measurements,
+    validate_predictions,
+)
+from srifty_kit.tables import read_table, write_table
+
+CATALOG = pd.DataFrame(
+    {"instance_type": ["g4dn.12xlarge", "g5.xlarge", "c5.large"], "gpu_count": [4, 1, None]}
+)
+
+
+def measurements(**overrides) -> pd.DataFrame:
+    base = {
+        "model": ["bert", "bert", "bert"],
+        "instance_type": ["g4dn.12xlarge"] * 3,
+        "num_nodes": [1, 2, 2],
+        "num_workers": [4, 8, 5],
+        "local_bsz": [8, 8, 16],
+        "step_time_s": [0.5, 0.7, 0.9],
+        "gpus_per_node": [4, 4, 4],
+    }
+    base.update(overrides)
+    return pd.DataFrame(base)
+
+
+def test_valid_measurements_keep_extra_columns_and_get_contract_dtypes():
+    table = measurements(flops_per_sample=[1e9, 1e9, 1e9])
+    out = validate_measurements(table, catalog=CATALOG)
+    assert list(out["num_workers"]) == [4, 8, 5]
+    assert out["num_nodes"].dtype == "int64" and out["step_time_s"].dtype == "float64"
+    assert "flops_per_sample" in out.columns
+
+
+def test_missing_column_names_it_and_suggests_the_near_miss():
+    table = measurements().rename(columns={"local_bsz": "local_batch"})
+    with pytest.raises(InputError) as err:
+        validate_measurements(table, source="runs.csv", catalog=CATALOG)
+    text = str(err.value)
+    assert "runs.csv" in text and "'local_bsz'" in text and "local_batch" in text
+    assert "\n" not in text
+
+
+def test_bad_value_names_column_value_and_file_line(tmp_path):
+    path = tmp_path / "m.csv"
+    measurements(step_time_s=[0.5, -1.0, 0.9]).to_csv(path, index=False)
+    with pytest.raises(InputError) as err:
+        validate_measurements(read_table(path), catalog=CATALOG)
+    text = str(err.value)
+    # the bad row is the second data row: line 3 of the file, after the header
+    assert str(path) in text and "step_time_s" in text and "3" in text and "-1" in text
+
+
+def test_non_numeric_cell_is_reported_not_silently_dropped():
+    with pytest.raises(InputError, match="num_workers.*whole numbers.*'eight'"):
+        validate_measurements(measurements(num_workers=[4, "eight", 5]), catalog=CATALOG)
+
+
+def test_fewer_workers_than_nodes_is_rejected():
+    with pytest.raises(InputError, match="smaller than num_nodes"):
+        validate_measurements(measurements(num_workers=[4, 1, 5]), catalog=CATALOG)
+
+
+def test_more_workers_than_the_nodes_hold_is_rejected():
+    with pytest.raises(InputError, match="more workers"):
+        validate_measurements(measurements(num_workers=[4, 9, 5]), catalog=CATALOG)
+
+
+def test_gpus_per_node_comes_from_the_catalog_when_absent():
+    out = validate_measurements(measurements().drop(columns="gpus_per_node"), catalog=CATALOG)
+    assert set(out["gpus_per_node"]) == {4}
+
+
+def test_type_outside_catalog_is_accepted_with_gpus_per_node():
+    table = measurements(instance_type=["on-prem-a100"] * 3, gpus_per_node=[8, 8, 8])
+    out = validate_measurements(table, catalog=CATALOG)
+    assert set(out["gpus_per_node"]) == {8}
+
+
+def test_type_outside_catalog_without_gpus_per_node_says_how_to_fix():
+    table = measurements(instance_type=["g4dn.12xlarg"] * 3).drop(columns="gpus_per_node")
+    with pytest.raises(InputError) as err:
+        validate_measurements(table, catalog=CATALOG)
+    text = str(err.value)
+    assert "did you mean 'g4dn.12xlarge'" in text and "gpus_per_node" in text
+
+
+def test_configs_do_not_need_step_time_but_predictions_need_ordered_intervals():
+    configs = measurements().drop(columns="step_time_s")
+    assert len(validate_configs(configs, catalog=CATALOG)) == 3
+    preds = measurements(step_time_lo=[0.4, 0.8, 0.8], step_time_hi=[0.6, 0.9, 1.0])
+    with pytest.raises(InputError, match="step_time_lo <= step_time_s <= step_time_hi"):
+        validate_predictions(preds)
+
+
+def test_empty_table_is_an_input_error():
+    with pytest.raises(InputError, match="no rows"):
+        validate_measurements(measurements().iloc[:0], catalog=CATALOG)
+
+
+def jobs(**overrides) -> pd.DataFrame:
+    base = {
+        "job": ["a", "b"],
+        "team": ["vision", "nlp"],
+        "instance_type": ["g5.xlarge", "p4d.24xlarge"],
+        "pricing": ["Spot", "on-demand"],
+        "start": ["2026-11-02T08:00:00Z", "2026-11-03 10:00"],
+        "end": ["2026-11-02T10:00:00Z", None],
+        "hours": [None, 5.0],
+        "num_nodes": [1, 2],
+        "cost_usd": [2.0, 327.7],
+    }
+    base.update(overrides)
+    return pd.DataFrame(base)
+
+
+def test_jobs_ledger_normalises_pricing_and_needs_end_or_hours():
+    out = validate_ledger(jobs())
+    assert list(out["pricing"]) == ["spot", "on-demand"]
+    assert out.attrs["ledger_format"] == "jobs"
+    with pytest.raises(InputError, match="end time or hours"):
+        validate_ledger(jobs(end=[None, None], hours=[None, 5.0]))
+    with pytest.raises(InputError, match="'reserved'.*on-demand, spot"):
+        validate_ledger(jobs(pricing=["reserved", "spot"]))
+
+
+@pytest.mark.parametrize(
+    ("columns", "kind"),
+    [
+        (("lineItem/UsageStartDate", "lineItem/UsageType", "lineItem/UsageAmount",
+          "lineItem/UnblendedCost"), "cur-legacy"),
+        (("line_item_usage_start_date", "line_item_usage_type", "line_item_usage_amount",
+          "line_item_unblended_cost"), "cur2"),
+    ],
+)
+def test_cur_exports_in_both_naming_schemes_are_recognised(columns, kind):
+    start, usage_type, amount, cost = columns
+    table = pd.DataFrame(
+        {start: ["2026-11-01T00:00:00Z"], usage_type: ["SpotUsage:g5.xlarge"], amount: [1.0],
+         cost: [0.42]}
+    )
+    assert validate_ledger(table).attrs["ledger_format"] == kind
+    with pytest.raises(InputError, match=cost.replace("/", ".")):
+        validate_ledger(table.drop(columns=cost))
+
+
+def test_did_you_mean_is_empty_when_nothing_is_close():
+    assert did_you_mean("zzz", ["g5.xlarge"]) == ""
+    assert "g5.xlarge" in did_you_mean("g5.xlarg", ["g5.xlarge", "c5.large"])
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
+def test_step_times_are_accepted_exactly_when_positive(values):
+    n = len(values)
+    table = pd.DataFrame(
+        {"model": ["m"] * n, "instance_type": ["x"] * n, "num_nodes": [1] * n,
+         "num_workers": [1] * n, "local_bsz": [1] * n, "step_time_s": values,
+         "gpus_per_node": [1] * n}
+    )
+    if all(v > 0 for v in values):
+        assert validate_measurements(table)["step_time_s"].tolist() == values
+    else:
+        with pytest.raises(InputError, match="step_time_s"):
+            validate_measurements(table)
+
+
+def test_write_table_is_atomic_and_round_trips(tmp_path):
+    path = tmp_path / "out" / "m.parquet"
+    write_table(measurements(), path)
+    assert read_table(path)["step_time_s"].tolist() == [0.5, 0.7, 0.9]
+    assert [p.name for p in path.parent.iterdir()] == ["m.parquet"]
+    with pytest.raises(InputError, match=r"\.xlsx"):
+        write_table(measurements(), tmp_path / "m.xlsx")
+
+
+def test_unreadable_file_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="file not found"):
+        read_table(tmp_path / "nope.csv")
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(InputError, match="cannot be read"):
+        read_table(bad)
