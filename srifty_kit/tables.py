@@ -41,8 +41,9 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     return table
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Write to a temporary file beside ``path`` and rename it over: readers never see half."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
@@ -69,12 +70,12 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
             source=str(path),
             fix="name the output .csv, .parquet or .json",
         )
-    _atomic_write(path, writers[suffix])
+    atomic_write(path, writers[suffix])
     return path
 
 
 def write_json(obj: object, path: str | os.PathLike) -> Path:
     """Write a JSON document atomically."""
     path = Path(path)
-    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=1, sort_keys=False)))
+    atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=1, sort_keys=False)))
     return path

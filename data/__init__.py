@@ -1,0 +1,1 @@
+"""Embedded defaults shipped with srifty_kit: the EC2 catalog, sample profiles (package data)."""

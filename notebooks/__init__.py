@@ -1,0 +1,1 @@
+"""The report notebooks shipped with srifty_kit, run by srifty_kit.reports (package data)."""

@@ -1,0 +1,48 @@
+"""Notebook reports run for real: papermill with a Jupyter kernel, then nbconvert to HTML."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from srifty_kit.errors import InputError
+from srifty_kit.reports import find_notebook, run_report
+
+pytestmark = pytest.mark.slow
+
+
+def _notebook(path, body: str):
+    params = new_code_cell("budget_usd = 1.0")
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[params, new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_report_runs_with_parameters_and_exports_html(tmp_path):
+    nb = _notebook(tmp_path / "r.ipynb", "print(f'budget is {budget_usd * 2:.1f} dollars')")
+    report = run_report(nb, {"budget_usd": 21.0}, tmp_path / "out", progress=False)
+    assert report.html is not None and report.html.exists()
+    assert "budget is 42.0 dollars" in report.html.read_text()
+    # the executed notebook is kept beside the HTML, with the injected parameters
+    assert "budget_usd = 21.0" in report.notebook.read_text()
+
+
+def test_input_error_inside_the_notebook_comes_back_as_one_and_keeps_the_run(tmp_path):
+    body = (
+        "print('measured before the failure')\n"
+        "from srifty_kit.errors import InputError\n"
+        "raise InputError('budget must be positive', column='budget_usd')"
+    )
+    nb = _notebook(tmp_path / "bad.ipynb", body)
+    with pytest.raises(InputError, match="budget must be positive"):
+        run_report(nb, {"budget_usd": -1.0}, tmp_path / "out", progress=False)
+    executed = (tmp_path / "out" / "bad.ipynb").read_text()
+    assert "measured before the failure" in executed
+
+
+def test_unknown_notebook_name_suggests_the_shipped_ones(tmp_path):
+    with pytest.raises(InputError, match="no notebook"):
+        find_notebook(tmp_path / "nope")
