@@ -1,0 +1,122 @@
+"""``srifty catalog show|refresh``: list the EC2 catalog, or rebuild it from AWS."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from ..catalog import filter_catalog, load_catalog
+
+# what fits a terminal; csv and json carry every column
+_TABLE_COLUMNS = [
+    "instance_type",
+    "gpu_model",
+    "gpu_count",
+    "gpu_memory_gib",
+    "vcpus",
+    "memory_gib",
+    "network_gbps",
+    "efa_supported",
+    "ondemand_usd_per_hr",
+    "spot_usd_per_hr",
+    "spot_interruption_bucket",
+]
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _show(args: argparse.Namespace) -> int:
+    # no --region: us-east-1 for the embedded catalog, every row of a --catalog file
+    table = load_catalog(region=args.region, path=args.catalog)
+    table = filter_catalog(
+        table, gpu=_names(args.gpu), family=_names(args.family), min_gpu_mem_gib=args.min_gpu_mem
+    )
+    if args.format == "csv":
+        table.to_csv(sys.stdout, index=False)
+    elif args.format == "json":
+        sys.stdout.write(table.to_json(orient="records", indent=1) + "\n")
+    elif table.empty:
+        print("no instance type matches", file=sys.stderr)
+    else:
+        shown = table[[c for c in _TABLE_COLUMNS if c in table.columns]]
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(shown.to_string(index=False, na_rep=""))
+    return 0
+
+
+def _refresh(args: argparse.Namespace) -> int:
+    from ..aws_catalog import refresh_catalog  # boto3 is imported only when refreshing
+
+    table = refresh_catalog(
+        args.region,
+        args.out,
+        profile=args.profile,
+        endpoint_url=args.endpoint_url,
+        pricing_endpoint_url=args.pricing_endpoint_url,
+        max_attempts=args.max_attempts,
+        spot_window_days=args.spot_window_days,
+        families=_names(args.families),
+    )
+    print(
+        f"wrote {len(table)} instance types of {args.region} to {args.out} "
+        f"({table['ondemand_usd_per_hr'].notna().sum()} with on-demand, "
+        f"{table['spot_usd_per_hr'].notna().sum()} with spot prices)"
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``srifty catalog show`` and ``srifty catalog refresh``."""
+    parser = subparsers.add_parser(
+        "catalog",
+        help="the EC2 catalog: specs, prices, accelerator figures",
+        description="List the EC2 catalog (embedded or a file), or rebuild it from AWS.",
+    )
+    sub = parser.add_subparsers(dest="catalog_command", metavar="ACTION")
+    sub.required = True
+
+    show = sub.add_parser(
+        "show",
+        help="list instance types, filtered",
+        description="List instance types with specs and prices. Filters take comma lists.",
+    )
+    show.add_argument("--gpu", metavar="MODEL", help="GPU model(s), e.g. A100 or T4,L4")
+    show.add_argument("--family", metavar="F", help="instance family(ies), e.g. g5 or p4d,p5")
+    show.add_argument(
+        "--min-gpu-mem", type=float, metavar="GIB", help="at least this memory per accelerator"
+    )
+    show.add_argument("--catalog", metavar="PATH", help="a catalog file instead of the embedded")
+    show.add_argument(
+        "--region",
+        metavar="R",
+        help="region (default us-east-1; with --catalog, every region in the file)",
+    )
+    show.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    show.set_defaults(func=_show)
+
+    refresh = sub.add_parser(
+        "refresh",
+        help="rebuild the catalog from the AWS APIs",
+        description="Fetch specs, offerings, spot history and on-demand prices with boto3 and "
+        "write the catalog atomically (an existing file is left as it was on any failure). "
+        "Needs "
+        "ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings, "
+        "ec2:DescribeSpotPriceHistory and pricing:GetProducts.",
+    )
+    refresh.add_argument("--region", required=True, metavar="R", help="e.g. us-east-1")
+    refresh.add_argument("--out", required=True, metavar="PATH", help=".csv, .parquet or .json")
+    refresh.add_argument("--profile", metavar="P", help="AWS profile (default: the usual chain)")
+    refresh.add_argument("--families", metavar="F", help="only these families (comma list)")
+    refresh.add_argument(
+        "--max-attempts", type=int, default=8, metavar="N", help="attempts per call (default 8)"
+    )
+    refresh.add_argument(
+        "--spot-window-days", type=float, default=3.0, metavar="D", help="spot history window"
+    )
+    refresh.add_argument("--endpoint-url", metavar="URL", help="EC2 endpoint (private or test)")
+    refresh.add_argument("--pricing-endpoint-url", metavar="URL", help="Pricing API endpoint")
+    refresh.set_defaults(func=_refresh)
