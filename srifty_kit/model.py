@@ -1,0 +1,314 @@
+"""Step-time model of synchronous data-parallel training, with prediction intervals.
+
+``StepTimeModel`` fits one set of ``step_physics.StepParams`` per training model and instance
+type (``step_fit``), picks its structure by validation on held-out larger scales
+(``scale_cv``), calibrates intervals on the same folds (``intervals``), and moves to instance
+types never measured through ``hardware``. It saves to versioned, checksummed JSON.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from . import intervals
+from .errors import InputError, did_you_mean
+from .scale_cv import choose_structure, with_variant
+from .schemas import validate_configs, validate_measurements
+from .step_fit import aggregate, fit_group, unidentified, with_per_node
+from .step_physics import INTER_TERMS, INTRA_TERMS, StepParams, max_per_node, step_time
+
+_PREDICTION_COLUMNS = ("step_time_s", "step_time_lo", "step_time_hi")
+_BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
+
+# how much wider intervals get where a regime's terms were borrowed from other training models
+# or fixed by assumption rather than fitted (a factor on the log half-width)
+BORROWED_WIDEN = 3.0
+
+
+@dataclass
+class GroupFit:
+    """What was learned for one training model on one instance type."""
+
+    params: StepParams
+    scores: np.ndarray  # conformal scores from held-out-scale folds (see intervals)
+    max_nodes: int  # largest fitted configuration: extrapolation is measured from here
+    max_workers: int
+    structure: str = "full"
+    cv_error: float = float("nan")  # mean |log(observed/predicted)| on held-out scales
+    n_configs: int = 0
+    fixed: dict[str, str] = field(default_factory=dict)  # term -> why it was not fitted
+    widen: dict[str, float] = field(default_factory=dict)  # regime -> interval factor
+
+    def to_json(self) -> dict:
+        """Plain JSON-ready dict."""
+        return {
+            "params": self.params._asdict(),
+            "scores": [float(s) for s in self.scores],
+            "max_nodes": int(self.max_nodes),
+            "max_workers": int(self.max_workers),
+            "structure": self.structure,
+            "cv_error": None if not np.isfinite(self.cv_error) else float(self.cv_error),
+            "n_configs": int(self.n_configs),
+            "fixed": dict(self.fixed),
+            "widen": {k: float(v) for k, v in self.widen.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> GroupFit:
+        """Inverse of ``to_json``; KeyError/TypeError/ValueError on a malformed dict."""
+        params = StepParams(**{k: float(v) for k, v in data["params"].items()})
+        cv = data.get("cv_error")
+        return cls(
+            params=params,
+            scores=np.asarray(data["scores"], float),
+            max_nodes=int(data["max_nodes"]),
+            max_workers=int(data["max_workers"]),
+            structure=str(data["structure"]),
+            cv_error=float("nan") if cv is None else float(cv),
+            n_configs=int(data["n_configs"]),
+            fixed={str(k): str(v) for k, v in data["fixed"].items()},
+            widen={str(k): float(v) for k, v in data["widen"].items()},
+        )
+
+
+def _predict_group(
+    fit: GroupFit,
+    num_nodes: np.ndarray,
+    num_workers: np.ndarray,
+    local_bsz: np.ndarray,
+    per_node: np.ndarray,
+    level: float,
+) -> dict[str, np.ndarray]:
+    """Point, interval and breakdown for one group's configurations (numpy broadcasting)."""
+    total, t_c, t_s = step_time(fit.params, num_nodes, num_workers, local_bsz, per_node)
+    dist = intervals.extrapolation_distance(num_nodes, num_workers, fit.max_nodes, fit.max_workers)
+    k = np.asarray(num_nodes)
+    n = np.asarray(num_workers)
+    dist = dist * np.where(k > 1, fit.widen.get("inter", 1.0), 1.0)
+    dist = dist * np.where((k == 1) & (n > 1), fit.widen.get("intra", 1.0), 1.0)
+    dist = dist * fit.widen.get("all", 1.0)
+    lo, hi = intervals.bounds(total, fit.scores, level, dist)
+    out = {
+        "step_time_s": total,
+        "step_time_lo": lo,
+        "step_time_hi": hi,
+        "compute_s": t_c,
+        "sync_s": t_s,
+    }
+    shape = np.broadcast_shapes(*(v.shape for v in out.values()))
+    return {k: v if v.shape == shape else np.broadcast_to(v, shape).copy() for k, v in out.items()}
+
+
+def _borrow(fits: dict[tuple[str, str], GroupFit], borrowed: dict[tuple[str, str], set]) -> None:
+    """Fill terms a group could not identify from groups on the same instance type.
+
+    Bandwidth terms scale with the gradient size, which differs between training models: a
+    missing inter-node term is the group's own intra-node term times the inter/intra ratio of
+    the donors (same machine, same links); other terms take the donors' median. With no
+    donor, the inter-node term is 1.1x the intra-node one (the prior AdaptDL's
+    ``fit_perf_params`` enforces: the network is no faster than the links in a node).
+    """
+    for key, terms in borrowed.items():
+        if not terms:
+            continue
+        fit = fits[key]
+        donors = [
+            f.params
+            for k, f in fits.items()
+            if k != key and k[1] == key[1] and not (terms & borrowed.get(k, set()))
+        ]
+        values = fit.params._asdict()
+        for name in sorted(terms):
+            if name == "bw_inter" and values["bw_intra"] > 0:
+                ratios = [d.bw_inter / d.bw_intra for d in donors if d.bw_intra > 0]
+                values[name] = values["bw_intra"] * (float(np.median(ratios)) if ratios else 1.1)
+            elif donors:
+                values[name] = float(np.median([getattr(d, name) for d in donors]))
+            how = (
+                f"borrowed from {len(donors)} other model(s) on {key[1]}"
+                if donors
+                else ("no other model on this instance type to borrow from")
+            )
+            fit.fixed[name] = f"{fit.fixed.get(name, 'not identified')}; {how}"
+        fit.params = StepParams(**values)
+        if terms & set(INTER_TERMS):
+            fit.widen["inter"] = BORROWED_WIDEN
+        if terms & set(INTRA_TERMS):
+            fit.widen["intra"] = BORROWED_WIDEN
+
+
+class StepTimeModel(BaseEstimator):
+    """Predicts the step time of data-parallel training configurations, with intervals."""
+
+    def __init__(self, level: float = 0.9, structure: str = "auto") -> None:
+        self.level = level
+        self.structure = structure
+
+    # -- fitting -------------------------------------------------------------------------
+    def fit(self, measurements: pd.DataFrame, catalog: pd.DataFrame | None = None) -> StepTimeModel:
+        """Fit every (model, instance_type) group of a measurement table; returns self."""
+        table = with_per_node(validate_measurements(measurements, catalog=catalog))
+        self._check_level(self.level)
+        fits: dict[tuple[str, str], GroupFit] = {}
+        borrowed: dict[tuple[str, str], set] = {}
+        for key, rows in table.groupby(["model", "instance_type"], sort=True):
+            fits[key], borrowed[key] = self._fit_group(rows.reset_index(drop=True))
+        _borrow(fits, borrowed)
+        self.groups_ = fits
+        self.models_ = sorted({k[0] for k in fits})
+        self.instance_types_ = sorted({k[1] for k in fits})
+        self.gpus_per_node_ = {
+            str(t): int(g) for t, g in table.groupby("instance_type")["gpus_per_node"].max().items()
+        }
+        self.fixed_terms_ = {f"{m}/{t}": dict(f.fixed) for (m, t), f in fits.items() if f.fixed}
+        for name, terms in self.fixed_terms_.items():
+            lines = "; ".join(f"{t}: {why}" for t, why in terms.items())
+            warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=2)
+        return self
+
+    def _fit_group(self, rows: pd.DataFrame) -> tuple[GroupFit, set]:
+        configs = aggregate(rows)
+        base = unidentified(configs)
+        if self.structure == "auto":
+            structure, held = choose_structure(rows, configs)
+        else:
+            from .scale_cv import VARIANTS, held_out
+
+            if self.structure not in VARIANTS:
+                raise InputError(
+                    f"unknown structure {self.structure!r}{did_you_mean(self.structure, VARIANTS)}",
+                    fix="use 'auto' or one of " + ", ".join(VARIANTS),
+                )
+            structure, held = self.structure, held_out(rows, configs, self.structure)
+        fixed = with_variant(base, structure)
+        params = fit_group(configs, fixed)
+        fit = GroupFit(
+            params=params,
+            scores=held.scores,
+            max_nodes=int(configs["num_nodes"].max()),
+            max_workers=int(configs["num_workers"].max()),
+            structure=structure,
+            cv_error=held.error,
+            n_configs=len(configs),
+            fixed={k: v for k, v in base.reasons.items()},
+        )
+        if held.scores.size < intervals.MIN_SCORES:
+            fit.fixed["interval"] = (
+                f"only {held.scores.size} held-out steps to calibrate on: prior width used"
+            )
+            fit.scores = np.array([])  # conformal_quantile falls back to the prior width
+        return fit, set(base.borrowed)
+
+    # -- predicting ------------------------------------------------------------------------
+    def predict_arrays(
+        self,
+        model: str,
+        instance_type: str,
+        num_nodes,
+        num_workers,
+        local_bsz,
+        gpus_per_node: int | None = None,
+        level: float | None = None,
+        catalog: pd.DataFrame | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Vectorised prediction for one model and instance type; no table, no validation."""
+        fit = self._group(model, instance_type, gpus_per_node, catalog)
+        k = np.asarray(num_nodes)
+        n = np.asarray(num_workers)
+        return _predict_group(
+            fit, k, n, np.asarray(local_bsz), max_per_node(k, n), self._level(level)
+        )
+
+    def predict(self, configs: pd.DataFrame, level: float | None = None) -> pd.DataFrame:
+        """``configs`` plus step_time_s and its interval step_time_lo..step_time_hi."""
+        return self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS)
+
+    def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s."""
+        out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
+        out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
+        return out
+
+    def _predict_table(
+        self, configs: pd.DataFrame, level: float, columns: tuple[str, ...]
+    ) -> pd.DataFrame:
+        self._check_fitted()
+        out = validate_configs(self._fill_gpus(configs))
+        table = with_per_node(out)
+        for col in columns:
+            out[col] = np.nan
+        for (model, itype), rows in table.groupby(["model", "instance_type"], sort=False):
+            fit = self._group(model, itype, int(rows["gpus_per_node"].iloc[0]), None)
+            shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
+            pred = _predict_group(fit, *shape, rows["per_node"].to_numpy(), level)
+            for col in columns:
+                out.loc[rows.index, col] = pred[col]
+        return out
+
+    def _fill_gpus(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """Fill gpus_per_node of fitted instance types, so the catalog is only asked for others."""
+        if not isinstance(configs, pd.DataFrame) or "instance_type" not in configs:
+            return configs
+        known = configs["instance_type"].map(self.gpus_per_node_)
+        if "gpus_per_node" in configs:
+            known = pd.to_numeric(configs["gpus_per_node"], errors="coerce").fillna(known)
+        out = configs.copy()
+        out["gpus_per_node"] = known
+        return out
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _group(
+        self,
+        model: str,
+        instance_type: str,
+        gpus_per_node: int | None,
+        catalog: pd.DataFrame | None,
+    ) -> GroupFit:
+        self._check_fitted()
+        if model not in self.models_:
+            raise InputError(
+                f"training model {model!r} was not fitted{did_you_mean(model, self.models_)}",
+                column="model",
+                fix="fit measurements of this model first; fitted: " + ", ".join(self.models_),
+            )
+        key = (model, instance_type)
+        if key in self.groups_:
+            return self.groups_[key]
+        from .hardware import transfer  # model -> hardware -> model would be a cycle at import
+
+        return transfer(self, model, instance_type, gpus_per_node=gpus_per_node, catalog=catalog)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "groups_"):
+            raise InputError("this StepTimeModel is not fitted", fix="call fit(measurements)")
+
+    @staticmethod
+    def _check_level(level: float) -> float:
+        if not (isinstance(level, int | float) and 0.0 < float(level) < 1.0):
+            raise InputError(
+                f"level must be a probability between 0 and 1, got {level!r}", fix="e.g. 0.9"
+            )
+        return float(level)
+
+    def _level(self, level: float | None) -> float:
+        return self._check_level(self.level if level is None else level)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fitted model as versioned, checksummed JSON (atomic)."""
+        from .model_io import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path) -> StepTimeModel:
+        """Read a model written by ``save``; InputError if the file is of another version,
+        malformed or edited by hand."""
+        from .model_io import load_model
+
+        return load_model(cls, path)

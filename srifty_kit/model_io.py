@@ -1,0 +1,97 @@
+"""Saving and loading a fitted StepTimeModel as versioned JSON with a checksum; no pickle."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import InputError
+from .tables import write_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .model import StepTimeModel
+
+FORMAT = "srifty_kit.StepTimeModel"
+VERSION = 1
+_FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
+
+
+def _checksum(body: dict) -> str:
+    """sha256 of the canonical JSON of everything but the checksum itself."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def model_document(model: StepTimeModel) -> dict:
+    """The JSON document of a fitted model."""
+    model._check_fitted()
+    body = {
+        "format": FORMAT,
+        "version": VERSION,
+        "init": model.get_params(),
+        "gpus_per_node": dict(model.gpus_per_node_),
+        "groups": [
+            {"model": m, "instance_type": t, **fit.to_json()}
+            for (m, t), fit in sorted(model.groups_.items())
+        ],
+    }
+    return {**body, "sha256": _checksum(body)}
+
+
+def save_model(model: StepTimeModel, path: str | os.PathLike) -> Path:
+    """Write ``model`` to ``path`` atomically."""
+    return write_json(model_document(model), path)
+
+
+def load_model(cls: type[StepTimeModel], path: str | os.PathLike) -> StepTimeModel:
+    """Read and check a model file; every problem is one InputError naming the file."""
+    path = Path(path)
+    src = str(path)
+    if not path.is_file():
+        raise InputError("model file not found", source=src, fix="check the path")
+    try:
+        doc = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InputError(f"not a JSON model file ({err})", source=src, fix=_FIX) from err
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InputError("not a srifty_kit StepTimeModel file", source=src, fix=_FIX)
+    if doc.get("version") != VERSION:
+        raise InputError(
+            f"model file version {doc.get('version')!r}; this srifty_kit reads version {VERSION}",
+            source=src,
+            fix=_FIX,
+        )
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    try:
+        ok = doc.get("sha256") == _checksum(body)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError(
+            "checksum does not match: the file was edited or damaged", source=src, fix=_FIX
+        )
+    return _rebuild(cls, doc, src)
+
+
+def _rebuild(cls: type[StepTimeModel], doc: dict, src: str) -> StepTimeModel:
+    from .model import GroupFit
+
+    try:
+        model = cls(**doc["init"])
+        groups = {
+            (str(g["model"]), str(g["instance_type"])): GroupFit.from_json(g) for g in doc["groups"]
+        }
+        gpus = {str(k): int(v) for k, v in doc["gpus_per_node"].items()}
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"malformed model file ({err!r})", source=src, fix=_FIX) from err
+    if not groups:
+        raise InputError("the model file holds no fitted groups", source=src, fix=_FIX)
+    model.groups_ = groups
+    model.gpus_per_node_ = gpus
+    model.models_ = sorted({k[0] for k in groups})
+    model.instance_types_ = sorted({k[1] for k in groups})
+    model.fixed_terms_ = {f"{m}/{t}": dict(f.fixed) for (m, t), f in groups.items() if f.fixed}
+    return model

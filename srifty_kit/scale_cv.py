@@ -1,0 +1,88 @@
+"""Cross-validation that holds out the largest scales: picks the structure, yields the scores.
+
+Random rows would reward interpolation; the model is used to predict clusters larger than any
+measured, so every fold (``intervals.scale_folds``) trains on the smaller configurations and
+scores the larger ones. The same held-out residuals calibrate the prediction intervals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .intervals import extrapolation_distance, scale_folds
+from .step_fit import CONFIG_KEYS, Fixed, fit_group, unidentified
+from .step_physics import StepParams, step_time
+
+# structures tried, simplest last; each holds some terms at their neutral value
+VARIANTS: dict[str, dict[str, float]] = {
+    "full": {},
+    "no-latency": {"lat_intra": 0.0, "lat_inter": 0.0},
+    "no-contention": {"share": 0.0},
+    "bandwidth-only": {"lat_intra": 0.0, "lat_inter": 0.0, "share": 0.0},
+}
+
+
+@dataclass
+class HeldOut:
+    """Held-out residuals of one structure over all folds."""
+
+    log_ratio: np.ndarray  # log(observed / predicted) of each held-out step
+    distance: np.ndarray  # extrapolation distance of its configuration from its fold's fit
+
+    @property
+    def error(self) -> float:
+        """Mean absolute log ratio: about the mean absolute percentage error, symmetric."""
+        return float(np.mean(np.abs(self.log_ratio))) if self.log_ratio.size else np.inf
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Conformal scores: absolute log ratios per unit of extrapolation distance."""
+        return np.abs(self.log_ratio) / self.distance
+
+
+def with_variant(base: Fixed, variant: str) -> Fixed:
+    """``base`` plus the terms the structure ``variant`` switches off."""
+    fixed = Fixed(dict(base.values), dict(base.reasons), set(base.borrowed))
+    for name, value in VARIANTS[variant].items():
+        fixed.fix(name, value, f"structure '{variant}' chosen by held-out-scale validation")
+    return fixed
+
+
+def predict_rows(params: StepParams, rows: pd.DataFrame) -> np.ndarray:
+    """Point step time for rows that carry the configuration keys."""
+    shape = [rows[c].to_numpy(float) for c in CONFIG_KEYS]
+    return step_time(params, *shape)[0]
+
+
+def held_out(rows: pd.DataFrame, configs: pd.DataFrame, variant: str) -> HeldOut:
+    """Fit on the small part of each fold, keep the residuals of the large part's steps."""
+    ratios, distances = [], []
+    for train, test in scale_folds(configs):
+        part = configs[train].reset_index(drop=True)
+        params = fit_group(part, with_variant(unidentified(part), variant))
+        test_rows = rows.merge(configs.loc[test, list(CONFIG_KEYS)], on=list(CONFIG_KEYS))
+        pred = predict_rows(params, test_rows)
+        ratios.append(np.log(test_rows["step_time_s"].to_numpy() / pred))
+        distances.append(
+            extrapolation_distance(
+                test_rows["num_nodes"].to_numpy(),
+                test_rows["num_workers"].to_numpy(),
+                part["num_nodes"].max(),
+                part["num_workers"].max(),
+            )
+        )
+    if not ratios:
+        return HeldOut(np.array([]), np.array([]))
+    return HeldOut(np.concatenate(ratios), np.concatenate(distances))
+
+
+def choose_structure(rows: pd.DataFrame, configs: pd.DataFrame) -> tuple[str, HeldOut]:
+    """The structure with the lowest held-out-scale error ('full' when nothing is held out)."""
+    results = {name: held_out(rows, configs, name) for name in VARIANTS}
+    best = min(results, key=lambda name: results[name].error)
+    if not np.isfinite(results[best].error):
+        return "full", results["full"]
+    return best, results[best]

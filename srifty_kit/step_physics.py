@@ -1,0 +1,141 @@
+"""The equations of one synchronous data-parallel step: compute, ring all-reduce, overlap.
+
+Pure, vectorised numpy over any broadcastable arrays; no fitting, no tables. The fitted
+numbers live in ``StepParams``; ``model.py`` estimates them and ``hardware.py`` moves them to
+other machines.
+
+A step on ``n`` workers spread over ``k`` nodes, at most ``g`` workers on one node, with a
+local batch of ``b`` samples per worker, takes
+
+    T_c = alpha_c + beta_c * b                                   (forward + backward)
+    T_s = 2(g-1) * lat_intra + 2(g-1)/g * bw_intra               if k == 1   (PCIe/NVLink ring)
+    T_s = 2(n-1) * lat_inter + 2(n-1)/n * bw_inter * g**share    if k > 1    (ring over the NIC)
+    T   = (T_c**gamma + T_s**gamma) ** (1/gamma)                 (overlap, as Pollux, OSDI'21)
+
+The ring all-reduce cost 2(n-1)/n * bytes / bandwidth + 2(n-1) * latency is the standard
+alpha-beta model (Thakur, Rabenseifner & Gropp, "Optimization of collective communication
+operations in MPICH", IJHPCA 2005). ``bw_*`` fold the gradient bytes into the inverse
+bandwidth, so they are seconds. ``g**share`` is the NIC contention seen on PCIe-only nodes
+(g4dn): with ``share=0`` a topology-aware ring crosses the NIC once per node whatever ``g``
+is; with ``share=1`` every worker on the node pushes its own flow through the NIC.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class StepParams(NamedTuple):
+    """Fitted constants of one training model on one instance type (seconds unless noted)."""
+
+    alpha_c: float  # T_c = alpha_c + beta_c * b: fixed cost of a step (launch, optimizer)
+    beta_c: float  # ... + beta_c * b: seconds per sample of local batch
+    lat_intra: float  # T_s = 2(g-1) * lat_intra + ...: one ring step inside a node
+    bw_intra: float  # ... + 2(g-1)/g * bw_intra: gradient bytes / intra-node bandwidth
+    lat_inter: float  # T_s = 2(n-1) * lat_inter + ...: one ring step when nodes > 1
+    bw_inter: float  # ... + 2(n-1)/n * bw_inter * g**share: gradient bytes / NIC bandwidth
+    share: float  # exponent of g in the NIC term, in [0, 1] (contention on the NIC)
+    gamma: float  # T = (T_c**gamma + T_s**gamma)**(1/gamma), >= 1; 1 means no overlap
+
+
+PARAM_NAMES: tuple[str, ...] = StepParams._fields
+
+# physical bounds of each constant: (lower, upper); the fit never leaves them
+BOUNDS: dict[str, tuple[float, float]] = {
+    "alpha_c": (0.0, np.inf),
+    "beta_c": (0.0, np.inf),
+    "lat_intra": (0.0, np.inf),
+    "bw_intra": (0.0, np.inf),
+    "lat_inter": (0.0, np.inf),
+    "bw_inter": (0.0, np.inf),
+    "share": (0.0, 1.0),
+    "gamma": (1.0, 10.0),
+}
+
+# terms that only matter for some configurations: which rows identify each one
+COMPUTE_TERMS = ("alpha_c", "beta_c")
+INTRA_TERMS = ("lat_intra", "bw_intra")
+INTER_TERMS = ("lat_inter", "bw_inter", "share")
+
+
+def max_per_node(num_nodes: np.ndarray, num_workers: np.ndarray) -> np.ndarray:
+    """Workers on the busiest node when they are spread as evenly as possible."""
+    return np.ceil(np.asarray(num_workers, float) / np.asarray(num_nodes, float))
+
+
+def placement_max(placement: object, num_nodes: int, num_workers: int) -> int:
+    """Busiest node of a Pollux-style placement string ('13' = 1 worker + 3 workers).
+
+    Falls back to the even spread when the string does not describe these workers.
+    """
+    text = "" if placement is None else str(placement).strip()
+    if text.isdigit() and len(text) == num_nodes and sum(map(int, text)) == num_workers:
+        return max(map(int, text))
+    return int(max_per_node(np.array(num_nodes), np.array(num_workers)))
+
+
+def compute_time(p: StepParams, local_bsz: np.ndarray) -> np.ndarray:
+    """T_c: forward and backward of one local batch."""
+    return p.alpha_c + p.beta_c * np.asarray(local_bsz, float)
+
+
+def sync_time(
+    p: StepParams, num_nodes: np.ndarray, num_workers: np.ndarray, per_node: np.ndarray
+) -> np.ndarray:
+    """T_s: one ring all-reduce of the gradients; 0 for a single worker."""
+    n = np.asarray(num_workers, float)
+    k = np.asarray(num_nodes, float)
+    g = np.asarray(per_node, float)
+    intra = 2.0 * (g - 1.0) * p.lat_intra + 2.0 * (g - 1.0) / g * p.bw_intra
+    inter = 2.0 * (n - 1.0) * p.lat_inter + 2.0 * (n - 1.0) / n * p.bw_inter * g**p.share
+    return np.where(k > 1, inter, intra)
+
+
+def overlap(t_c: np.ndarray, t_s: np.ndarray, gamma: float) -> np.ndarray:
+    """T: compute and sync combined; gamma=1 adds them, large gamma approaches max."""
+    if gamma == 1.0:
+        return t_c + t_s
+    # scale by the larger term so gamma up to 10 never overflows
+    top = np.maximum(np.maximum(t_c, t_s), 1e-300)
+    return top * ((t_c / top) ** gamma + (t_s / top) ** gamma) ** (1.0 / gamma)
+
+
+def step_time(
+    p: StepParams,
+    num_nodes: np.ndarray,
+    num_workers: np.ndarray,
+    local_bsz: np.ndarray,
+    per_node: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(T, T_c, T_s) of one step for every configuration, broadcast together."""
+    t_c = compute_time(p, local_bsz)
+    t_s = sync_time(p, num_nodes, num_workers, per_node)
+    return overlap(t_c, t_s, p.gamma), t_c, t_s
+
+
+def simulate(
+    p: StepParams,
+    num_nodes: np.ndarray,
+    num_workers: np.ndarray,
+    local_bsz: np.ndarray,
+    noise: float = 0.03,
+    repeats: int = 1,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Synthetic measurements from known constants: lognormal noise of relative size ``noise``.
+
+    For teaching and testing: a fit of these rows should give back ``p``'s predictions.
+    """
+    rng = np.random.default_rng(seed)
+    k, n, b = (np.repeat(np.asarray(a), repeats) for a in (num_nodes, num_workers, local_bsz))
+    total, _, t_s = step_time(p, k, n, b, max_per_node(k, n))
+    factor = np.exp(rng.normal(0.0, noise, size=total.shape))
+    return {
+        "num_nodes": k,
+        "num_workers": n,
+        "local_bsz": b,
+        "step_time_s": total * factor,
+        "sync_time_s": t_s * factor,
+    }

@@ -1,0 +1,244 @@
+"""StepTimeModel: fit, predict with intervals, explain, predict_arrays, save/load."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit import InputError, StepTimeModel
+from srifty_kit.step_physics import StepParams, simulate
+
+TRUE = StepParams(
+    alpha_c=0.05,
+    beta_c=0.004,
+    lat_intra=0.001,
+    bw_intra=0.02,
+    lat_inter=0.002,
+    bw_inter=0.15,
+    share=0.3,
+    gamma=1.2,
+)
+
+
+def cluster(max_nodes: int, gpus: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Every (nodes, workers) shape up to ``max_nodes`` nodes of ``gpus`` GPUs."""
+    shapes = [(k, n) for k in range(1, max_nodes + 1) for n in range(k, k * gpus + 1)]
+    return tuple(np.array(a) for a in zip(*shapes, strict=True))
+
+
+def measurements(
+    max_nodes: int,
+    min_nodes: int = 1,
+    model: str = "resnet",
+    params: StepParams = TRUE,
+    repeats: int = 1,
+    noise: float = 0.03,
+    seed: int = 0,
+    sync: bool = True,
+) -> pd.DataFrame:
+    """Synthetic measurements of every shape and four batch sizes on a 4-GPU machine."""
+    k, n = cluster(max_nodes)
+    keep = k >= min_nodes
+    k, n = k[keep], n[keep]
+    bsz = np.array([8, 16, 32, 64])
+    kk, bb = np.meshgrid(np.arange(k.size), bsz, indexing="ij")
+    sim = simulate(params, k[kk.ravel()], n[kk.ravel()], bb.ravel(), noise, repeats, seed)
+    table = pd.DataFrame(sim).assign(model=model, instance_type="g4dn.12xlarge", gpus_per_node=4)
+    return table if sync else table.drop(columns="sync_time_s")
+
+
+def configs(table: pd.DataFrame) -> pd.DataFrame:
+    return table.drop(columns=["step_time_s", "sync_time_s"], errors="ignore")
+
+
+@pytest.fixture(scope="module")
+def fitted() -> StepTimeModel:
+    return StepTimeModel().fit(measurements(2))
+
+
+def test_predicts_larger_clusters_than_it_was_fitted_on(fitted):
+    held = measurements(4, min_nodes=3, seed=1)
+    pred = fitted.predict(configs(held))
+    ape = np.abs(pred["step_time_s"] / held["step_time_s"] - 1)
+    assert ape.mean() < 0.06  # 3% noise; the structure is the true one
+
+
+def test_prediction_interval_covers_held_out_steps(fitted):
+    held = measurements(4, min_nodes=3, seed=2)
+    pred = fitted.predict(configs(held), level=0.9)
+    inside = (held["step_time_s"] >= pred["step_time_lo"]) & (
+        held["step_time_s"] <= pred["step_time_hi"]
+    )
+    assert inside.mean() >= 0.85
+
+
+def test_intervals_are_ordered_finite_and_widen_with_level_and_scale(fitted):
+    cfg = configs(measurements(4, seed=3))
+    p80 = fitted.predict(cfg, level=0.8)
+    p95 = fitted.predict(cfg, level=0.95)
+    for p in (p80, p95):
+        assert np.isfinite(p[["step_time_s", "step_time_lo", "step_time_hi"]]).all().all()
+        assert (p["step_time_lo"] > 0).all()
+        assert (p["step_time_lo"] <= p["step_time_s"]).all()
+        assert (p["step_time_s"] <= p["step_time_hi"]).all()
+    width = lambda p: p["step_time_hi"] - p["step_time_lo"]  # noqa: E731
+    assert (width(p95) >= width(p80)).all()
+    rel = (p95["step_time_hi"] / p95["step_time_lo"]).groupby(p95["num_nodes"]).mean()
+    assert rel.loc[4] > rel.loc[2]  # beyond the fitted nodes the interval grows
+
+
+def test_predict_keeps_the_input_columns_and_adds_the_prediction(fitted):
+    cfg = configs(measurements(3, seed=4)).assign(note="mine")
+    pred = fitted.predict(cfg)
+    assert list(pred.columns[: len(cfg.columns)]) == list(cfg.columns)
+    assert {"step_time_s", "step_time_lo", "step_time_hi"} <= set(pred.columns)
+    assert (pred["note"] == "mine").all()
+
+
+def test_predict_arrays_matches_predict_and_broadcasts(fitted):
+    cfg = configs(measurements(4, seed=5))
+    table = fitted.predict(cfg)
+    arrays = fitted.predict_arrays(
+        "resnet", "g4dn.12xlarge", cfg["num_nodes"], cfg["num_workers"], cfg["local_bsz"]
+    )
+    np.testing.assert_allclose(arrays["step_time_s"], table["step_time_s"])
+    np.testing.assert_allclose(arrays["step_time_hi"], table["step_time_hi"])
+    grid = fitted.predict_arrays(
+        "resnet",
+        "g4dn.12xlarge",
+        np.array([[2], [4]]),
+        np.array([[8], [16]]),
+        np.array([[8, 16, 32]]),
+    )
+    assert all(v.shape == (2, 3) for v in grid.values())
+    np.testing.assert_allclose(
+        grid["compute_s"] + grid["sync_s"] >= grid["step_time_s"] - 1e-12, True
+    )
+
+
+def test_explain_breaks_the_step_into_compute_sync_and_overlap(fitted):
+    out = fitted.explain(configs(measurements(2, seed=6)))
+    assert (out["compute_s"] > 0).all()
+    single = out["num_workers"] == 1
+    assert (out.loc[single, "sync_s"] == 0).all()
+    assert (out.loc[~single, "sync_s"] > 0).all()
+    assert (out["overlap_s"] >= -1e-12).all()
+    assert np.allclose(out["compute_s"] + out["sync_s"] - out["overlap_s"], out["step_time_s"])
+
+
+def test_step_time_rises_with_local_batch(fitted):
+    b = np.arange(1, 200)
+    t = fitted.predict_arrays("resnet", "g4dn.12xlarge", 2, 8, b)["step_time_s"]
+    assert (np.diff(t) > 0).all()
+
+
+def test_per_step_samples_fit_like_their_means():
+    steps = measurements(2, repeats=5, noise=0.05, seed=7)
+    means = steps.groupby(
+        ["model", "instance_type", "gpus_per_node", "num_nodes", "num_workers", "local_bsz"],
+        as_index=False,
+    )[["step_time_s", "sync_time_s"]].mean()
+    cfg = configs(measurements(4, min_nodes=3))
+    a = StepTimeModel().fit(steps).predict(cfg)["step_time_s"]
+    b = StepTimeModel().fit(means).predict(cfg)["step_time_s"]
+    assert np.abs(a / b - 1).max() < 0.05
+
+
+def test_fits_without_sync_time():
+    model = StepTimeModel().fit(measurements(2, sync=False))
+    held = measurements(3, min_nodes=3, seed=8)
+    ape = np.abs(model.predict(configs(held))["step_time_s"] / held["step_time_s"] - 1)
+    assert ape.mean() < 0.15
+
+
+def test_too_few_configurations_fix_terms_and_say_which():
+    table = measurements(1).query("local_bsz == 16 and num_workers == 1")
+    with pytest.warns(UserWarning, match="fixed"):
+        model = StepTimeModel().fit(table)
+    fixed = model.fixed_terms_["resnet/g4dn.12xlarge"]
+    assert {"alpha_c", "bw_inter", "bw_intra"} <= set(fixed)
+    assert all(isinstance(why, str) and why for why in fixed.values())
+    pred = model.predict(configs(measurements(4)))
+    assert np.isfinite(pred[["step_time_s", "step_time_lo", "step_time_hi"]]).all().all()
+
+
+def test_missing_inter_node_terms_are_borrowed_from_another_model_with_wider_intervals():
+    table = pd.concat([measurements(2, model="bert"), measurements(1, model="resnet")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(table)
+    assert "bw_inter" in model.fixed_terms_["resnet/g4dn.12xlarge"]
+    cfg = configs(measurements(2, min_nodes=2, model="resnet"))
+    resnet = model.predict(cfg)
+    bert = model.predict(cfg.assign(model="bert"))
+    assert np.isfinite(resnet["step_time_s"]).all()
+    width = lambda p: (p["step_time_hi"] / p["step_time_lo"]).mean()  # noqa: E731
+    assert width(resnet) > width(bert)
+
+
+def test_save_and_load_give_the_same_predictions(fitted, tmp_path):
+    path = tmp_path / "model.json"
+    fitted.save(path)
+    again = StepTimeModel.load(path)
+    cfg = configs(measurements(4, seed=9))
+    pd.testing.assert_frame_equal(fitted.predict(cfg), again.predict(cfg))
+    assert again.models_ == ["resnet"] and again.instance_types_ == ["g4dn.12xlarge"]
+
+
+def test_a_hand_edited_model_file_is_refused(fitted, tmp_path):
+    path = tmp_path / "model.json"
+    fitted.save(path)
+    doc = json.loads(path.read_text())
+    doc["groups"][0]["params"]["beta_c"] *= 2
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="edited"):
+        StepTimeModel.load(path)
+
+
+def test_a_model_file_of_another_version_is_refused(fitted, tmp_path):
+    path = tmp_path / "model.json"
+    fitted.save(path)
+    doc = json.loads(path.read_text())
+    doc["version"] = 99
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="version 99"):
+        StepTimeModel.load(path)
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="JSON"):
+        StepTimeModel.load(path)
+
+
+def test_an_unknown_training_model_gets_did_you_mean(fitted):
+    with pytest.raises(InputError, match="did you mean 'resnet'"):
+        fitted.predict_arrays("resnt", "g4dn.12xlarge", 1, 1, 8)
+
+
+def test_bad_level_is_refused(fitted):
+    with pytest.raises(InputError, match="level"):
+        fitted.predict(configs(measurements(1)), level=90)
+
+
+def test_predicting_before_fitting_is_refused():
+    with pytest.raises(InputError, match="not fitted"):
+        StepTimeModel().predict(configs(measurements(1)))
+
+
+def test_local_cpu_profiles_outside_the_catalog_fit():
+    table = measurements(1).assign(instance_type="local-cpu-8core", gpus_per_node=4)
+    with pytest.warns(UserWarning, match="no multi-node measurements"):
+        model = StepTimeModel().fit(table)
+    pred = model.predict(configs(table).drop(columns="gpus_per_node"))
+    assert np.isfinite(pred["step_time_s"]).all()
+
+
+def test_reference_ec2_fit_on_three_nodes_predicts_four(reference_measurements):
+    table = pd.read_csv(reference_measurements)
+    model = StepTimeModel().fit(table[table["num_nodes"] <= 3])
+    held = table[table["num_nodes"] == 4]
+    pred = model.predict(held.drop(columns=["step_time_s", "sync_time_s"]))
+    ape = (pred["step_time_s"] / held["step_time_s"] - 1).abs()
+    assert ape.groupby(held["model"]).mean().mean() < 0.12
