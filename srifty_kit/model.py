@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator
 
 from . import intervals
 from .errors import InputError, did_you_mean
+from .hardware import TransferFit, build_transfer
 from .scale_cv import choose_structure, with_variant
 from .schemas import validate_configs, validate_measurements
 from .step_fit import aggregate, fit_group, unidentified, with_per_node
@@ -28,6 +29,9 @@ _BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
 # how much wider intervals get where a regime's terms were borrowed from other training models
 # or fixed by assumption rather than fitted (a factor on the log half-width)
 BORROWED_WIDEN = 3.0
+# a group measured on fewer configurations than this is carried over from a better-measured
+# instance type and updated with its rows, when the catalog has the figures to do so
+THIN_GROUP = 8
 
 
 @dataclass
@@ -44,9 +48,26 @@ class GroupFit:
     fixed: dict[str, str] = field(default_factory=dict)  # term -> why it was not fitted
     widen: dict[str, float] = field(default_factory=dict)  # regime -> interval factor
 
+    def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
+        """Point, interval and breakdown (numpy broadcasting)."""
+        total, t_c, t_s = step_time(self.params, num_nodes, num_workers, local_bsz, per_node)
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        dist = intervals.extrapolation_distance(k, n, self.max_nodes, self.max_workers)
+        dist = dist * np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
+        dist = dist * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
+        lo, hi = intervals.bounds(total, self.scores, level, dist)
+        return {
+            "step_time_s": total,
+            "step_time_lo": lo,
+            "step_time_hi": hi,
+            "compute_s": t_c,
+            "sync_s": t_s,
+        }
+
     def to_json(self) -> dict:
         """Plain JSON-ready dict."""
         return {
+            "kind": "fit",
             "params": self.params._asdict(),
             "scores": [float(s) for s in self.scores],
             "max_nodes": int(self.max_nodes),
@@ -59,8 +80,10 @@ class GroupFit:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> GroupFit:
-        """Inverse of ``to_json``; KeyError/TypeError/ValueError on a malformed dict."""
+    def from_json(cls, data: dict) -> GroupFit | TransferFit:
+        """Inverse of ``to_json`` (either kind); KeyError/TypeError/ValueError if malformed."""
+        if data.get("kind") == "transfer":
+            return TransferFit.from_json(data)
         params = StepParams(**{k: float(v) for k, v in data["params"].items()})
         cv = data.get("cv_error")
         return cls(
@@ -76,32 +99,36 @@ class GroupFit:
         )
 
 
-def _predict_group(
-    fit: GroupFit,
-    num_nodes: np.ndarray,
-    num_workers: np.ndarray,
-    local_bsz: np.ndarray,
-    per_node: np.ndarray,
-    level: float,
-) -> dict[str, np.ndarray]:
-    """Point, interval and breakdown for one group's configurations (numpy broadcasting)."""
-    total, t_c, t_s = step_time(fit.params, num_nodes, num_workers, local_bsz, per_node)
-    dist = intervals.extrapolation_distance(num_nodes, num_workers, fit.max_nodes, fit.max_workers)
-    k = np.asarray(num_nodes)
-    n = np.asarray(num_workers)
-    dist = dist * np.where(k > 1, fit.widen.get("inter", 1.0), 1.0)
-    dist = dist * np.where((k == 1) & (n > 1), fit.widen.get("intra", 1.0), 1.0)
-    dist = dist * fit.widen.get("all", 1.0)
-    lo, hi = intervals.bounds(total, fit.scores, level, dist)
-    out = {
-        "step_time_s": total,
-        "step_time_lo": lo,
-        "step_time_hi": hi,
-        "compute_s": t_c,
-        "sync_s": t_s,
+def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per training model, the profiler's flops_per_sample and grad_bytes where measured."""
+    facts: dict[str, dict[str, float]] = {}
+    for column in ("flops_per_sample", "grad_bytes"):
+        if column not in table:
+            continue
+        values = pd.to_numeric(table[column], errors="coerce").groupby(table["model"]).median()
+        for model, value in values.dropna().items():
+            if value > 0:
+                facts.setdefault(str(model), {})[column] = float(value)
+    return facts
+
+
+def fixed_terms(groups: dict) -> dict[str, dict[str, str]]:
+    """Per 'model/instance_type', the terms not fitted from its own rows and why."""
+    out = {}
+    for (m, t), fit in groups.items():
+        if isinstance(fit, TransferFit):
+            out[f"{m}/{t}"] = {"transfer": f"from {fit.source}: " + "; ".join(fit.notes)}
+        elif fit.fixed:
+            out[f"{m}/{t}"] = dict(fit.fixed)
+    return out
+
+
+def _broadcast(pred: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every output at the inputs' common shape (compute depends on the batch only)."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v in pred.values()))
+    return {
+        k: v if np.shape(v) == shape else np.broadcast_to(v, shape).copy() for k, v in pred.items()
     }
-    shape = np.broadcast_shapes(*(v.shape for v in out.values()))
-    return {k: v if v.shape == shape else np.broadcast_to(v, shape).copy() for k, v in out.items()}
 
 
 def _borrow(fits: dict[tuple[str, str], GroupFit], borrowed: dict[tuple[str, str], set]) -> None:
@@ -165,11 +192,27 @@ class StepTimeModel(BaseEstimator):
         self.gpus_per_node_ = {
             str(t): int(g) for t, g in table.groupby("instance_type")["gpus_per_node"].max().items()
         }
-        self.fixed_terms_ = {f"{m}/{t}": dict(f.fixed) for (m, t), f in fits.items() if f.fixed}
+        self.profile_facts_ = _profile_facts(table)
+        self.__dict__.pop("_transfers", None)
+        for key, rows in table.groupby(["model", "instance_type"], sort=True):
+            if fits[key].n_configs < THIN_GROUP:
+                self._transfer_thin(key, rows, catalog)
+        self.fixed_terms_ = fixed_terms(self.groups_)
         for name, terms in self.fixed_terms_.items():
             lines = "; ".join(f"{t}: {why}" for t, why in terms.items())
             warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=2)
         return self
+
+    def _transfer_thin(
+        self, key: tuple[str, str], rows: pd.DataFrame, catalog: pd.DataFrame | None
+    ) -> None:
+        """Replace a thinly measured group by another type's fit carried over and updated
+        with these rows, when the catalog allows (the update narrows its interval)."""
+        try:
+            carried = self._transfer(key[0], key[1], catalog, exclude=key[1])
+        except InputError:
+            return  # nothing to carry from: the group's own fit, with its fixed terms, stays
+        self.groups_[key] = carried.update(rows)
 
     def _fit_group(self, rows: pd.DataFrame) -> tuple[GroupFit, set]:
         configs = aggregate(rows)
@@ -217,12 +260,10 @@ class StepTimeModel(BaseEstimator):
         catalog: pd.DataFrame | None = None,
     ) -> dict[str, np.ndarray]:
         """Vectorised prediction for one model and instance type; no table, no validation."""
-        fit = self._group(model, instance_type, gpus_per_node, catalog)
-        k = np.asarray(num_nodes)
-        n = np.asarray(num_workers)
-        return _predict_group(
-            fit, k, n, np.asarray(local_bsz), max_per_node(k, n), self._level(level)
-        )
+        fit = self._group(model, instance_type, catalog)
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        b = np.asarray(local_bsz)
+        return _broadcast(fit.predict(k, n, b, max_per_node(k, n), self._level(level)))
 
     def predict(self, configs: pd.DataFrame, level: float | None = None) -> pd.DataFrame:
         """``configs`` plus step_time_s and its interval step_time_lo..step_time_hi."""
@@ -243,9 +284,9 @@ class StepTimeModel(BaseEstimator):
         for col in columns:
             out[col] = np.nan
         for (model, itype), rows in table.groupby(["model", "instance_type"], sort=False):
-            fit = self._group(model, itype, int(rows["gpus_per_node"].iloc[0]), None)
+            fit = self._group(model, itype, None)
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
-            pred = _predict_group(fit, *shape, rows["per_node"].to_numpy(), level)
+            pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
             for col in columns:
                 out.loc[rows.index, col] = pred[col]
         return out
@@ -263,12 +304,8 @@ class StepTimeModel(BaseEstimator):
 
     # -- helpers ---------------------------------------------------------------------------
     def _group(
-        self,
-        model: str,
-        instance_type: str,
-        gpus_per_node: int | None,
-        catalog: pd.DataFrame | None,
-    ) -> GroupFit:
+        self, model: str, instance_type: str, catalog: pd.DataFrame | None
+    ) -> GroupFit | TransferFit:
         self._check_fitted()
         if model not in self.models_:
             raise InputError(
@@ -279,9 +316,43 @@ class StepTimeModel(BaseEstimator):
         key = (model, instance_type)
         if key in self.groups_:
             return self.groups_[key]
-        from .hardware import transfer  # model -> hardware -> model would be a cycle at import
+        cache = self.__dict__.setdefault("_transfers", {})
+        if key not in cache:
+            cache[key] = self._transfer(model, instance_type, catalog)
+        return cache[key]
 
-        return transfer(self, model, instance_type, gpus_per_node=gpus_per_node, catalog=catalog)
+    def _transfer(
+        self,
+        model: str,
+        instance_type: str,
+        catalog: pd.DataFrame | None,
+        exclude: str | None = None,
+    ) -> TransferFit:
+        """Carry the best-measured fit of ``model`` to ``instance_type`` (see hardware)."""
+        sources = [
+            (f.n_configs, t, f)
+            for (m, t), f in self.groups_.items()
+            if m == model and t != exclude and isinstance(f, GroupFit)
+        ]
+        if not sources:
+            raise InputError(
+                f"no measured fit of {model!r} to carry to {instance_type!r}",
+                fix="measure this model on some instance type first",
+            )
+        _, source_type, fit = max(sources, key=lambda s: (s[0], s[1]))
+        if catalog is None:
+            from .catalog import load_catalog  # same layer below; loaded only when needed
+
+            catalog = load_catalog()
+        facts = self.profile_facts_.get(model, {})
+        return build_transfer(
+            fit.params,
+            source_type,
+            instance_type,
+            catalog,
+            facts.get("flops_per_sample"),
+            facts.get("grad_bytes"),
+        )
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "groups_"):

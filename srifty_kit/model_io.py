@@ -33,6 +33,7 @@ def model_document(model: StepTimeModel) -> dict:
         "version": VERSION,
         "init": model.get_params(),
         "gpus_per_node": dict(model.gpus_per_node_),
+        "profile_facts": model.profile_facts_,
         "groups": [
             {"model": m, "instance_type": t, **fit.to_json()}
             for (m, t), fit in sorted(model.groups_.items())
@@ -77,7 +78,7 @@ def load_model(cls: type[StepTimeModel], path: str | os.PathLike) -> StepTimeMod
 
 
 def _rebuild(cls: type[StepTimeModel], doc: dict, src: str) -> StepTimeModel:
-    from .model import GroupFit
+    from .model import GroupFit, fixed_terms
 
     try:
         model = cls(**doc["init"])
@@ -85,13 +86,18 @@ def _rebuild(cls: type[StepTimeModel], doc: dict, src: str) -> StepTimeModel:
             (str(g["model"]), str(g["instance_type"])): GroupFit.from_json(g) for g in doc["groups"]
         }
         gpus = {str(k): int(v) for k, v in doc["gpus_per_node"].items()}
+        facts = {
+            str(m): {str(k): float(v) for k, v in f.items()}
+            for m, f in doc["profile_facts"].items()
+        }
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"malformed model file ({err!r})", source=src, fix=_FIX) from err
     if not groups:
         raise InputError("the model file holds no fitted groups", source=src, fix=_FIX)
     model.groups_ = groups
     model.gpus_per_node_ = gpus
+    model.profile_facts_ = facts
     model.models_ = sorted({k[0] for k in groups})
     model.instance_types_ = sorted({k[1] for k in groups})
-    model.fixed_terms_ = {f"{m}/{t}": dict(f.fixed) for (m, t), f in groups.items() if f.fixed}
+    model.fixed_terms_ = fixed_terms(groups)
     return model
