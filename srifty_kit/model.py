@@ -302,6 +302,25 @@ class StepTimeModel(BaseEstimator):
         out["gpus_per_node"] = known
         return out
 
+    def summary(self) -> pd.DataFrame:
+        """One row per fitted group: how it was fitted and its held-out-scale error."""
+        self._check_fitted()
+        rows = []
+        for (m, t), fit in sorted(self.groups_.items()):
+            carried = isinstance(fit, TransferFit)
+            rows.append(
+                {
+                    "model": m,
+                    "instance_type": t,
+                    "fitted_as": f"carried {fit.source}" if carried else fit.structure,
+                    "configs": fit.n_observed if carried else fit.n_configs,
+                    "max_nodes": fit.max_nodes,
+                    "held_out_error": np.nan if carried else np.expm1(fit.cv_error),
+                    "fixed": ", ".join(self.fixed_terms_.get(f"{m}/{t}", {})),
+                }
+            )
+        return pd.DataFrame(rows)
+
     # -- helpers ---------------------------------------------------------------------------
     def _group(
         self, model: str, instance_type: str, catalog: pd.DataFrame | None

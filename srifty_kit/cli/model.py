@@ -1,0 +1,66 @@
+"""``srifty fit`` and ``srifty predict``: fit a step-time model to measurements, predict configs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+import pandas as pd
+
+from ..model import StepTimeModel
+from ..tables import read_table, write_table
+
+
+def _fit(args: argparse.Namespace) -> int:
+    catalog = None
+    if args.catalog:
+        from ..catalog import load_catalog
+
+        catalog = load_catalog(region=None, path=args.catalog)
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        model = StepTimeModel(level=args.level).fit(read_table(args.measurements), catalog)
+    model.save(args.out)
+    for note in notes:
+        print(f"srifty fit: note: {note.message}", file=sys.stderr)
+    with pd.option_context("display.width", 160, "display.max_colwidth", 60):
+        print(model.summary().to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    model = StepTimeModel.load(args.model)
+    out = model.predict(read_table(args.configs), level=args.level)
+    write_table(out, args.out)
+    print(f"wrote {len(out)} predictions at level {args.level:g} to {args.out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fit`` and ``predict``."""
+    fit = subparsers.add_parser(
+        "fit",
+        help="fit a step-time model (with intervals) to a measurements table",
+        description="Fit a StepTimeModel to measurements (per-step samples or configuration "
+        "means; columns model, instance_type, num_nodes, num_workers, local_bsz, step_time_s, "
+        "optional gpus_per_node, sync_time_s, placement) and save it as JSON.",
+    )
+    fit.add_argument("--measurements", required=True, help="CSV/Parquet/JSON measurements")
+    fit.add_argument("--out", required=True, help="model file to write (.json)")
+    fit.add_argument("--catalog", help="EC2 catalog file (default: the embedded one)")
+    fit.add_argument("--level", type=float, default=0.9, help="default interval level (0.9)")
+    fit.set_defaults(func=_fit)
+    predict = subparsers.add_parser(
+        "predict",
+        help="predict step times with intervals for configurations",
+        description="Predict step_time_s with a prediction interval step_time_lo..step_time_hi "
+        "for each configuration (model, instance_type, num_nodes, num_workers, local_bsz, "
+        "optional gpus_per_node, placement); the output keeps the input columns.",
+    )
+    predict.add_argument("--model", required=True, help="model file written by srifty fit")
+    predict.add_argument("--configs", required=True, help="CSV/Parquet/JSON configurations")
+    predict.add_argument("--level", type=float, default=0.9, help="interval level (0.9)")
+    predict.add_argument("--out", required=True, help="predictions file to write")
+    predict.set_defaults(func=_predict)

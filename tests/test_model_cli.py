@@ -1,0 +1,134 @@
+"""`srifty fit` and `srifty predict` through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit.step_physics import StepParams, simulate
+
+SRIFTY = str(Path(sys.executable).with_name("srifty"))
+TRUE = StepParams(0.03, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
+
+
+def srifty(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([SRIFTY, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def write_inputs(folder: Path, itype: str = "onprem-a100-box") -> tuple[Path, Path]:
+    pairs = [(k, n) for k in (1, 2, 3) for n in range(k, 4 * k + 1)]
+    k, n = (np.repeat(np.array(a), 3) for a in zip(*pairs, strict=True))
+    b = np.tile([8, 16, 32], len(pairs))
+    table = pd.DataFrame(simulate(TRUE, k, n, b)).assign(
+        model="resnet", instance_type=itype, gpus_per_node=4
+    )
+    table[table["num_nodes"] <= 2].to_csv(folder / "measured.csv", index=False)
+    table[table["num_nodes"] == 3].drop(columns=["step_time_s", "sync_time_s"]).assign(
+        note="keep me"
+    ).to_csv(folder / "configs.csv", index=False)
+    return folder / "measured.csv", folder / "configs.csv"
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cli")
+    measured, _ = write_inputs(folder)
+    done = srifty("fit", "--measurements", str(measured), "--out", "model.json", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+@pytest.mark.slow
+def test_fit_then_predict_writes_inputs_plus_interval(fitted):
+    done = srifty(
+        "predict",
+        "--model",
+        "model.json",
+        "--configs",
+        "configs.csv",
+        "--level",
+        "0.8",
+        "--out",
+        "pred.csv",
+        cwd=fitted,
+    )
+    assert done.returncode == 0, done.stderr
+    configs = pd.read_csv(fitted / "configs.csv")
+    pred = pd.read_csv(fitted / "pred.csv")
+    assert list(pred.columns[: len(configs.columns)]) == list(configs.columns)
+    assert (pred["note"] == "keep me").all()
+    assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
+    assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
+    # an instance type outside the catalog is fine when gpus_per_node is given
+    assert set(pred["instance_type"]) == {"onprem-a100-box"}
+
+
+@pytest.mark.slow
+def test_fit_prints_what_it_fitted(tmp_path):
+    measured, _ = write_inputs(tmp_path)
+    done = srifty("fit", "--measurements", str(measured), "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "resnet" in done.stdout and "wrote m.json" in done.stdout
+    assert json.loads((tmp_path / "m.json").read_text())["format"] == "srifty_kit.StepTimeModel"
+
+
+@pytest.mark.slow
+def test_hand_edited_model_file_exits_2_with_one_line(fitted, tmp_path):
+    doc = json.loads((fitted / "model.json").read_text())
+    doc["groups"][0]["params"]["bw_inter"] = 0.0
+    (tmp_path / "edited.json").write_text(json.dumps(doc))
+    done = srifty(
+        "predict",
+        "--model",
+        "edited.json",
+        "--configs",
+        str(fitted / "configs.csv"),
+        "--out",
+        "p.csv",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "edited" in done.stderr and "srifty fit" in done.stderr
+    assert not (tmp_path / "p.csv").exists()
+
+
+@pytest.mark.slow
+def test_predicting_a_training_model_never_fitted_exits_2(fitted, tmp_path):
+    configs = pd.read_csv(fitted / "configs.csv").assign(model="resnte")
+    configs.to_csv(tmp_path / "c.csv", index=False)
+    done = srifty(
+        "predict",
+        "--model",
+        str(fitted / "model.json"),
+        "--configs",
+        "c.csv",
+        "--out",
+        "p.csv",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "did you mean 'resnet'" in done.stderr
+
+
+@pytest.mark.slow
+def test_measurements_missing_a_column_exit_2_naming_it(tmp_path):
+    measured, _ = write_inputs(tmp_path)
+    pd.read_csv(measured).drop(columns="local_bsz").to_csv(tmp_path / "bad.csv", index=False)
+    done = srifty("fit", "--measurements", "bad.csv", "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "local_bsz" in done.stderr and "bad.csv" in done.stderr
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.slow
+def test_help_describes_both_commands(tmp_path):
+    for command in ("fit", "predict"):
+        done = srifty(command, "--help", cwd=tmp_path)
+        assert done.returncode == 0 and "--out" in done.stdout
