@@ -1,0 +1,324 @@
+"""Search EC2 configurations for a training job under a deadline and budget at a stated confidence.
+
+``search(model, catalog, Job(...), Constraints(...))`` enumerates every candidate
+(``candidates``), checks the deadline and budget against the UPPER ends of predicted time and
+cost at the confidence level, ranks by the objective, and returns the ranked table, the Pareto
+front of (time, cost) upper ends, its knee, the pick, and why the pick beats the cheapest
+instance per hour. Infeasible constraints give an empty result that says which constraint
+binds and the nearest feasible point; they never raise.
+
+On the level: a deadline "at confidence 0.9" is checked against the upper end of the 90%
+prediction interval — the 95th percentile of a two-sided interval — so the stated confidence is
+a floor, not an estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from . import candidates as cand
+from .efficiency import Work
+from .errors import InputError, did_you_mean
+from .explain import explain_pick, infeasible
+from .pareto import knee_index, pareto_mask
+from .schemas import validate_catalog
+from .spot import SpotPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .model import StepTimeModel
+
+OBJECTIVES = ("cost", "time", "throughput-per-dollar", "knee")
+MIX_POOL = 4  # mixes pair the best few types alone, by cost and by time (up to 2 x this many)
+CHECKPOINT_WRITE_GBPS = 0.125  # EBS gp3 baseline throughput, 125 MiB/s (AWS EBS volume types)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job: which model, how much work to its target, and how it checkpoints."""
+
+    model: str  # the training model's name in the fitted StepTimeModel
+    samples: float | None = None  # samples to the target at reference_bsz ...
+    steps: float | None = None  # ... or optimizer steps to it at reference_bsz ...
+    epochs: float | None = None  # ... or epochs over dataset_size
+    dataset_size: int | None = None
+    reference_bsz: int | None = None  # global batch the work was observed at
+    noise_scale: float | None = None  # B_noise (samples); None assumes perfect scaling
+    global_bsz_min: int = 1  # allowed global batch range (e.g. where the recipe still converges)
+    global_bsz_max: int | None = None
+    local_bsz: tuple[int, ...] | None = None  # per-worker batches to consider (default 1..1024)
+    memory_per_sample_gib: float | None = None  # GPU memory: model + b * per-sample <= GPU's
+    model_memory_gib: float = 0.0
+    checkpoint_gb: float = 0.0  # size of one checkpoint
+    checkpoint_interval_h: float = 1.0  # tau: work between checkpoints
+    restart_h: float = 0.1  # R: replacing reclaimed spot nodes and reloading (6 min)
+    spot_fallback_after: int | None = None  # k: go on-demand after k reclaims; None: never
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("samples", "steps", "epochs") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise InputError(
+                "give exactly one of samples, steps or epochs to the target"
+                + (f" (got {', '.join(given)})" if given else ""),
+                fix="e.g. Job('bert', samples=2e7, reference_bsz=96) or --samples N",
+            )
+        if self.steps is not None and self.reference_bsz is None:
+            raise InputError("steps to target need the reference batch", fix="give reference_bsz")
+        if self.epochs is not None and self.dataset_size is None:
+            raise InputError("epochs need the dataset size", fix="give dataset_size")
+        for name in ("checkpoint_interval_h",):
+            if not getattr(self, name) > 0:
+                raise InputError(f"{name} must be > 0", fix="e.g. 1.0 (hours)")
+        if self.spot_fallback_after is not None and self.spot_fallback_after < 1:
+            raise InputError("spot_fallback_after must be >= 1 or None", fix="e.g. 3")
+        if self.local_bsz is not None and (not self.local_bsz or min(self.local_bsz) < 1):
+            raise InputError("local_bsz must list whole batches >= 1", fix="e.g. (16, 32, 64)")
+        self.work  # noqa: B018 - validates the work now, where the user gave it
+
+    @property
+    def work(self) -> Work:
+        """The work to the target (efficiency.Work)."""
+        if self.steps is not None:
+            return Work.from_steps(self.steps, self.reference_bsz, self.noise_scale)
+        if self.epochs is not None:
+            return Work.from_epochs(
+                self.epochs, self.dataset_size, self.reference_bsz, self.noise_scale
+            )
+        return Work(float(self.samples), self.reference_bsz, self.noise_scale)
+
+    @property
+    def checkpoint_write_h(self) -> float:
+        """c: hours to write one checkpoint at the gp3 baseline throughput."""
+        return self.checkpoint_gb / CHECKPOINT_WRITE_GBPS / 3600.0
+
+    @property
+    def spot_policy(self) -> SpotPolicy:
+        """Checkpoint period tau + c, restart, fallback — what spot.py needs."""
+        period = self.checkpoint_interval_h + self.checkpoint_write_h
+        return SpotPolicy(period, self.restart_h, self.spot_fallback_after)
+
+    def max_local_bsz(self, gpu_memory_gib: float) -> float:
+        """Largest local batch that fits a GPU of that memory (inf when the job gives no sizes)."""
+        if self.memory_per_sample_gib is None:
+            return np.inf
+        if not np.isfinite(gpu_memory_gib):
+            return 0.0  # unknown memory and a job that needs some: not feasible, never guessed
+        room = gpu_memory_gib - self.model_memory_gib
+        return float(np.floor(room / self.memory_per_sample_gib))
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What the run must satisfy, and at what confidence."""
+
+    deadline_h: float | None = None  # the time upper end must be within this
+    budget_usd: float | None = None  # the cost upper end must be within this
+    confidence: float = 0.9  # level of the prediction intervals and the spot bound
+    max_nodes: int = 16  # nodes in one cluster (both types together for a mix)
+    vcpu_quota: int | None = None  # EC2 vCPU quota: nodes x vCPUs must fit
+    families: tuple[str, ...] | None = None  # e.g. ("g5", "p4d")
+    instance_types: tuple[str, ...] | None = None
+    regions: tuple[str, ...] | None = None  # catalog rows of these regions only
+    spot: bool = False  # spot pricing allowed
+    mixes: bool = False  # two-type clusters allowed
+    min_gpu_memory_gib: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.confidence < 1:
+            raise InputError(f"confidence must be in (0, 1), got {self.confidence}", fix="0.9")
+        if self.max_nodes < 1:
+            raise InputError("max_nodes must be >= 1", fix="e.g. 16")
+        for name in ("deadline_h", "budget_usd"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise InputError(f"{name} must be > 0, got {value}", fix="give a positive number")
+
+
+@dataclass
+class SearchResult:
+    """What ``search`` found: ranked table, Pareto front, knee, pick and the reasoning."""
+
+    ranked: pd.DataFrame
+    pareto: pd.DataFrame
+    knee: pd.Series | None
+    pick: pd.Series | None
+    explanation: str
+    infeasible_reason: str | None
+    nearest: pd.Series | None = None  # closest configuration when nothing is feasible
+    skipped: dict[str, str] = field(default_factory=dict)  # instance type -> why left out
+    n_candidates: int = 0
+    n_feasible: int = 0
+    candidates: cand.Candidates | None = field(default=None, repr=False)
+    feasible_mask: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether any configuration meets the constraints."""
+        return self.pick is not None
+
+    def sample(self, n: int = 5000, seed: int = 0) -> pd.DataFrame:
+        """Up to ``n`` evaluated candidates (feasible or not) for cost-time plots."""
+        if self.candidates is None or len(self.candidates) == 0:
+            return cand.to_frame(_empty(self.candidates)) if self.candidates else pd.DataFrame()
+        rng = np.random.default_rng(seed)
+        size = len(self.candidates)
+        idx = np.sort(rng.choice(size, min(n, size), replace=False))
+        out = cand.to_frame(self.candidates, idx)
+        out["feasible"] = self.feasible_mask[idx]
+        return out
+
+
+def _empty(c: cand.Candidates) -> cand.Candidates:
+    return c.take(np.zeros(0, np.int64))
+
+
+def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.DataFrame, dict]:
+    """Catalog rows allowed by the constraints; unknown names are InputErrors."""
+    from .catalog import filter_catalog, lookup
+
+    skipped: dict[str, str] = {}
+    rows = catalog
+    if constraints.regions is not None:
+        regions = sorted(rows["region"].astype(str).unique())
+        for r in constraints.regions:
+            if r not in regions:
+                raise InputError(f"region {r!r} is not in the catalog{did_you_mean(r, regions)}",
+                                 column="region", fix="use one of " + ", ".join(regions))
+        rows = rows[rows["region"].isin(constraints.regions)]
+    if constraints.families is not None:
+        rows = filter_catalog(rows, family=list(constraints.families))
+    named = constraints.instance_types is not None
+    if named:
+        lookup(rows.drop_duplicates("instance_type"), list(constraints.instance_types),
+               ["instance_type"])
+        rows = rows[rows["instance_type"].isin(constraints.instance_types)]
+    gpus = pd.to_numeric(rows["gpu_count"], errors="coerce").fillna(0)
+    rows = rows[gpus > 0]
+    if not named and "accelerator_kind" in rows:
+        other = rows["accelerator_kind"].fillna("GPU").astype(str) != "GPU"
+        for t in rows.loc[other, "instance_type"]:
+            skipped[str(t)] = "not a GPU (a CUDA profile does not carry over); name it to include"
+        rows = rows[~other]
+    if not named and "offered_in_region" in rows:
+        gone = ~rows["offered_in_region"].fillna(True).astype(bool)
+        for t in rows.loc[gone, "instance_type"]:
+            skipped[str(t)] = "not offered in the region any more; name it to include"
+        rows = rows[~gone]
+    if constraints.min_gpu_memory_gib is not None:
+        rows = filter_catalog(rows, min_gpu_mem_gib=constraints.min_gpu_memory_gib)
+    priced = rows["ondemand_usd_per_hr"].notna()
+    for t in rows.loc[~priced, "instance_type"]:
+        skipped[str(t)] = "no on-demand price in the catalog"
+    return rows[priced].reset_index(drop=True), skipped
+
+
+def _evaluate(
+    model: StepTimeModel, catalog: pd.DataFrame, job: Job, constraints: Constraints
+) -> cand.Candidates:
+    rows, skipped = _select_types(catalog, constraints)
+    types = cand.Types.from_catalog(rows)
+    level = constraints.confidence
+    cfg = cand.enumerate_single(job, constraints, types)
+    cfg = cand.predict(model, job, types, cfg, level, catalog, skipped)
+    cols = cand.price(job, constraints, types, cfg)
+    if constraints.mixes and len(types) > 1 and cols["type"].size:
+        pool = _mix_pool(cols)
+        mixes = cand.enumerate_mixes(job, constraints, types, pool)
+        mixes = cand.split_mixes(model, job, types, mixes, catalog)
+        mixes = cand.predict(model, job, types, mixes, level, catalog, skipped)
+        more = cand.price(job, constraints, types, mixes)
+        cols = {k: np.concatenate([cols[k], more[k]]) for k in cols}
+    return cand.Candidates(cols, types, skipped)
+
+
+def _mix_pool(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """The types that do best alone, by cost upper end and by time upper end."""
+    frame = pd.DataFrame({"type": cols["type"], "cost": cols["cost_hi_usd"],
+                          "time": cols["time_hi_h"]})
+    best = frame.groupby("type").min()
+    picks = set(best.nsmallest(MIX_POOL, "cost").index)
+    picks |= set(best.nsmallest(MIX_POOL, "time").index)
+    return np.array(sorted(picks), dtype=np.int64)
+
+
+def _feasible(c: cand.Candidates, constraints: Constraints) -> np.ndarray:
+    ok = np.ones(len(c), bool)
+    if constraints.deadline_h is not None:
+        ok &= c["time_hi_h"] <= constraints.deadline_h
+    if constraints.budget_usd is not None:
+        ok &= c["cost_hi_usd"] <= constraints.budget_usd
+    return ok
+
+
+def _rank(c: cand.Candidates, idx: np.ndarray, front: np.ndarray, objective: str,
+          top: int) -> np.ndarray:
+    """Positions (into ``idx``) of the best ``top`` candidates for the objective, best first."""
+    t, k = c["time_hi_h"][idx], c["cost_hi_usd"][idx]
+    if objective == "cost":
+        keys = (t, k)
+    elif objective == "time":
+        keys = (k, t)
+    elif objective == "throughput-per-dollar":
+        keys = (k, -c["goodput"][idx] / c["usd_per_hr"][idx])
+    else:  # knee: t + c scaled over the front, the quantity the knee minimises
+        ft, fk = t[front], k[front]
+        st = (t - ft.min()) / max(ft.max() - ft.min(), 1e-300)
+        sk = (k - fk.min()) / max(fk.max() - fk.min(), 1e-300)
+        keys = (k, st + sk)
+    primary = keys[-1]
+    m = min(len(idx), max(top * 8, 64))
+    near = np.argpartition(primary, m - 1)[:m] if m < len(idx) else np.arange(len(idx))
+    order = np.lexsort(tuple(x[near] for x in keys))
+    return near[order][:top]
+
+
+def search(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None = None,
+    job: Job | None = None,
+    constraints: Constraints | None = None,
+    *,
+    objective: str = "cost",
+    top: int = 10,
+) -> SearchResult:
+    """Rank EC2 configurations for ``job`` under ``constraints`` (see the module docstring)."""
+    if job is None:
+        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
+    constraints = constraints or Constraints()
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}{did_you_mean(objective, OBJECTIVES)}",
+                         fix="use one of " + ", ".join(OBJECTIVES))
+    if catalog is None:
+        from .catalog import load_catalog
+
+        catalog = load_catalog()
+    else:
+        catalog = validate_catalog(catalog)
+    fitted = getattr(model, "models_", None)
+    if fitted is None:
+        raise InputError("the performance model is not fitted", fix="fit or load it first")
+    if job.model not in fitted:
+        raise InputError(f"training model {job.model!r} is not in the performance model"
+                         f"{did_you_mean(job.model, fitted)}",
+                         fix="use one of " + ", ".join(fitted))
+    c = _evaluate(model, catalog, job, constraints)
+    ok = _feasible(c, constraints)
+    idx = np.flatnonzero(ok)
+    common = {"skipped": dict(c.skipped), "n_candidates": len(c), "n_feasible": int(idx.size),
+              "candidates": c, "feasible_mask": ok}
+    if idx.size == 0:
+        reason, nearest = infeasible(c, job, constraints)
+        empty = cand.to_frame(_empty(c))
+        return SearchResult(empty, empty.copy(), None, None, reason, reason, nearest, **common)
+    front = pareto_mask(c["time_hi_h"][idx], c["cost_hi_usd"][idx])
+    ranked_pos = _rank(c, idx, front, objective, top)
+    ranked = cand.to_frame(c, idx[ranked_pos])
+    front_idx = idx[front]
+    pareto = cand.to_frame(c, front_idx).sort_values("time_hi_h", ignore_index=True)
+    knee = pareto.iloc[knee_index(pareto["time_hi_h"], pareto["cost_hi_usd"])]
+    pick = ranked.iloc[0]
+    text = explain_pick(c, idx[ranked_pos[0]], job, constraints, objective)
+    return SearchResult(ranked, pareto, knee, pick, text, None, None, **common)
