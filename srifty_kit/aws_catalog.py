@@ -165,8 +165,8 @@ def _parse_price_list(items: Iterable[str]) -> pd.Series:
         doc = json.loads(raw)
         attrs = (doc.get("product") or {}).get("attributes") or {}
         name = attrs.get("instanceType")
-        # BoxUsage is the ordinary on-demand usage type (not dedicated hosts, capacity blocks)
-        if not name or "BoxUsage" not in attrs.get("usagetype", ""):
+        # [REGION-]BoxUsage is the ordinary usage type (not HostBoxUsage, dedicated, blocks)
+        if not name or not re.search(r"(^|-)BoxUsage:", attrs.get("usagetype", "")):
             continue
         if attrs.get("marketoption", "OnDemand") != "OnDemand":
             continue
@@ -365,7 +365,7 @@ def fetch_catalog(
     embedded = load_catalog() if embedded is None else embedded
     wanted = set(families) if families is not None else set(embedded["family"].dropna())
     config = Config(
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},  # includes the first
         connect_timeout=10,
         read_timeout=60,
     )
@@ -375,16 +375,12 @@ def fetch_catalog(
     with _aws_errors(profile, max_attempts):
         session = session or boto3.session.Session(profile_name=profile)
         _check_region(session, region, endpoint_url)
+        ec2 = session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
+        pricing = pricing_client or session.client(
+            "pricing", region_name=PRICING_REGION, endpoint_url=pricing_endpoint_url, config=config
+        )
+        # after the clients exist, so that every botocore logger is there to be filtered
         with _redacted_logs(session), steps:
-            ec2 = session.client(
-                "ec2", region_name=region, endpoint_url=endpoint_url, config=config
-            )
-            pricing = pricing_client or session.client(
-                "pricing",
-                region_name=PRICING_REGION,
-                endpoint_url=pricing_endpoint_url,
-                config=config,
-            )
             steps.set_postfix_str("offerings")
             offered = _offered(ec2, region)
             steps.update()
