@@ -21,21 +21,21 @@ _IMDS_TIMEOUT_S = 0.2  # off EC2 the link-local address blackholes: never wait l
 _WORKERS_PER_CORE = 2
 
 
-def _imds_instance_type(timeout: float = _IMDS_TIMEOUT_S) -> str | None:
+def _imds_instance_type(timeout: float = _IMDS_TIMEOUT_S, base: str = _IMDS) -> str | None:
     """The EC2 instance type from IMDSv2, or None when this is not an EC2 instance."""
     if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
         return None
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # IMDS is never proxied
     try:
         token_req = urllib.request.Request(
-            f"{_IMDS}/api/token",
+            f"{base}/api/token",
             method="PUT",
             headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"},
         )
         with opener.open(token_req, timeout=timeout) as resp:
             token = resp.read().decode()
         query = urllib.request.Request(
-            f"{_IMDS}/meta-data/instance-type",
+            f"{base}/meta-data/instance-type",
             headers={"X-aws-ec2-metadata-token": token},
         )
         with opener.open(query, timeout=timeout) as resp:

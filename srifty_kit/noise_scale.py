@@ -34,7 +34,9 @@ def simple_noise_scale(
     g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small)  # |G|^2, Appendix A.1
     trace = (sq_small - sq_big) / (1.0 / b_small - 1.0 / b_big)  # tr(Sigma), Appendix A.1
     with np.errstate(divide="ignore", invalid="ignore"):
-        b_simple = np.where(g2 > 0, trace / g2, np.nan)  # undefined while noise swamps |G|^2
+        # both estimates are of positive quantities; while noise makes either one not positive
+        # the ratio says nothing
+        b_simple = np.where((g2 > 0) & (trace > 0), trace / g2, np.nan)
     return b_simple, g2, trace
 
 
@@ -88,9 +90,10 @@ def estimate(
     defined = boot[np.isfinite(boot)]
     note = ""
     if not math.isfinite(point):
-        note = "|G|^2 estimate not positive: gradient noise swamps the signal; take more repeats"
+        note = ("|G|^2 or tr(Sigma) estimate not positive: noise swamps the difference "
+                "between the two batch sizes; take more repeats")
     elif len(defined) < 0.9 * n_resamples:
-        note = "unstable: |G|^2 not positive in over 10% of resamples; take more repeats"
+        note = "unstable: undefined in over 10% of the resamples; take more repeats"
     if len(defined) >= 2:
         lo, hi = np.percentile(defined, [50 - 50 * level, 50 + 50 * level])
         std = float(np.std(defined, ddof=1))

@@ -75,15 +75,18 @@ def samples_needed(
     With coefficient of variation ``cv``: the smallest n with t_{n-1} * cv / sqrt(n) <= target.
     """
     cv = np.atleast_1d(np.asarray(cv, dtype=float))
+    finite = np.isfinite(cv)
     z = stats.norm.ppf(0.5 + level / 2)
-    n = np.maximum(2, np.ceil((z * cv / target_precision) ** 2))  # normal start, t refines it
-    for _ in range(50):
-        t = stats.t.ppf(0.5 + level / 2, n - 1)
-        grown = np.maximum(n, np.ceil((t * cv / target_precision) ** 2))
-        if np.array_equal(grown, n, equal_nan=True):
+    # the normal quantile is below Student's t: its n is a lower bound; step up to the first n
+    # that meets the target (a few steps at most, the t and normal quantiles converge fast)
+    n = np.where(finite, np.maximum(2, np.ceil((z * np.where(finite, cv, 0) / target_precision)
+                                               ** 2)), 2)
+    for _ in range(1000):
+        short = finite & (stats.t.ppf(0.5 + level / 2, n - 1) * cv / np.sqrt(n) > target_precision)
+        if not short.any():
             break
-        n = grown
-    return np.where(np.isfinite(cv), n, np.nan)
+        n = n + short
+    return np.where(finite, n, np.nan)
 
 
 def outliers(values: Sequence[float] | np.ndarray, threshold: float = 3.5) -> np.ndarray:

@@ -1,0 +1,228 @@
+"""profile_model: every step kept, adaptive stopping, model facts, bad input, interruption."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from srifty_kit import InputError
+from srifty_kit.profile import ProfileWarning, facts_path, profile_model, profile_spec
+from srifty_kit.schemas import validate_measurements
+from srifty_kit.tables import read_table
+from srifty_kit.variance import precision
+from srifty_kit.zoo import DEMO_MODELS, load_spec
+
+FAST = {"progress": False, "warmup": 1, "noise_repeats": 4}
+
+
+def _linear_spec(widths=(8, 16, 4)):
+    torch.manual_seed(0)
+    layers = [nn.Linear(a, b) for a, b in zip(widths, widths[1:], strict=False)]
+    model = nn.Sequential(*layers)
+
+    def make_batch(b):
+        return torch.randn(b, widths[0]), torch.randint(0, widths[-1], (b,))
+
+    return model, make_batch, nn.CrossEntropyLoss(), lambda p: torch.optim.SGD(p, lr=0.01)
+
+
+@pytest.fixture(scope="module")
+def mlp_result():
+    return profile_spec("mlp", [4, 8], max_seconds=3, target_precision=0.05, **FAST)
+
+
+def test_every_step_is_a_row_of_the_measurement_table(mlp_result):
+    table = mlp_result.measurements
+    validated = validate_measurements(table)
+    assert len(validated) == len(table) == mlp_result.summary["n"].sum()
+    assert set(table["local_bsz"]) == {4, 8}
+    assert (table["step_time_s"] > 0).all()
+    assert (table[["num_nodes", "num_workers"]] == 1).all().all()
+    for col in ("gpus_per_node", "timestamp", "host", "repeat", "instance_type", "device",
+                "flops_per_sample", "param_count", "grad_bytes"):
+        assert table[col].notna().all(), col
+    # repeat numbers each batch size's steps 0..n-1 in order
+    for _, group in table.groupby("local_bsz"):
+        assert list(group["repeat"]) == list(range(len(group)))
+
+
+def test_summary_precision_is_the_t_interval_of_the_kept_steps(mlp_result):
+    for row in mlp_result.summary.itertuples():
+        steps = mlp_result.measurements.query("local_bsz == @row.local_bsz")["step_time_s"]
+        assert row.precision == pytest.approx(precision(steps.to_numpy()))
+        assert row.mean_lo <= row.mean <= row.mean_hi
+        if row.stop_reason == "precision reached":
+            assert row.precision <= 0.05 and row.n >= 10
+
+
+def test_loose_target_stops_on_precision_and_tight_target_on_time():
+    loose = profile_spec("mlp", [4], target_precision=0.5, max_seconds=20, **FAST)
+    assert loose.summary.loc[0, "stop_reason"] == "precision reached"
+    assert loose.summary.loc[0, "n"] >= 10  # never fewer than min_steps
+    assert loose.summary.loc[0, "precision"] <= 0.5
+    tight = profile_spec("mlp", [4], target_precision=1e-6, max_seconds=1, **FAST)
+    assert tight.summary.loc[0, "stop_reason"] == "time budget"
+    assert tight.summary.loc[0, "precision"] > 1e-6
+
+
+def test_flops_params_and_grad_bytes_of_a_linear_stack():
+    widths = (8, 16, 4)
+    model, make_batch, loss, opt = _linear_spec(widths)
+    result = profile_model(model, make_batch, loss, opt, [2, 4], max_seconds=1, **FAST)
+    fwd = sum(2 * a * b for a, b in zip(widths, widths[1:], strict=False))
+    # backward: weight gradients (= forward) and input gradients of every layer but the first
+    bwd = fwd + sum(2 * a * b for a, b in zip(widths[1:], widths[2:], strict=False))
+    assert result.flops_per_sample == fwd + bwd
+    params = sum(a * b + b for a, b in zip(widths, widths[1:], strict=False))
+    assert result.param_count == params
+    assert result.grad_bytes == 4 * params
+    assert (result.measurements["flops_per_sample"] == fwd + bwd).all()
+
+
+def test_cpu_memory_peak_and_extrapolated_largest_batch():
+    result = profile_spec("cnn", [2, 16], max_seconds=3, target_precision=0.2,
+                          memory_budget_bytes=8 * 2**30, **FAST)
+    assert (result.summary["peak_memory_bytes"] > 0).all()
+    assert result.max_batch_method == "extrapolation of peak memory"
+    assert result.memory_budget_bytes == 8 * 2**30
+    if result.max_batch_size is not None:  # growth is measurable: the fit must honour it
+        predicted = result.memory_base_bytes + result.memory_bytes_per_sample * (
+            result.max_batch_size)
+        assert predicted <= 8 * 2**30
+
+
+def test_noise_scale_is_reported_with_its_spread(mlp_result):
+    f = mlp_result.facts
+    assert f["noise_scale_batch_sizes"] == [4, 8]
+    assert f["noise_scale_repeats"] >= 2
+    assert f["noise_scale"] is None or f["noise_scale"] > 0
+    assert "noise_scale_std" in f and "noise_scale_lo" in f and "noise_scale_hi" in f
+
+
+def test_weights_are_restored_after_profiling():
+    spec = load_spec("mlp")
+    before = {k: v.clone() for k, v in spec.model.state_dict().items()}
+    profile_spec(spec, [4], max_seconds=1, target_precision=0.3, **FAST)
+    after = spec.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_result_saves_table_and_facts_atomically(tmp_path, mlp_result):
+    table_path, json_path = mlp_result.save(tmp_path / "p.parquet")
+    assert json_path == facts_path(table_path) == tmp_path / "p.facts.json"
+    back = read_table(table_path)
+    pd.testing.assert_series_equal(back["step_time_s"], mlp_result.measurements["step_time_s"])
+    facts = json.loads(json_path.read_text())
+    for key in ("flops_per_sample", "param_count", "grad_bytes", "noise_scale",
+                "noise_scale_std", "max_batch_size", "max_batch_method", "summary"):
+        assert key in facts
+    assert [s["local_bsz"] for s in facts["summary"]] == [4, 8]
+    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+
+
+@pytest.mark.parametrize("sizes", [[], [0], [-4], [2.5], [True], ["8"]])
+def test_bad_batch_sizes_are_input_errors(sizes):
+    with pytest.raises(InputError, match="batch size|no batch sizes"):
+        profile_spec("mlp", sizes, **FAST)
+
+
+def test_loss_that_is_not_a_scalar_is_an_input_error():
+    model, make_batch, _, opt = _linear_spec()
+    per_sample = nn.CrossEntropyLoss(reduction="none")
+    with pytest.raises(InputError, match="not a scalar tensor.*mean"):
+        profile_model(model, make_batch, per_sample, opt, [4], max_seconds=1, **FAST)
+
+
+def test_batch_maker_failing_at_one_size_is_reported_and_the_others_measured():
+    model, make_batch, loss, opt = _linear_spec()
+
+    def picky(b):
+        if b == 8:
+            raise ValueError("no data for 8")
+        return make_batch(b)
+
+    with pytest.warns(ProfileWarning, match="batch size 8.*no data for 8"):
+        result = profile_model(model, picky, loss, opt, [4, 8, 16], max_seconds=2,
+                               target_precision=0.3, **FAST)
+    assert set(result.measurements["local_bsz"]) == {4, 16}
+    assert "ValueError: no data for 8" in result.errors[8]
+    row = result.summary.set_index("local_bsz").loc[8]
+    assert row["stop_reason"] == "error" and "no data for 8" in row["error"]
+
+
+def test_batch_maker_failing_everywhere_is_an_input_error_naming_each_size():
+    model, _, loss, opt = _linear_spec()
+
+    def broken(b):
+        raise RuntimeError(f"disk gone at {b}")
+
+    with pytest.raises(InputError, match="4: RuntimeError: disk gone at 4; 8: .*disk gone at 8"):
+        profile_model(model, broken, loss, opt, [4, 8], max_seconds=1, **FAST)
+
+
+def test_other_bad_arguments_are_input_errors():
+    with pytest.raises(InputError, match="target precision"):
+        profile_spec("mlp", [4], target_precision=0, **FAST)
+    with pytest.raises(InputError, match="max seconds"):
+        profile_spec("mlp", [4], max_seconds=0, **FAST)
+    if not torch.cuda.is_available():
+        with pytest.raises(InputError, match="no CUDA GPU"):
+            profile_spec("mlp", [4], device="cuda", **FAST)
+    with pytest.raises(InputError, match="unknown model 'mpl'.*did you mean 'mlp'"):
+        load_spec("mpl")
+
+
+def test_ctrl_c_keeps_every_step_so_far_and_writes_them(tmp_path):
+    model, make_batch, loss, opt = _linear_spec()
+    calls = {"n": 0}
+
+    def loss_until_interrupted(out, target):
+        calls["n"] += 1
+        if calls["n"] == 60:  # Ctrl-C arrives while the second batch size is timed
+            raise KeyboardInterrupt
+        return loss(out, target)
+
+    out = tmp_path / "p.csv"
+    result = profile_model(model, make_batch, loss_until_interrupted, opt, [4, 8],
+                           target_precision=0.001, max_seconds=2, min_steps=30,
+                           max_steps=30, out=out, **FAST)
+    assert result.interrupted
+    kept = read_table(out)
+    assert len(kept) == len(result.measurements) > 30  # all of batch 4 and part of batch 8
+    assert set(kept["local_bsz"]) == {4, 8}
+    assert result.summary.set_index("local_bsz").loc[8, "stop_reason"] == "interrupted"
+    assert json.loads(facts_path(out).read_text())["interrupted"] is True
+
+
+def test_demo_models_train_and_report_facts():
+    for name in DEMO_MODELS:
+        spec = load_spec(name)
+        batch = spec.make_batch(3)
+        loss = spec.loss_fn(spec.model(batch[0]), batch[1])
+        assert loss.ndim == 0 and torch.isfinite(loss)
+        n = sum(p.numel() for p in spec.model.parameters())
+        assert 10_000 < n < 1_000_000, name  # small enough to profile in seconds on 2 cores
+
+
+def test_model_callable_may_return_a_tuple(tmp_path, monkeypatch):
+    (tmp_path / "my_models.py").write_text(
+        "import torch\n"
+        "def build():\n"
+        "    m = torch.nn.Linear(4, 2)\n"
+        "    return (m, lambda b: (torch.randn(b, 4), torch.randint(0, 2, (b,))),\n"
+        "            torch.nn.CrossEntropyLoss(), lambda p: torch.optim.SGD(p, lr=0.1))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = load_spec("my_models:build")
+    assert spec.name == "build"
+    result = profile_spec(spec, [2], max_seconds=1, target_precision=0.5, **FAST)
+    assert np.all(result.measurements["model"] == "build")
+    with pytest.raises(InputError, match="no callable 'biuld'.*did you mean 'build'"):
+        load_spec("my_models:biuld")
+    with pytest.raises(InputError, match="cannot import module"):
+        load_spec("no_such_module_here:build")
