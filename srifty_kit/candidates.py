@@ -227,8 +227,8 @@ def predict(
     bsz = np.concatenate([cfg["local_bsz"], cfg["local_bsz2"][mixed]])
     order = np.argsort(who, kind="stable")
     who, pos, bsz = who[order], pos[order], bsz[order]
-    starts = np.flatnonzero(np.r_[True, who[1:] != who[:-1]])
-    ends = np.r_[starts[1:], who.size]
+    starts = np.flatnonzero(np.diff(who, prepend=-1))
+    ends = np.append(starts[1:], who.size)[: starts.size]
     for s, e in zip(starts, ends, strict=True):
         t = int(who[s])
         rows = pos[s:e]

@@ -1,0 +1,256 @@
+"""search(): constraints at the stated confidence, the Pareto front, the pick and its reasons."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from srifty_kit.catalog import load_catalog
+from srifty_kit.errors import InputError
+from srifty_kit.model import StepTimeModel
+from srifty_kit.planner import Constraints, Job, search
+from srifty_kit.spot import simulate
+
+MEASURED = ("g4dn.12xlarge", "g6.12xlarge")
+TYPES = (*MEASURED, "p4d.24xlarge")  # the third is never measured: carried over by hardware
+FIXTURES_OK = [HealthCheck.function_scoped_fixture]  # module fixtures, read only
+
+
+def synthetic_measurements(seed: int = 0) -> pd.DataFrame:
+    """Ring all-reduce steps on two 4-GPU types, 1-2 nodes, three repeats, 2% noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for itype, alpha, beta, intra, inter in (
+        ("g4dn.12xlarge", 0.010, 0.0040, 0.010, 0.060),
+        ("g6.12xlarge", 0.008, 0.0025, 0.008, 0.045),
+    ):
+        for nodes in (1, 2):
+            for per in (1, 2, 4):
+                n = nodes * per
+                for bsz in (8, 16, 32, 64):
+                    sync = 0.0 if n == 1 else (
+                        2 * (per - 1) / per * intra if nodes == 1 else 2 * (n - 1) / n * inter)
+                    for rep in range(3):
+                        rows.append({
+                            "model": "resnet", "instance_type": itype, "gpus_per_node": 4,
+                            "num_nodes": nodes, "num_workers": n, "local_bsz": bsz,
+                            "step_time_s": (alpha + beta * bsz + sync) * rng.lognormal(0, 0.02),
+                            "repeat": rep,
+                        })
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def model() -> StepTimeModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return StepTimeModel().fit(synthetic_measurements())
+
+
+@pytest.fixture(scope="module")
+def catalog() -> pd.DataFrame:
+    full = load_catalog()
+    return full[full["instance_type"].isin(TYPES)].reset_index(drop=True)
+
+
+JOB = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096,
+          local_bsz=(16, 32, 64), checkpoint_gb=0.1)
+
+
+def _dominated_by_any(front: pd.DataFrame, t: np.ndarray, c: np.ndarray) -> np.ndarray:
+    ft = front["time_hi_h"].to_numpy()[:, None]
+    fc = front["cost_hi_usd"].to_numpy()[:, None]
+    beats = (t <= ft) & (c <= fc) & ((t < ft) | (c < fc))
+    return beats.any(axis=1)
+
+
+def test_deadline_at_confidence_is_met_by_the_upper_end_not_the_mean(model, catalog):
+    free = search(model, catalog, JOB, Constraints(max_nodes=8), objective="cost")
+    deadline = float(free.pick["time_h"]) * 1.05  # the cheapest run's mean would just make it
+    tight = search(model, catalog, JOB, Constraints(deadline_h=deadline, max_nodes=8))
+    assert tight.feasible
+    assert (tight.ranked["time_hi_h"] <= deadline).all()
+    assert tight.pick["time_hi_h"] <= deadline < free.pick["time_hi_h"]
+
+
+def test_returned_on_demand_rows_meet_the_deadline_by_the_models_own_interval(model, catalog):
+    cons = Constraints(deadline_h=40, budget_usd=4000, confidence=0.8, max_nodes=8)
+    result = search(model, catalog, JOB, cons, top=20)
+    rows = result.ranked
+    configs = rows[["instance_type", "num_nodes", "num_workers", "local_bsz", "gpus_per_node"]]
+    configs = configs.assign(model="resnet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pred = model.predict(configs, level=0.8)
+    steps = JOB.work.steps_at(pred["num_workers"] * pred["local_bsz"])
+    ckpt = 1 + JOB.checkpoint_write_h / JOB.checkpoint_interval_h
+    hours_hi = steps * pred["step_time_hi"] / 3600 * ckpt
+    assert (hours_hi <= 40 + 1e-9).all()
+    price = catalog.set_index("instance_type").loc[pred["instance_type"], "ondemand_usd_per_hr"]
+    assert (hours_hi.to_numpy() * pred["num_nodes"].to_numpy() * price.to_numpy() <= 4000).all()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=FIXTURES_OK)
+@given(
+    deadline=st.one_of(st.none(), st.floats(2, 400)),
+    budget=st.one_of(st.none(), st.floats(50, 20_000)),
+    confidence=st.sampled_from([0.5, 0.8, 0.9, 0.95]),
+    spot=st.booleans(),
+    objective=st.sampled_from(["cost", "time", "throughput-per-dollar", "knee"]),
+)
+def test_every_result_satisfies_the_constraints_and_the_front_is_non_dominated(
+    model, catalog, deadline, budget, confidence, spot, objective
+):
+    cons = Constraints(deadline_h=deadline, budget_usd=budget, confidence=confidence, spot=spot,
+                       max_nodes=6)
+    result = search(model, catalog, JOB, cons, objective=objective)
+    if not result.feasible:
+        assert result.ranked.empty and result.infeasible_reason
+        return
+    for table in (result.ranked, result.pareto):
+        if deadline is not None:
+            assert (table["time_hi_h"] <= deadline).all()
+        if budget is not None:
+            assert (table["cost_hi_usd"] <= budget).all()
+    every = result.candidates
+    ok = result.feasible_mask
+    t, c = every["time_hi_h"][ok], every["cost_hi_usd"][ok]
+    assert not _dominated_by_any(result.pareto, t, c).any()
+    # and every feasible candidate off the front is dominated by a front point (or equal)
+    front = result.pareto
+    covered = ((front["time_hi_h"].to_numpy()[:, None] <= t)
+               & (front["cost_hi_usd"].to_numpy()[:, None] <= c)).any(axis=0)
+    assert covered.all()
+    knee = result.knee
+    assert ((front["time_hi_h"] == knee["time_hi_h"])
+            & (front["cost_hi_usd"] == knee["cost_hi_usd"])).any()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=FIXTURES_OK)
+@given(
+    which=st.sampled_from(TYPES),
+    column=st.sampled_from(["ondemand_usd_per_hr", "spot_usd_per_hr"]),
+    factor=st.floats(1.0, 5.0),
+    deadline=st.one_of(st.none(), st.floats(5, 200)),
+)
+def test_cost_never_falls_when_a_price_rises(model, catalog, which, column, factor, deadline):
+    cons = Constraints(deadline_h=deadline, spot=True, max_nodes=6)
+    before = search(model, catalog, JOB, cons, objective="cost")
+    dearer = catalog.copy()
+    dearer.loc[dearer["instance_type"] == which, column] *= factor
+    after = search(model, dearer, JOB, cons, objective="cost")
+    if not before.feasible:
+        assert not after.feasible
+        return
+    if after.feasible:
+        assert after.pick["cost_hi_usd"] >= before.pick["cost_hi_usd"] * (1 - 1e-12)
+    # candidate by candidate, too: same enumeration order, costs only go up
+    assert np.all(after.candidates["cost_hi_usd"] >= before.candidates["cost_hi_usd"] * (1 - 1e-12))
+
+
+def test_spot_rows_meet_the_deadline_in_monte_carlo_at_the_confidence(model, catalog):
+    job = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096,
+              local_bsz=(32,), checkpoint_interval_h=2.0, restart_h=0.25)
+    cons = Constraints(deadline_h=60, spot=True, confidence=0.9, max_nodes=8)
+    result = search(model, catalog, job, cons, top=30)
+    spot_rows = result.ranked[result.ranked["pricing"] == "spot"]
+    assert not spot_rows.empty
+    hazard = dict(zip(catalog["instance_type"], catalog["spot_interruption_bucket"], strict=True))
+    from srifty_kit.spot import hourly_hazard
+
+    for _, row in spot_rows.head(5).iterrows():
+        lam = row["num_nodes"] * hourly_hazard([hazard[row["instance_type"]]])[0]
+        work_hi = row["steps"] * row["step_time_hi"] / 3600 * (
+            1 + job.checkpoint_write_h / job.checkpoint_interval_h)
+        runs = simulate(work_hi, lam, job.spot_policy, 1.0, 3.0, runs=4000, seed=3)
+        assert (runs["time_h"] <= 60).mean() >= 0.9
+
+
+def test_most_throughput_for_a_budget_is_the_fastest_feasible(model, catalog):
+    result = search(model, catalog, JOB, Constraints(budget_usd=300, max_nodes=8), objective="time")
+    every = result.candidates
+    ok = result.feasible_mask
+    assert result.pick["time_hi_h"] == pytest.approx(every["time_hi_h"][ok].min())
+    assert result.pick["cost_hi_usd"] <= 300
+
+
+def test_explanation_compares_the_cheapest_per_hour_in_cost_to_finish(model, catalog):
+    result = search(model, catalog, JOB, Constraints(deadline_h=30, max_nodes=8))
+    text = result.explanation
+    assert "Pick (cost)" in text and "compute" in text and "all-reduce" in text
+    assert "cheapest per hour" in text and "to finish" in text
+    assert "efficiency" in text  # the job has a noise scale
+
+
+def test_impossible_deadline_gives_an_empty_result_naming_the_deadline_and_nearest(model, catalog):
+    result = search(model, catalog, JOB, Constraints(deadline_h=0.01, max_nodes=4))
+    assert not result.feasible and result.ranked.empty and result.pareto.empty
+    assert "deadline binds" in result.infeasible_reason
+    every = result.candidates
+    assert result.nearest["time_hi_h"] == pytest.approx(every["time_hi_h"].min())
+
+
+def test_impossible_budget_names_the_budget(model, catalog):
+    result = search(model, catalog, JOB, Constraints(budget_usd=0.01))
+    assert "budget binds" in result.infeasible_reason and result.nearest is not None
+
+
+def test_deadline_and_budget_together_can_bind_when_each_alone_is_met(model, catalog):
+    fast = search(model, catalog, JOB, Constraints(max_nodes=8), objective="time").pick
+    cheap = search(model, catalog, JOB, Constraints(max_nodes=8), objective="cost").pick
+    cons = Constraints(deadline_h=float(fast["time_hi_h"]) * 1.01,
+                       budget_usd=float(cheap["cost_hi_usd"]) * 1.01, max_nodes=8)
+    result = search(model, catalog, JOB, cons)
+    if not result.feasible:  # unless one configuration happens to be both fastest and cheapest
+        assert "together" in result.infeasible_reason
+
+
+def test_filters_that_leave_nothing_explain_themselves(model, catalog):
+    result = search(model, catalog, JOB, Constraints(min_gpu_memory_gib=500))
+    assert not result.feasible and "filters" in result.infeasible_reason
+
+
+def test_mixes_split_the_batch_by_speed_and_say_so_in_their_columns(model, catalog):
+    result = search(model, catalog, JOB, Constraints(mixes=True, max_nodes=4), top=5)
+    every = result.sample(n=100_000)
+    mixes = every[every["instance_type_2"].notna()]
+    assert not mixes.empty
+    assert (mixes["global_bsz"] == mixes["num_workers"] * mixes["local_bsz"]
+            + mixes["num_workers_2"] * mixes["local_bsz_2"]).all()
+    fast_first = mixes[(mixes["instance_type"] == "g4dn.12xlarge")
+                       & (mixes["instance_type_2"] == "g6.12xlarge")]
+    assert (fast_first["local_bsz_2"] >= fast_first["local_bsz"]).all()  # L4 beats T4
+
+
+def test_unmeasured_type_is_carried_over_or_skipped_with_a_reason(model, catalog):
+    result = search(model, catalog, JOB, Constraints(max_nodes=2))
+    seen = set(result.sample(n=100_000)["instance_type"])
+    assert set(MEASURED) <= seen
+    assert "p4d.24xlarge" in seen or "p4d.24xlarge" in result.skipped
+
+
+def test_unknown_names_are_input_errors_with_a_suggestion(model, catalog):
+    with pytest.raises(InputError, match="did you mean"):
+        search(model, catalog, JOB, Constraints(instance_types=("g4dn.12xlarg",)))
+    with pytest.raises(InputError, match="resnet"):
+        search(model, catalog, Job("resnt", samples=1e6), Constraints())
+    with pytest.raises(InputError, match="objective"):
+        search(model, catalog, JOB, Constraints(), objective="cheap")
+
+
+def test_job_needs_one_measure_of_work():
+    with pytest.raises(InputError, match="exactly one"):
+        Job("resnet")
+    with pytest.raises(InputError, match="reference"):
+        Job("resnet", steps=1000)
+
+
+def test_higher_confidence_never_shortens_the_promised_time(model, catalog):
+    low = search(model, catalog, JOB, Constraints(confidence=0.5, max_nodes=4))
+    high = search(model, catalog, JOB, Constraints(confidence=0.95, max_nodes=4))
+    assert np.all(high.candidates["time_hi_h"] >= low.candidates["time_hi_h"] - 1e-12)
