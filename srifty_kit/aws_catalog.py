@@ -359,8 +359,10 @@ def fetch_catalog(
 ) -> pd.DataFrame:
     """Build the catalog of ``region`` from the AWS APIs (validated, same columns as embedded).
 
-    Kept: types offered in the region that carry accelerators, plus ``families`` (default: the
-    families of the embedded catalog). ``max_attempts`` bounds botocore's standard retries.
+    Kept: the types offered in the region that carry accelerators plus those of the embedded
+    catalog's families, or only ``families`` when given. ``max_attempts`` (the first included)
+    bounds botocore's standard retries; ``session``/``pricing_client`` are for callers that
+    already hold them (and for tests).
     """
     embedded = load_catalog() if embedded is None else embedded
     wanted = set(families) if families is not None else set(embedded["family"].dropna())
@@ -371,7 +373,6 @@ def fetch_catalog(
     )
     # progress None: shown on a terminal only (tqdm's disable=None)
     disable = None if progress is None else not progress
-    steps = tqdm(total=4, desc=f"catalog {region}", disable=disable)
     with _aws_errors(profile, max_attempts):
         session = session or boto3.session.Session(profile_name=profile)
         _check_region(session, region, endpoint_url)
@@ -380,7 +381,8 @@ def fetch_catalog(
             "pricing", region_name=PRICING_REGION, endpoint_url=pricing_endpoint_url, config=config
         )
         # after the clients exist, so that every botocore logger is there to be filtered
-        with _redacted_logs(session), steps:
+        bar = tqdm(total=4, desc=f"catalog {region}", disable=disable)
+        with _redacted_logs(session), bar as steps:
             steps.set_postfix_str("offerings")
             offered = _offered(ec2, region)
             steps.update()

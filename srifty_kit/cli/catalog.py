@@ -102,9 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "refresh",
         help="rebuild the catalog from the AWS APIs",
         description="Fetch specs, offerings, spot history and on-demand prices with boto3 and "
-        "write the catalog atomically (an existing file is left as it was on any failure). "
-        "Needs "
-        "ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings, "
+        "write the catalog atomically: on any failure an existing file is left as it was. "
+        "Needs ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings, "
         "ec2:DescribeSpotPriceHistory and pricing:GetProducts.",
     )
     refresh.add_argument("--region", required=True, metavar="R", help="e.g. us-east-1")
