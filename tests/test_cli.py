@@ -1,0 +1,68 @@
+"""The srifty command as a whole: --help everywhere, one line and exit 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from srifty_kit.cli import build_parser, main
+
+
+def _commands(parser: argparse.ArgumentParser, prefix=()):
+    """Every command path of the parser, nested subcommands included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*prefix, name)
+                yield from _commands(sub, (*prefix, name))
+
+
+COMMANDS = list(_commands(build_parser()))
+
+
+def test_the_design_commands_exist():
+    names = {" ".join(c) for c in COMMANDS}
+    for expected in ("fit", "predict", "profile", "search", "catalog show", "catalog refresh"):
+        assert expected in names
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: srifty " + " ".join(command))
+
+
+def _srifty() -> str:
+    found = shutil.which("srifty", path=str(Path(sys.executable).parent))
+    assert found, "the srifty console script is not installed next to this python"
+    return found
+
+
+def test_console_script_reports_bad_input_in_one_line_with_exit_2(tmp_path):
+    bad = tmp_path / "measurements.csv"
+    bad.write_text("model,instance_type\nbert,g4dn.12xlarge\n")
+    done = subprocess.run(
+        [_srifty(), "fit", "--measurements", str(bad), "--out", str(tmp_path / "m.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "num_nodes" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_unknown_subcommand_exits_2(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["fitt"])
+    assert done.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
