@@ -167,6 +167,22 @@ def enumerate_mixes(
             "nodes2": nb, "workers2": wb, "local_bsz2": np.zeros_like(ta)}
 
 
+def from_table(table: pd.DataFrame, types: Types) -> dict[str, np.ndarray]:
+    """Single-type configurations of a table (model, instance_type, num_nodes, ...) as arrays."""
+    position = {str(name): i for i, name in enumerate(types.names)}
+    t = table["instance_type"].astype(str).map(position)
+    if t.isna().any():
+        missing = str(table["instance_type"][t.isna()].iloc[0])
+        raise InputError(f"instance type {missing!r} has no catalog row (no price)",
+                         column="instance_type", fix="add it to the catalog, or drop its rows")
+    n = len(table)
+    zero = np.zeros(n, np.int64)
+    return {"type": t.to_numpy(np.int64), "nodes": table["num_nodes"].to_numpy(np.int64),
+            "workers": table["num_workers"].to_numpy(np.int64),
+            "local_bsz": table["local_bsz"].to_numpy(np.int64), "type2": np.full(n, -1),
+            "nodes2": zero, "workers2": zero, "local_bsz2": zero}
+
+
 def _compute_lines(
     model: StepTimeModel, job: Job, types: Types, which: np.ndarray, catalog: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:

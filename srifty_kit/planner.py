@@ -322,3 +322,46 @@ def search(
     pick = ranked.iloc[0]
     text = explain_pick(c, idx[ranked_pos[0]], job, constraints, objective)
     return SearchResult(ranked, pareto, knee, pick, text, None, None, **common)
+
+
+def _catalog_types(catalog: pd.DataFrame | None, names: pd.Series) -> cand.Types:
+    if catalog is None:
+        from .catalog import load_catalog
+
+        catalog = load_catalog()
+    rows = catalog[catalog["instance_type"].isin(set(names.astype(str)))]
+    return cand.Types.from_catalog(rows.drop_duplicates("instance_type").reset_index(drop=True))
+
+
+def evaluate_configs(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None,
+    job: Job,
+    constraints: Constraints,
+    configs: pd.DataFrame,
+) -> pd.DataFrame:
+    """Predicted time and cost (with interval ends) of the given configurations: the search's
+    own arithmetic on a table (one row per configuration and pricing)."""
+    types = _catalog_types(catalog, configs["instance_type"])
+    skipped: dict[str, str] = {}
+    cfg = cand.predict(model, job, types, cand.from_table(configs, types),
+                       constraints.confidence, catalog, skipped)
+    if skipped:
+        name, why = next(iter(skipped.items()))
+        raise InputError(f"cannot predict {name}: {why}", column="instance_type")
+    return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))
+
+
+def known_outcomes(
+    catalog: pd.DataFrame | None, job: Job, constraints: Constraints, measured: pd.DataFrame
+) -> pd.DataFrame:
+    """Time and cost to the target of configurations whose step time is known (no model):
+    ``measured`` has one row per configuration with its mean step_time_s."""
+    types = _catalog_types(catalog, measured["instance_type"])
+    cfg = cand.from_table(measured, types)
+    step = measured["step_time_s"].to_numpy(float)
+    sync = measured["sync_time_s"].to_numpy(float) if "sync_time_s" in measured else np.zeros(
+        step.size)
+    cfg.update(step_time_s=step, step_time_lo=step, step_time_hi=step, compute_s=step - sync,
+               sync_s=sync)
+    return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))
