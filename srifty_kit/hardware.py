@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from .batch_fix import BatchCorrection
 from .errors import InputError
 from .step_physics import StepParams, step_time
 
@@ -78,6 +79,11 @@ class TransferFit:
     notes: list[str] = field(default_factory=list)
     max_nodes: int = 1  # kept for the interface of fitted groups
     max_workers: int = 1
+    # the source's per-batch compute shape, carried: the same layers at the same batch sizes
+    correction: BatchCorrection | None = None
+
+    def _factor(self, local_bsz) -> np.ndarray | float:
+        return 1.0 if self.correction is None else self.correction.factor(local_bsz)
 
     def params(self) -> StepParams:
         """Point constants: the beliefs' medians applied."""
@@ -95,7 +101,9 @@ class TransferFit:
     def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
         """Point, interval and breakdown (numpy broadcasting)."""
         p = self.params()
-        total, t_c, t_s = step_time(p, num_nodes, num_workers, local_bsz, per_node)
+        total, t_c, t_s = step_time(
+            p, num_nodes, num_workers, local_bsz, per_node, self._factor(local_bsz)
+        )
         # delta method in log space: d log T / d log T_c = T_c^g / (T_c^g + T_s^g)
         tc_g, ts_g = t_c**p.gamma, t_s**p.gamma
         f_c = tc_g / np.maximum(tc_g + ts_g, 1e-300)
@@ -121,7 +129,7 @@ class TransferFit:
         k, n, b = (rows[c].to_numpy(float) for c in ("num_nodes", "num_workers", "local_bsz"))
         g = np.ceil(n / k)
         step = rows["step_time_s"].to_numpy(float)
-        t_c1 = self.base.alpha_c + self.base.beta_c * b  # compute at efficiency 1
+        t_c1 = (self.base.alpha_c + self.base.beta_c * b) * self._factor(b)  # at efficiency 1
         single = n == 1
         compute = self.compute.update(np.log(t_c1[single] / step[single]))
         sync = (
@@ -129,7 +137,7 @@ class TransferFit:
             if "sync_time_s" in rows
             else np.full(step.shape, np.nan)
         )
-        guess = step - p.alpha_c - p.beta_c * b
+        guess = step - (p.alpha_c + p.beta_c * b) * self._factor(b)
         sync = np.where(np.isnan(sync), guess, sync)
         base_s = step_time(self.base._replace(alpha_c=0.0, beta_c=0.0), k, n, b, g)[2]
         ok = ~single & (sync > 0) & (base_s > 0)
@@ -143,6 +151,7 @@ class TransferFit:
             [*self.notes, f"updated with {len(rows)} measured steps of the target type"],
             max(self.max_nodes, int(k.max())),
             max(self.max_workers, int(n.max())),
+            self.correction,
         )
 
     def to_json(self) -> dict:
@@ -157,6 +166,7 @@ class TransferFit:
             "notes": list(self.notes),
             "max_nodes": self.max_nodes,
             "max_workers": self.max_workers,
+            "correction": None if self.correction is None else self.correction.to_json(),
         }
 
     @classmethod
@@ -171,6 +181,7 @@ class TransferFit:
             notes=[str(x) for x in data["notes"]],
             max_nodes=int(data["max_nodes"]),
             max_workers=int(data["max_workers"]),
+            correction=BatchCorrection.from_json(data.get("correction")),
         )
 
 
@@ -200,6 +211,7 @@ def build_transfer(
     catalog: pd.DataFrame | None,
     flops_per_sample: float | None = None,
     grad_bytes: float | None = None,
+    correction: BatchCorrection | None = None,
 ) -> TransferFit:
     """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
 
@@ -278,4 +290,6 @@ def build_transfer(
         lat_inter=lat_inter,
     )
     # the priors' medians are efficiencies; keep base at efficiency 1 so updates act on them
-    return TransferFit(base, compute, network, f"{source_type} -> {target_type}", 0, notes)
+    return TransferFit(
+        base, compute, network, f"{source_type} -> {target_type}", 0, notes, correction=correction
+    )

@@ -16,9 +16,10 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 
 from . import intervals
+from .batch_fix import BatchCorrection, learn
 from .errors import InputError, did_you_mean
 from .hardware import TransferFit, build_transfer
-from .scale_cv import choose_structure, with_variant
+from .scale_cv import VARIANTS, choose_structure, with_variant
 from .schemas import validate_configs, validate_measurements
 from .step_fit import aggregate, fit_group, unidentified, with_per_node
 from .step_physics import INTER_TERMS, INTRA_TERMS, StepParams, max_per_node, step_time
@@ -47,10 +48,14 @@ class GroupFit:
     n_configs: int = 0
     fixed: dict[str, str] = field(default_factory=dict)  # term -> why it was not fitted
     widen: dict[str, float] = field(default_factory=dict)  # regime -> interval factor
+    correction: BatchCorrection | None = None  # learned per-batch compute factor (batch_fix)
 
     def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
         """Point, interval and breakdown (numpy broadcasting)."""
-        total, t_c, t_s = step_time(self.params, num_nodes, num_workers, local_bsz, per_node)
+        factor = 1.0 if self.correction is None else self.correction.factor(local_bsz)
+        total, t_c, t_s = step_time(
+            self.params, num_nodes, num_workers, local_bsz, per_node, compute_factor=factor
+        )
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         dist = intervals.extrapolation_distance(k, n, self.max_nodes, self.max_workers)
         dist = dist * np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
@@ -77,6 +82,7 @@ class GroupFit:
             "n_configs": int(self.n_configs),
             "fixed": dict(self.fixed),
             "widen": {k: float(v) for k, v in self.widen.items()},
+            "correction": None if self.correction is None else self.correction.to_json(),
         }
 
     @classmethod
@@ -96,6 +102,7 @@ class GroupFit:
             n_configs=int(data["n_configs"]),
             fixed={str(k): str(v) for k, v in data["fixed"].items()},
             widen={str(k): float(v) for k, v in data["widen"].items()},
+            correction=BatchCorrection.from_json(data["correction"]),
         )
 
 
@@ -172,9 +179,12 @@ def _borrow(fits: dict[tuple[str, str], GroupFit], borrowed: dict[tuple[str, str
 class StepTimeModel(BaseEstimator):
     """Predicts the step time of data-parallel training configurations, with intervals."""
 
-    def __init__(self, level: float = 0.9, structure: str = "auto") -> None:
+    def __init__(
+        self, level: float = 0.9, structure: str = "auto", correction: str = "auto"
+    ) -> None:
         self.level = level
         self.structure = structure
+        self.correction = correction
 
     # -- fitting -------------------------------------------------------------------------
     def fit(self, measurements: pd.DataFrame, catalog: pd.DataFrame | None = None) -> StepTimeModel:
@@ -217,19 +227,21 @@ class StepTimeModel(BaseEstimator):
     def _fit_group(self, rows: pd.DataFrame) -> tuple[GroupFit, set]:
         configs = aggregate(rows)
         base = unidentified(configs)
-        if self.structure == "auto":
-            structure, held = choose_structure(rows, configs)
-        else:
-            from .scale_cv import VARIANTS, held_out
-
-            if self.structure not in VARIANTS:
+        variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
+        corrections = {"auto": (False, True), "none": (False,), "batch": (True,)}
+        for value, allowed, what in (
+            (self.structure, ("auto", *VARIANTS), "structure"),
+            (self.correction, tuple(corrections), "correction"),
+        ):
+            if value not in allowed:
                 raise InputError(
-                    f"unknown structure {self.structure!r}{did_you_mean(self.structure, VARIANTS)}",
-                    fix="use 'auto' or one of " + ", ".join(VARIANTS),
+                    f"unknown {what} {value!r}{did_you_mean(value, allowed)}",
+                    fix="use one of " + ", ".join(allowed),
                 )
-            structure, held = self.structure, held_out(rows, configs, self.structure)
-        fixed = with_variant(base, structure)
-        params = fit_group(configs, fixed)
+        structure, correct, held = choose_structure(
+            rows, configs, variants, corrections[self.correction]
+        )
+        params = fit_group(configs, with_variant(base, structure))
         fit = GroupFit(
             params=params,
             scores=held.scores,
@@ -239,6 +251,7 @@ class StepTimeModel(BaseEstimator):
             cv_error=held.error,
             n_configs=len(configs),
             fixed={k: v for k, v in base.reasons.items()},
+            correction=learn(params, rows) if correct else None,
         )
         if held.scores.size < intervals.MIN_SCORES:
             fit.fixed["interval"] = (
@@ -312,7 +325,9 @@ class StepTimeModel(BaseEstimator):
                 {
                     "model": m,
                     "instance_type": t,
-                    "fitted_as": f"carried {fit.source}" if carried else fit.structure,
+                    "fitted_as": f"carried {fit.source}"
+                    if carried
+                    else fit.structure + (" + batch correction" if fit.correction else ""),
                     "configs": fit.n_observed if carried else fit.n_configs,
                     "max_nodes": fit.max_nodes,
                     "held_out_error": np.nan if carried else np.expm1(fit.cv_error),
@@ -371,6 +386,7 @@ class StepTimeModel(BaseEstimator):
             catalog,
             facts.get("flops_per_sample"),
             facts.get("grad_bytes"),
+            fit.correction,
         )
 
     def _check_fitted(self) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .batch_fix import BatchCorrection, learn
 from .intervals import extrapolation_distance, scale_folds
 from .step_fit import CONFIG_KEYS, Fixed, fit_group, unidentified
 from .step_physics import StepParams, step_time
@@ -51,20 +52,30 @@ def with_variant(base: Fixed, variant: str) -> Fixed:
     return fixed
 
 
-def predict_rows(params: StepParams, rows: pd.DataFrame) -> np.ndarray:
+def predict_rows(
+    params: StepParams, rows: pd.DataFrame, correction: BatchCorrection | None = None
+) -> np.ndarray:
     """Point step time for rows that carry the configuration keys."""
     shape = [rows[c].to_numpy(float) for c in CONFIG_KEYS]
-    return step_time(params, *shape)[0]
+    factor = 1.0 if correction is None else correction.factor(rows["local_bsz"].to_numpy())
+    return step_time(params, *shape, compute_factor=factor)[0]
 
 
-def held_out(rows: pd.DataFrame, configs: pd.DataFrame, variant: str) -> HeldOut:
+def _rows_of(rows: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
+    return rows.merge(configs[list(CONFIG_KEYS)], on=list(CONFIG_KEYS))
+
+
+def held_out(
+    rows: pd.DataFrame, configs: pd.DataFrame, variant: str, correct: bool = False
+) -> HeldOut:
     """Fit on the small part of each fold, keep the residuals of the large part's steps."""
     ratios, distances = [], []
     for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
         params = fit_group(part, with_variant(unidentified(part), variant))
-        test_rows = rows.merge(configs.loc[test, list(CONFIG_KEYS)], on=list(CONFIG_KEYS))
-        pred = predict_rows(params, test_rows)
+        correction = learn(params, _rows_of(rows, part)) if correct else None
+        test_rows = _rows_of(rows, configs[test])
+        pred = predict_rows(params, test_rows, correction)
         ratios.append(np.log(test_rows["step_time_s"].to_numpy() / pred))
         distances.append(
             extrapolation_distance(
@@ -79,10 +90,21 @@ def held_out(rows: pd.DataFrame, configs: pd.DataFrame, variant: str) -> HeldOut
     return HeldOut(np.concatenate(ratios), np.concatenate(distances))
 
 
-def choose_structure(rows: pd.DataFrame, configs: pd.DataFrame) -> tuple[str, HeldOut]:
-    """The structure with the lowest held-out-scale error ('full' when nothing is held out)."""
-    results = {name: held_out(rows, configs, name) for name in VARIANTS}
-    best = min(results, key=lambda name: results[name].error)
+def choose_structure(
+    rows: pd.DataFrame,
+    configs: pd.DataFrame,
+    variants: tuple[str, ...] = tuple(VARIANTS),
+    corrections: tuple[bool, ...] = (False, True),
+) -> tuple[str, bool, HeldOut]:
+    """(structure, use the batch correction, its held-out residuals) with the lowest
+    held-out-scale error; ('full', False) when nothing can be held out."""
+    results = {
+        (name, correct): held_out(rows, configs, name, correct)
+        for name in variants
+        for correct in corrections
+    }
+    best = min(results, key=lambda key: results[key].error)
     if not np.isfinite(results[best].error):
-        return "full", results["full"]
-    return best, results[best]
+        first = (variants[0], False)
+        return *first, results.get(first, HeldOut(np.array([]), np.array([])))
+    return *best, results[best]

@@ -159,10 +159,11 @@ def fit_group(configs: pd.DataFrame, fixed: Fixed) -> StepParams:
         return StepParams(**{k: float(v) for k, v in values.items()})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        total, _, t_s = step_time(params(x), *shape)
+        total, t_c, _ = step_time(params(x), *shape)
         r_step = w * (total - step) / step
-        # sync measured: it separates compute from communication, on the step's scale
-        r_sync = (w * (t_s - sync) / step)[has_sync]
+        # measured sync is the all-reduce time left exposed after the backward pass (what
+        # overlap did not hide): T - T_c; it separates compute from communication
+        r_sync = (w * (total - t_c - sync) / step)[has_sync]
         return np.concatenate([r_step, r_sync])
 
     if not free:

@@ -108,9 +108,13 @@ def step_time(
     num_workers: np.ndarray,
     local_bsz: np.ndarray,
     per_node: np.ndarray,
+    compute_factor: np.ndarray | float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(T, T_c, T_s) of one step for every configuration, broadcast together."""
-    t_c = compute_time(p, local_bsz)
+    """(T, T_c, T_s) of one step for every configuration, broadcast together.
+
+    ``compute_factor`` multiplies T_c (a learned per-batch-size correction, see batch_fix).
+    """
+    t_c = compute_time(p, local_bsz) * compute_factor
     t_s = sync_time(p, num_nodes, num_workers, per_node)
     return overlap(t_c, t_s, p.gamma), t_c, t_s
 

@@ -242,3 +242,26 @@ def test_reference_ec2_fit_on_three_nodes_predicts_four(reference_measurements):
     pred = model.predict(held.drop(columns=["step_time_s", "sync_time_s"]))
     ape = (pred["step_time_s"] / held["step_time_s"] - 1).abs()
     assert ape.groupby(held["model"]).mean().mean() < 0.12
+
+
+def test_batch_size_quirks_are_learned_when_they_help_held_out_scales():
+    table = measurements(2, seed=10)
+    quirk = table["local_bsz"] == 16  # e.g. another kernel at this size: 30% slower compute
+    bumped = TRUE.alpha_c + TRUE.beta_c * 16
+    table.loc[quirk, "step_time_s"] += 0.3 * bumped
+    model = StepTimeModel().fit(table)
+    plain = StepTimeModel(correction="none").fit(table)
+    assert model.groups_[("resnet", "g4dn.12xlarge")].correction is not None
+    assert "batch correction" in model.summary()["fitted_as"].iloc[0]
+    held = measurements(4, min_nodes=3, seed=11).query("local_bsz == 16")
+    truth = held["step_time_s"] + 0.3 * bumped
+    err = lambda m: (m.predict(configs(held))["step_time_s"] / truth - 1).abs().mean()  # noqa: E731
+    assert err(model) < err(plain)
+    assert err(model) < 0.06
+
+
+def test_unknown_structure_or_correction_is_refused():
+    with pytest.raises(InputError, match="did you mean 'full'"):
+        StepTimeModel(structure="ful").fit(measurements(1))
+    with pytest.raises(InputError, match="correction"):
+        StepTimeModel(correction="yes").fit(measurements(1))
