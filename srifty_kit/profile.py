@@ -37,8 +37,8 @@ from .steps import (
     to_device,
     train_step,
 )
+from .stopping import PrecisionTracker
 from .tables import write_json, write_table
-from .variance import PrecisionTracker
 from .zoo import ModelSpec, load_spec
 
 NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps

@@ -7,7 +7,6 @@ row per configuration; intervals are columns (``mean_lo``/``mean_hi``...), and t
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -17,46 +16,9 @@ import pandas as pd
 from scipy import stats
 
 from .errors import InputError
+from .stopping import PrecisionTracker
 
 CONFIG_KEYS = ("model", "instance_type", "num_nodes", "num_workers", "local_bsz", "placement")
-
-
-@functools.lru_cache(maxsize=4096)
-def _t_quantile(n: int, level: float) -> float:
-    """Two-sided Student-t quantile for a mean of n samples (n-1 degrees of freedom)."""
-    return float(stats.t.ppf(0.5 + level / 2, n - 1))
-
-
-class PrecisionTracker:
-    """Running mean and variance (Welford) and the relative half-width of the t interval."""
-
-    def __init__(self, level: float = 0.95) -> None:
-        self.level = level
-        self.n = 0
-        self.mean = 0.0
-        self._m2 = 0.0
-
-    def add(self, x: float) -> None:
-        """Take one sample."""
-        self.n += 1
-        delta = x - self.mean
-        self.mean += delta / self.n
-        self._m2 += delta * (x - self.mean)
-
-    @property
-    def std(self) -> float:
-        """Sample standard deviation (nan below two samples)."""
-        return math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else math.nan
-
-    def half_width(self) -> float:
-        """Half-width of the t confidence interval of the mean."""
-        if self.n < 2:
-            return math.inf
-        return _t_quantile(self.n, self.level) * self.std / math.sqrt(self.n)
-
-    def precision(self) -> float:
-        """Half-width of the interval relative to the mean (0.02 = within +-2%)."""
-        return self.half_width() / self.mean if self.n >= 2 and self.mean > 0 else math.inf
 
 
 def precision(values: Sequence[float] | np.ndarray, level: float = 0.95) -> float:

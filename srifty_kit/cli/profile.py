@@ -1,0 +1,232 @@
+"""``srifty profile`` and ``srifty profile-dist``: measure step times here, write the table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+_MODEL_HELP = (
+    "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
+    "arguments that returns srifty_kit.zoo.ModelSpec(model, make_batch, loss_fn, "
+    "optimizer_fn) or that 4-tuple, where make_batch(batch_size) returns (inputs, targets), "
+    "loss_fn(outputs, targets) returns a scalar tensor (mean over the batch) and "
+    "optimizer_fn(parameters) returns a torch optimizer; MODULE is imported from the "
+    "current directory or PYTHONPATH"
+)
+_TORCHRUN_EPILOG = """\
+across EC2 nodes, run the same command under torchrun on every node, e.g. two nodes with
+4 GPUs each (NODE_RANK 0 on the node at --master-addr, 1 on the other):
+
+  torchrun --nnodes 2 --nproc-per-node 4 --node-rank $NODE_RANK \\
+      --master-addr 10.0.1.23 --master-port 29500 \\
+      --no-python srifty profile-dist --model mlp --batch-sizes 8,16 --out dist.csv
+
+(leave --world-sizes out: torchrun sets the world; rank 0 writes the files)
+"""
+
+
+def _ints(text: str) -> list[float]:
+    """'4,8,16' -> [4, 8, 16]; whether they are whole and positive the library checks."""
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected numbers like 4,8,16, got {text!r}") from err
+
+
+def _common(p: argparse.ArgumentParser, max_seconds: float) -> None:
+    p.add_argument("--model", default="mlp", help=_MODEL_HELP)
+    p.add_argument(
+        "--batch-sizes",
+        type=_ints,
+        required=True,
+        help="local batch sizes, comma-separated, e.g. 4,8,16",
+    )
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
+    p.add_argument(
+        "--target-precision",
+        type=float,
+        default=0.02,
+        help="stop a batch size once the 95%% CI of its mean is within this "
+        "fraction of the mean (default 0.02)",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=max_seconds,
+        help="measuring budget for the whole run (default %(default)s)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="measurement table to write, .csv or .parquet (one row per step)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``profile`` and ``profile-dist``."""
+    p = subparsers.add_parser(
+        "profile",
+        help="time training steps of a model at several batch sizes, here",
+        description="Time whole training steps (forward, backward, optimizer) per batch size "
+        "until the mean is precise enough; also FLOPs, parameters, peak memory, the largest "
+        "batch under a memory budget and the gradient noise scale (written beside --out as "
+        "NAME.facts.json). Every step is one row of the measurement table.",
+    )
+    _common(p, 60.0)
+    p.add_argument(
+        "--memory-budget-gib",
+        type=float,
+        default=None,
+        help="memory budget for the largest batch (default: all of the device's)",
+    )
+    p.set_defaults(func=_profile)
+
+    d = subparsers.add_parser(
+        "profile-dist",
+        help="time DDP training steps (and all-reduce) at several world sizes",
+        description="Time DistributedDataParallel training steps at each world size and local "
+        "batch size (gloo on CPU, NCCL on CUDA), with the all-reduce part of each step "
+        "(sync_time_s, from a paired no_sync step). On one machine the workers are started "
+        "here (rendezvous on 127.0.0.1).",
+        epilog=_TORCHRUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(d, 60.0)
+    d.add_argument(
+        "--world-sizes",
+        type=_ints,
+        default=None,
+        help="numbers of workers, e.g. 1,2,4 (default 1,2; not under torchrun)",
+    )
+    d.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    d.add_argument(
+        "--collectives-out",
+        default=None,
+        help="also time all-reduce from 1 KB to 64 MB and write every sample here",
+    )
+    d.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds without word from the workers before the run is ended",
+    )
+    d.set_defaults(func=_profile_dist)
+
+
+def _with_cwd_on_path() -> None:
+    # a console script does not put the current directory on sys.path; MODULE:CALLABLE needs it
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+def _fmt(table: Any, columns: list[str]) -> str:
+    shown = table[[c for c in columns if c in table.columns]]
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from ..profile import profile_spec
+
+    _with_cwd_on_path()
+    budget = int(args.memory_budget_gib * 2**30) if args.memory_budget_gib else None
+    result = profile_spec(
+        args.model,
+        args.batch_sizes,
+        device=args.device,
+        target_precision=args.target_precision,
+        max_seconds=args.max_seconds,
+        memory_budget_bytes=budget,
+        out=args.out,
+        progress=not args.quiet,
+    )
+    f = result.facts
+    print(
+        f"{f['model']} on {f['instance_type']} ({f['device']}): {len(result.measurements)} "
+        f"steps written to {args.out}"
+    )
+    print(
+        _fmt(
+            result.summary,
+            [
+                "local_bsz",
+                "n",
+                "mean",
+                "mean_lo",
+                "mean_hi",
+                "precision",
+                "target_precision",
+                "peak_memory_bytes",
+                "stop_reason",
+            ],
+        )
+    )
+    for b, cause in result.errors.items():
+        print(f"batch size {b}: not measured: {cause}")
+    ns = f.get("noise_scale")
+    spread = f" +- {f['noise_scale_std']:.3g}" if f.get("noise_scale_std") else ""
+    print(
+        f"FLOPs/sample {f.get('flops_per_sample') or float('nan'):.4g}, "
+        f"parameters {f['param_count']}, gradient bytes {f['grad_bytes']}, "
+        f"noise scale {'n/a' if ns is None else f'{ns:.3g}'}{spread}, "
+        f"largest batch {f.get('max_batch_size')} ({f.get('max_batch_method')})"
+    )
+    if result.interrupted:
+        print("interrupted: the steps measured so far are saved", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _profile_dist(args: argparse.Namespace) -> int:
+    from ..distributed import DEFAULT_SIZES, WorkerFailed, profile_distributed
+    from ..variance import describe
+
+    _with_cwd_on_path()
+    try:
+        result = profile_distributed(
+            args.model,
+            args.world_sizes,
+            args.batch_sizes,
+            args.backend,
+            args.device,
+            args.target_precision,
+            args.max_seconds,
+            sizes_bytes=DEFAULT_SIZES if args.collectives_out else (),
+            timeout_s=args.timeout,
+            out=args.out,
+            collectives_out=args.collectives_out,
+            progress=not args.quiet,
+        )
+    except WorkerFailed as err:
+        print(f"srifty profile-dist: error: {err}", file=sys.stderr)
+        return 1
+    steps = result.measurements
+    if steps.empty:  # under torchrun only rank 0 keeps rows; an interrupt may leave none
+        return 130 if result.interrupted else 0
+    summary = describe(steps, by=["num_workers", "local_bsz"], n_resamples=0)
+    sync = steps.groupby(["num_workers", "local_bsz"])["sync_time_s"].mean().to_numpy()
+    summary["sync_mean"] = sync
+    print(f"{len(steps)} steps written to {args.out}")
+    print(
+        _fmt(
+            summary,
+            [
+                "num_workers",
+                "local_bsz",
+                "n",
+                "mean",
+                "mean_lo",
+                "mean_hi",
+                "precision",
+                "sync_mean",
+            ],
+        )
+    )
+    if args.collectives_out:
+        print(f"{len(result.collectives)} all-reduce samples written to {args.collectives_out}")
+    if result.interrupted:
+        print("interrupted: the steps measured so far are saved", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,107 @@
+"""``srifty profile`` and ``srifty profile-dist`` through the real console script."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import textwrap
+import threading
+import time
+
+import pytest
+from conftest import REPO
+
+from srifty_kit.schemas import MEASUREMENTS, validate_measurements
+from srifty_kit.tables import read_table
+
+SRIFTY = str(REPO / ".venv" / "bin" / "srifty")
+pytestmark = pytest.mark.slow
+
+
+def _run(args, cwd, timeout=240):
+    return subprocess.run([SRIFTY, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
+
+
+def test_profile_writes_one_row_per_step_and_prints_the_precision(tmp_path):
+    done = _run(["profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "5",
+                 "--out", "p.csv"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = read_table(tmp_path / "p.csv")
+    validate_measurements(table)
+    assert {c.name for c in MEASUREMENTS if c.required} <= set(table.columns)
+    assert table["local_bsz"].nunique() >= 2
+    assert (table["step_time_s"] > 0).all()
+    assert "precision" in done.stdout and "stop_reason" in done.stdout
+    assert (tmp_path / "p.facts.json").is_file()
+
+
+def test_profile_dist_writes_rows_with_two_workers(tmp_path):
+    done = _run(["profile-dist", "--model", "mlp", "--world-sizes", "2", "--batch-sizes", "8",
+                 "--max-seconds", "10", "--out", "d.csv"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = validate_measurements(read_table(tmp_path / "d.csv"))
+    assert (table["num_workers"] == 2).all() and len(table) > 0
+    assert "precision" in done.stdout
+
+
+def test_model_callable_from_the_current_directory(tmp_path):
+    (tmp_path / "mine.py").write_text(textwrap.dedent("""
+        import torch
+        from srifty_kit.zoo import ModelSpec
+
+        def build():
+            return ModelSpec(torch.nn.Linear(16, 3),
+                             lambda b: (torch.randn(b, 16), torch.randint(0, 3, (b,))),
+                             torch.nn.CrossEntropyLoss(),
+                             lambda p: torch.optim.SGD(p, lr=0.1), name="tiny")
+        """))
+    done = _run(["profile", "--model", "mine:build", "--batch-sizes", "2,4", "--max-seconds",
+                 "2", "--out", "p.parquet", "--quiet"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert set(read_table(tmp_path / "p.parquet")["model"]) == {"tiny"}
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["profile", "--model", "mlp", "--batch-sizes", "0,8"], "batch size 0"),
+        (["profile", "--model", "mpl", "--batch-sizes", "8"], "did you mean 'mlp'"),
+        (["profile-dist", "--world-sizes", "99", "--batch-sizes", "8"], "world size 99"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args, said):
+    done = _run([*args, "--out", "x.csv"], tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0]
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_help_documents_the_model_contract_and_torchrun(tmp_path):
+    profile = _run(["profile", "--help"], tmp_path).stdout
+    assert "MODULE:CALLABLE" in profile and "make_batch" in profile
+    dist = _run(["profile-dist", "--help"], tmp_path).stdout
+    assert "torchrun --nnodes" in dist and "--master-addr" in dist
+
+
+def test_ctrl_c_keeps_the_steps_measured_so_far(tmp_path):
+    proc = subprocess.Popen(
+        [SRIFTY, "profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "120",
+         "--target-precision", "0.00001", "--out", "p.csv"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: proc.stderr.read(1), "")))
+    reader.start()
+    deadline = time.monotonic() + 120
+    while "profiling mlp" not in "".join(seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # some steps into the first batch size
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    reader.join(10)
+    assert proc.returncode == 130, "".join(seen)[-2000:]
+    kept = validate_measurements(read_table(tmp_path / "p.csv"))
+    assert len(kept) > 10
+    assert "interrupted" in "".join(seen)
