@@ -152,6 +152,7 @@ class OnlineResult:
     measurements: pd.DataFrame  # every row measured
     model: StepTimeModel
     stopped: str  # why the search stopped
+    nearest: pd.Series | None = None  # when nothing meets the constraints: least violating
 
 
 def _seed(space: pd.DataFrame) -> pd.DataFrame:
@@ -230,7 +231,7 @@ def online_search(
     spent, stable, last, stopped = 0.0, 0, None, "max_profiles"
     queue = [row for _, row in _seed(space).iterrows()]
     model = StepTimeModel()
-    rec = None
+    rec = nearest = None
     while len(done) < min(max_profiles, len(space)):
         if not queue:  # choose by uncertainty x closeness to the best
             table = _evaluate(model, env, job, constraints, space).assign(model=job.model)
@@ -258,6 +259,7 @@ def online_search(
         table = _evaluate(model, env, job, constraints, space)
         best = _best(table, constraints, objective)
         rec = None if best is None else table.iloc[best]
+        nearest = table.iloc[int(np.argmin(_violation(table, constraints, "hi")))]
         now = None if rec is None else (rec["instance_type"], rec["num_nodes"],
                                         rec["num_workers"], rec["local_bsz"], rec["pricing"])
         stable = stable + 1 if now == last and now is not None else 0
@@ -270,7 +272,7 @@ def online_search(
     if rec is None:
         stopped += "; no profiled model meets the constraints at this confidence"
     return OnlineResult(rec, pd.DataFrame(history), spent, pd.concat(measured, ignore_index=True),
-                        model, stopped)
+                        model, stopped, None if rec is not None else nearest)
 
 
 def regret(result: OnlineResult, env: MeasuredTable, job: Job,

@@ -356,12 +356,16 @@ def known_outcomes(
     catalog: pd.DataFrame | None, job: Job, constraints: Constraints, measured: pd.DataFrame
 ) -> pd.DataFrame:
     """Time and cost to the target of configurations whose step time is known (no model):
-    ``measured`` has one row per configuration with its mean step_time_s."""
+    ``measured`` has one row per configuration with its mean step_time_s (and, from another
+    predictor, step_time_lo / step_time_hi; absent, the interval is the point)."""
     types = _catalog_types(catalog, measured["instance_type"])
     cfg = cand.from_table(measured, types)
+
+    def column(name: str, default: np.ndarray) -> np.ndarray:
+        return measured[name].to_numpy(float) if name in measured else default
+
     step = measured["step_time_s"].to_numpy(float)
-    sync = measured["sync_time_s"].to_numpy(float) if "sync_time_s" in measured else np.zeros(
-        step.size)
-    cfg.update(step_time_s=step, step_time_lo=step, step_time_hi=step, compute_s=step - sync,
-               sync_s=sync)
+    sync = column("sync_time_s", np.zeros(step.size))
+    cfg.update(step_time_s=step, step_time_lo=column("step_time_lo", step),
+               step_time_hi=column("step_time_hi", step), compute_s=step - sync, sync_s=sync)
     return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))

@@ -1,0 +1,235 @@
+"""Decision quality: the true cost of what each method recommends, against the oracle's.
+
+Data: the real EC2 g4dn.12xlarge step times in ../shared/reference/measurements (or
+$SRIFTY_SHARED), six training models, 1-4 nodes. Every method picks one of the measured
+configurations; its TRUE time and cost come from the measured step time (on-demand price of
+the embedded catalog, $/h x nodes), so no method is judged by its own model.
+
+Questions, per training model:
+  cheapest   finish as cheaply as possible (no deadline)
+  deadline   finish within D hours as cheaply as possible, at 90% confidence; D is the
+             geometric mean of the fastest and the cheapest configurations' true times (at
+             least 1.25x the fastest), so meeting it usually takes more than one node
+
+Methods
+  ours        StepTimeModel fitted on the 1-2 node runs (all of them), search's rule: least
+              cost upper end whose time upper end meets D; when none does at 90%, the
+              nearest (least time upper end), as search reports it — marked "(nearest)"
+  scavenger   Scavenger's partial search (Tyagi & Sharma, CCGrid'23): profile the two extreme
+              local batches at the smallest scale (1 node: 1 and 4 workers), regress step time
+              on local batch and the ring factor 2(n-1)/n (statsmodels OLS, 90% prediction
+              interval), same rule
+  online      srifty_kit.online: Scavenger-style black-box search from nothing, profiling one
+              configuration at a time (uncertainty x closeness) until its pick is stable
+  cheapest/h  the cheapest cluster per hour (1 node), with its best batch (by true cost:
+              generous to it)
+  largest     the largest cluster (4 nodes, 16 workers), with its best batch (generous)
+  oracle      the truly cheapest configuration meeting the true deadline
+
+Profiling cost: launching the nodes (5 min) plus 100 steps of each configuration measured, at
+the on-demand price. The work per model (dataset x epochs, reference batch) follows common
+recipes; the noise scale is an ASSUMPTION (the largest global batch measured for the model,
+where efficiency halves), standing in for a profiled one.
+
+    .venv/bin/python benchmarks/decision_quality.py   # writes reports/benchmarks/*.md
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from model_accuracy import to_markdown  # noqa: E402  (one markdown writer for all benchmarks)
+
+from srifty_kit.catalog import load_catalog  # noqa: E402
+from srifty_kit.model import StepTimeModel  # noqa: E402
+from srifty_kit.online import CONFIG_KEYS, MeasuredTable, online_search  # noqa: E402
+from srifty_kit.planner import Constraints, Job, evaluate_configs, known_outcomes  # noqa: E402
+
+REPORT = REPO / "reports" / "benchmarks" / "decision_quality.md"
+LEVEL = 0.9
+# samples to the target = dataset size x epochs at the reference global batch (common recipes)
+WORK = {
+    "bert": (88_641, 2, 32),  # SQuAD v1.1 train set, 2 epochs of fine-tuning
+    "cifar10": (50_000, 200, 128),  # ResNet-18, 200 epochs
+    "deepspeech2": (28_539, 60, 32),  # LibriSpeech train-clean-100 utterances
+    "imagenet": (1_281_167, 90, 256),  # ResNet-50, 90 epochs
+    "ncf": (19_861_770, 10, 4096),  # MovieLens-20M training ratings (all but one per user)
+    "yolov3": (16_551, 100, 32),  # PASCAL VOC 2007+2012 trainval
+}
+METHODS = ("ours", "scavenger", "online", "cheapest/h", "largest")
+
+
+def _measurements() -> pd.DataFrame:
+    shared = Path(os.environ.get("SRIFTY_SHARED", REPO.parent / "shared"))
+    path = shared / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    if not path.is_file():
+        raise SystemExit(f"reference measurements not found at {path} (set SRIFTY_SHARED)")
+    return pd.read_csv(path)
+
+
+def _job(name: str, rows: pd.DataFrame) -> Job:
+    size, epochs, ref = WORK[name]
+    noise = float((rows["num_workers"] * rows["local_bsz"]).max())
+    return Job(name, epochs=epochs, dataset_size=size, reference_bsz=ref, noise_scale=noise)
+
+
+def _choose(table: pd.DataFrame, deadline: float | None) -> tuple[pd.Series, bool]:
+    """The search's rule: least cost upper end among those whose time upper end meets D;
+    else the nearest (least time upper end), flagged."""
+    ok = table if deadline is None else table[table["time_hi_h"] <= deadline]
+    if ok.empty:
+        return table.loc[table["time_hi_h"].idxmin()], True
+    return ok.loc[ok["cost_hi_usd"].idxmin()], False
+
+
+def _key(row: pd.Series) -> tuple:
+    return tuple(int(row[k]) for k in ("num_nodes", "num_workers", "local_bsz"))
+
+
+def _scavenger(env: MeasuredTable, truth: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+    """Profile the extreme batches at 1 node (1 and 4 workers), OLS, predict every config."""
+    space = env.configurations()
+    small = space[space["num_nodes"] == 1]
+    picks = []
+    for w in (small["num_workers"].min(), small["num_workers"].max()):
+        rows = small[small["num_workers"] == w]
+        picks += [rows.loc[rows["local_bsz"].idxmin()], rows.loc[rows["local_bsz"].idxmax()]]
+    measured, spent = [], 0.0
+    for config in pd.DataFrame(picks).drop_duplicates(CONFIG_KEYS).itertuples(index=False):
+        rows, cost = env.measure(pd.Series(config._asdict()))
+        measured.append(rows)
+        spent += cost
+
+    def design(t: pd.DataFrame) -> pd.DataFrame:
+        n = t["num_workers"].to_numpy(float)
+        return pd.DataFrame({"const": 1.0, "local_bsz": t["local_bsz"].to_numpy(float),
+                             "ring": 2 * (n - 1) / n})
+
+    fit_rows = pd.concat(measured, ignore_index=True)
+    ols = sm.OLS(fit_rows["step_time_s"].to_numpy(), design(fit_rows)).fit()
+    frame = ols.get_prediction(design(truth)).summary_frame(alpha=1 - LEVEL)
+    floor = 1e-4  # a regression can go negative far from its data; a step takes some time
+    pred = truth[[*CONFIG_KEYS, "gpus_per_node"]].assign(
+        step_time_s=np.maximum(frame["mean"].to_numpy(), floor),
+        step_time_lo=np.maximum(frame["obs_ci_lower"].to_numpy(), floor),
+        step_time_hi=np.maximum(frame["obs_ci_upper"].to_numpy(), floor))
+    return pred, spent
+
+
+def _evaluate_model(name: str, rows: pd.DataFrame, catalog: pd.DataFrame) -> list[dict]:
+    env = MeasuredTable(rows, catalog)
+    truth_steps = env.truth()
+    job = _job(name, rows)
+    free = known_outcomes(catalog, job, Constraints(), truth_steps)
+    fastest, cheapest = free["time_h"].min(), free.loc[free["cost_usd"].idxmin(), "time_h"]
+    deadline = max(math.sqrt(fastest * cheapest), 1.25 * fastest)
+    truth = {_key(r): r for _, r in free.iterrows()}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = env.measurements[env.measurements["num_nodes"] <= 2]
+        model = StepTimeModel(level=LEVEL).fit(small, catalog)
+    ours_cost = sum(env.measure(pd.Series(c._asdict()))[1]
+                    for c in small[CONFIG_KEYS].drop_duplicates().itertuples(index=False))
+    space = env.configurations()
+    scav_pred, scav_cost = _scavenger(env, truth_steps)
+
+    out = []
+    for question, d in (("cheapest", None), ("deadline", deadline)):
+        cons = Constraints(deadline_h=d, confidence=LEVEL)
+        ours_table = evaluate_configs(model, catalog, job, cons, space)
+        scav_table = known_outcomes(catalog, job, cons, scav_pred)
+        online = online_search(env, job, cons, max_profiles=16)
+        ok = free if d is None else free[free["time_h"] <= d]
+        oracle = ok.loc[ok["cost_usd"].idxmin()]
+        online_pick = (online.recommendation, False) if online.recommendation is not None else (
+            online.nearest, True)
+        picks = {
+            "ours": (*_choose(ours_table, d), ours_cost),
+            "scavenger": (*_choose(scav_table, d), scav_cost),
+            "online": (*online_pick, online.profiling_cost_usd),
+        }
+        one = free[free["num_nodes"] == 1]
+        largest = free[free["num_workers"] == free["num_workers"].max()]
+        picks["cheapest/h"] = (one.loc[one["cost_usd"].idxmin()], False, 0.0)
+        picks["largest"] = (largest.loc[largest["cost_usd"].idxmin()], False, 0.0)
+        for method in METHODS:
+            pick, near, spent = picks[method]
+            true = truth[_key(pick)]
+            met = bool(d is None or true["time_h"] <= d)
+            out.append({
+                "model": name, "question": question,
+                "deadline_h": "" if d is None else f"{d:.3g}", "method": method,
+                "pick": f"{int(pick['num_nodes'])}n x {int(pick['num_workers'])}w x "
+                        f"b{int(pick['local_bsz'])}" + (" (nearest)" if near else ""),
+                "true_cost_usd": float(true["cost_usd"]), "true_time_h": float(true["time_h"]),
+                "meets_deadline": met, "nearest": near,
+                "ratio_to_oracle": float(true["cost_usd"]) / float(oracle["cost_usd"])
+                if met else np.nan,
+                "profiling_usd": f"{spent:.2f}"})
+        out.append({"model": name, "question": question,
+                    "deadline_h": "" if d is None else f"{d:.3g}", "method": "oracle",
+                    "pick": f"{int(oracle['num_nodes'])}n x {int(oracle['num_workers'])}w x "
+                            f"b{int(oracle['local_bsz'])}",
+                    "true_cost_usd": float(oracle["cost_usd"]),
+                    "true_time_h": float(oracle["time_h"]), "meets_deadline": True,
+                    "nearest": False,
+                    "ratio_to_oracle": 1.0, "profiling_usd": ""})
+    return out
+
+
+def _summary(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for method in (*METHODS, "oracle"):
+        part = frame[frame["method"] == method]
+        ratio = part["ratio_to_oracle"].dropna()
+        deadline = part[part["question"] == "deadline"]
+        rows.append({
+            "method": method,
+            "geomean cost / oracle (met)": f"{math.exp(np.log(ratio).mean()):.3f}"
+            if len(ratio) else "",
+            "worst cost / oracle (met)": f"{ratio.max():.3f}" if len(ratio) else "",
+            "deadline met (true)": f"{int(deadline['meets_deadline'].sum())}/{len(deadline)}",
+            "nothing feasible at 90% (nearest given)": int(part["nearest"].sum()),
+            "profiling $ (mean)": "" if method == "oracle" else
+            f"{pd.to_numeric(part['profiling_usd'], errors='coerce').mean():.2f}",
+        })
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    """Run every model and question, print and write the tables."""
+    warnings.simplefilter("ignore")
+    data = _measurements()
+    catalog = load_catalog()
+    records = []
+    for name in sorted(data["model"].unique()):
+        records += _evaluate_model(name, data[data["model"] == name], catalog)
+    frame = pd.DataFrame(records)
+    summary = _summary(frame)
+    detail = frame.drop(columns=["nearest"])
+    for col in ("true_cost_usd", "true_time_h", "ratio_to_oracle"):
+        detail[col] = detail[col].map(lambda x: "" if pd.isna(x) else f"{x:.4g}")
+    text = ("## Summary over 6 training models x 2 questions\n\n" + to_markdown(summary)
+            + "\n\n## Per model and question\n\n" + to_markdown(detail) + "\n")
+    print(text)
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text("# Decision quality (benchmarks/decision_quality.py)\n\n"
+                      + __doc__.split("\n\n", 1)[1].split("    .venv")[0] + text)
+    print(f"wrote {REPORT}")
+
+
+if __name__ == "__main__":
+    main()
