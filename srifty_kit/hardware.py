@@ -21,7 +21,7 @@ from scipy.stats import norm
 
 from .batch_fix import BatchCorrection
 from .errors import InputError
-from .step_physics import StepParams, step_time
+from .step_physics import StepParams, step_time, sync_share
 
 PEAK_COLUMN = "gpu_fp32_tflops"  # dense fp32 peak per GPU: training without mixed precision
 # Beliefs, as (median, log-sd). Assumptions, stated so they can be argued with:
@@ -104,9 +104,8 @@ class TransferFit:
         total, t_c, t_s = step_time(
             p, num_nodes, num_workers, local_bsz, per_node, self._factor(local_bsz)
         )
-        # delta method in log space: d log T / d log T_c = T_c^g / (T_c^g + T_s^g)
-        tc_g, ts_g = t_c**p.gamma, t_s**p.gamma
-        f_c = tc_g / np.maximum(tc_g + ts_g, 1e-300)
+        # delta method in log space: d log T / d log T_c = 1 - sync share
+        f_c = 1.0 - sync_share(t_c, t_s, p.gamma)
         sd = np.sqrt(
             (f_c * self.compute.sd) ** 2 + ((1 - f_c) * self.network.sd) ** 2 + STEP_NOISE**2
         )

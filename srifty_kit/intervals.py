@@ -1,13 +1,24 @@
-"""Prediction intervals by split conformal calibration on folds that hold out the largest scales.
+"""Prediction intervals by normalized split conformal calibration on held-out larger scales.
 
-Scores are |log(observed step / predicted step)| of held-out steps, divided by how far the
-held-out configuration lies beyond the fitted ones (``extrapolation_distance``), so that an
-interval's half-width in log space is ``quantile * distance``: it grows with the number of
-nodes and workers beyond what was measured. (Split conformal: Vovk, Gammerman & Shafer,
-"Algorithmic Learning in a Random World", 2005; Lei et al., JASA 2018.)
+A held-out step's error in log space is modelled as spreading like
+
+    sigma(x) = sqrt(sigma0**2 + (sigma1 * share(x) * distance(x))**2)
+
+where ``share`` is the part of the step that is synchronisation (d log T / d log T_s: the
+network is what varies, compute barely does) and ``distance`` how far the configuration lies
+beyond the fitted ones (1 inside; + log2 of each factor by which nodes or workers exceed the
+largest fitted). sigma0 is the in-sample spread of one-worker steps, sigma1 a least-squares
+fit of the squared held-out residuals; the conformal quantile q of |log ratio| / sigma(x)
+then makes the half-width q * sigma(x) cover the requested share of held-out steps.
+(Normalized split conformal: Lei, G'Sell, Rinaldo, Tibshirani & Wasserman, JASA 2018, section 5.2.)
+
+When the fit spans a single multi-node count, extrapolation to other node counts was never
+validated; a stated prior on the network time of an unmeasured node count is added then.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,9 +27,13 @@ from scipy.stats import norm
 from .step_fit import NOISE_FLOOR
 
 MIN_SCORES = 10  # below this a group's own scores do not calibrate an interval
-# half-width (log space, per unit of distance) assumed when nothing calibrates it: about +-35%
-# at 90%; wide on purpose, it only serves models fitted on a handful of configurations
-PRIOR_HALF_WIDTH = 0.3
+# log-sd of the error when nothing calibrates it (a handful of configurations): ~ +-40% at 90%
+PRIOR_SD = 0.2
+# Network time at a node count never measured, when no fold could validate such a move:
+# lognormal with a factor 2 at one sd. An assumption: cloud networks vary between clusters
+# (Srifty, MLSys'22) and, in the reference g4dn.12xlarge traces, the 2-node runs moved each
+# gradient byte 1.8x slower than the 3- and 4-node runs.
+NODE_COUNT_SD = float(np.log(2.0) / norm.ppf(0.95))
 
 
 def extrapolation_distance(
@@ -31,34 +46,90 @@ def extrapolation_distance(
 
 
 def conformal_quantile(scores: np.ndarray, level: float) -> float:
-    """The split-conformal quantile: the ceil((m+1) * level)-th smallest of m scores."""
+    """The split-conformal quantile: the ceil((m+1) * level)-th smallest of m scores.
+
+    No scores: the Gaussian quantile (sigma is then a prior sd). Too few for the level: the
+    largest, stretched by the Gaussian tail ratio (conformal would say infinity).
+    """
     scores = np.sort(np.asarray(scores, float))
     m = scores.size
-    rank = int(np.ceil((m + 1) * level))
+    z = float(norm.ppf(0.5 + level / 2))
     if m == 0:
-        return PRIOR_HALF_WIDTH * norm.ppf(0.5 + level / 2) / norm.ppf(0.95)
-    if rank > m:  # too few scores for this level: the largest, stretched by the tail ratio
-        return float(scores[-1] * norm.ppf(0.5 + level / 2) / norm.ppf(0.5 + (m / (m + 1)) / 2))
+        return z
+    rank = int(np.ceil((m + 1) * level))
+    if rank > m:
+        return float(scores[-1] * z / norm.ppf(0.5 + (m / (m + 1)) / 2))
     return float(scores[rank - 1])
 
 
-def noise_half_width(level: float) -> float:
-    """Half-width (log space) that measurement noise alone gives at ``level``."""
-    return float(norm.ppf(0.5 + level / 2) * NOISE_FLOOR)
+@dataclass
+class Spread:
+    """The calibrated shape and scale of a group's prediction error (log space)."""
+
+    sigma0: float  # error sd of a configuration without synchronisation
+    sigma1: float  # ... per unit of sync share times extrapolation distance
+    scores: np.ndarray  # |log ratio| / sigma of held-out steps: the conformal scores
+    node_prior: bool = False  # add NODE_COUNT_SD beyond the fitted node counts
+
+    def sigma(self, share: np.ndarray, distance: np.ndarray) -> np.ndarray:
+        """sigma(x) of each configuration."""
+        return np.sqrt(self.sigma0**2 + (self.sigma1 * share * distance) ** 2)
+
+    def half_width(
+        self, level: float, share: np.ndarray, distance: np.ndarray, new_nodes: np.ndarray
+    ) -> np.ndarray:
+        """Half-width in log space of the interval at ``level`` for each configuration."""
+        q = conformal_quantile(self.scores, level)
+        h = q * self.sigma(share, distance)
+        if self.node_prior:
+            z = norm.ppf(0.5 + level / 2)
+            h = np.sqrt(h**2 + np.where(new_nodes, z * share * NODE_COUNT_SD, 0.0) ** 2)
+        return np.maximum(h, norm.ppf(0.5 + level / 2) * NOISE_FLOOR)
+
+    def to_json(self) -> dict:
+        """Plain JSON-ready dict."""
+        return {
+            "sigma0": self.sigma0,
+            "sigma1": self.sigma1,
+            "scores": [float(s) for s in self.scores],
+            "node_prior": bool(self.node_prior),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Spread:
+        """Inverse of ``to_json``."""
+        return cls(
+            float(data["sigma0"]),
+            float(data["sigma1"]),
+            np.asarray(data["scores"], float),
+            bool(data["node_prior"]),
+        )
 
 
-def half_width(scores: np.ndarray, level: float, distance: np.ndarray) -> np.ndarray:
-    """Half-width in log space of the interval at ``level`` for each configuration."""
-    q = max(conformal_quantile(scores, level), noise_half_width(level))
-    return q * np.asarray(distance, float)
+def calibrate(
+    log_ratio: np.ndarray,
+    share: np.ndarray,
+    distance: np.ndarray,
+    node_prior: bool,
+    sigma0: float = NOISE_FLOOR,
+) -> Spread:
+    """Fit sigma1 to held-out residuals (sigma0 given) and keep their normalized scores.
 
-
-def bounds(
-    point: np.ndarray, scores: np.ndarray, level: float, distance: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) of the interval around ``point`` (multiplicative, so lo stays above zero)."""
-    h = half_width(scores, level, distance)
-    return point * np.exp(-h), point * np.exp(h)
+    ``sigma0`` is the spread of steps without synchronisation, from in-sample one-worker
+    residuals: held-out rows are multi-worker, so they cannot separate it from sigma1.
+    """
+    log_ratio = np.asarray(log_ratio, float)
+    sigma0 = max(float(sigma0), NOISE_FLOOR)
+    if log_ratio.size < MIN_SCORES:
+        return Spread(max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), node_prior)
+    x2 = (np.asarray(share, float) * np.asarray(distance, float)) ** 2
+    # least squares of r^2 - sigma0^2 = sigma1^2 x^2, sigma1^2 >= 0
+    sigma1_sq = float(np.sum(x2 * (log_ratio**2 - sigma0**2)) / max(np.sum(x2**2), 1e-300))
+    spread = Spread(
+        sigma0, max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR), np.array([]), node_prior
+    )
+    spread.scores = np.abs(log_ratio) / spread.sigma(share, distance)
+    return spread
 
 
 def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -92,3 +163,8 @@ def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndar
             continue
         folds.append((train, test))
     return folds[:max_folds]
+
+
+def node_moves_validated(configs: pd.DataFrame) -> bool:
+    """Whether a fold moved to a larger multi-node count (needs two multi-node counts)."""
+    return configs.loc[configs["num_nodes"] > 1, "num_nodes"].nunique() >= 2

@@ -21,8 +21,15 @@ from .errors import InputError, did_you_mean
 from .hardware import TransferFit, build_transfer
 from .scale_cv import VARIANTS, choose_structure, with_variant
 from .schemas import validate_configs, validate_measurements
-from .step_fit import aggregate, fit_group, unidentified, with_per_node
-from .step_physics import INTER_TERMS, INTRA_TERMS, StepParams, max_per_node, step_time
+from .step_fit import CONFIG_KEYS, aggregate, fit_group, unidentified, with_per_node
+from .step_physics import (
+    INTER_TERMS,
+    INTRA_TERMS,
+    StepParams,
+    max_per_node,
+    step_time,
+    sync_share,
+)
 
 _PREDICTION_COLUMNS = ("step_time_s", "step_time_lo", "step_time_hi")
 _BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
@@ -40,7 +47,7 @@ class GroupFit:
     """What was learned for one training model on one instance type."""
 
     params: StepParams
-    scores: np.ndarray  # conformal scores from held-out-scale folds (see intervals)
+    spread: intervals.Spread  # calibrated on held-out-scale folds (see intervals)
     max_nodes: int  # largest fitted configuration: extrapolation is measured from here
     max_workers: int
     structure: str = "full"
@@ -58,9 +65,11 @@ class GroupFit:
         )
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         dist = intervals.extrapolation_distance(k, n, self.max_nodes, self.max_workers)
-        dist = dist * np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
-        dist = dist * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
-        lo, hi = intervals.bounds(total, self.scores, level, dist)
+        share = sync_share(t_c, t_s, self.params.gamma)
+        h = self.spread.half_width(level, share, dist, k > self.max_nodes)
+        h = h * np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
+        h = h * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
+        lo, hi = total * np.exp(-h), total * np.exp(h)
         return {
             "step_time_s": total,
             "step_time_lo": lo,
@@ -74,7 +83,7 @@ class GroupFit:
         return {
             "kind": "fit",
             "params": self.params._asdict(),
-            "scores": [float(s) for s in self.scores],
+            "spread": self.spread.to_json(),
             "max_nodes": int(self.max_nodes),
             "max_workers": int(self.max_workers),
             "structure": self.structure,
@@ -94,7 +103,7 @@ class GroupFit:
         cv = data.get("cv_error")
         return cls(
             params=params,
-            scores=np.asarray(data["scores"], float),
+            spread=intervals.Spread.from_json(data["spread"]),
             max_nodes=int(data["max_nodes"]),
             max_workers=int(data["max_workers"]),
             structure=str(data["structure"]),
@@ -104,6 +113,20 @@ class GroupFit:
             widen={str(k): float(v) for k, v in data["widen"].items()},
             correction=BatchCorrection.from_json(data["correction"]),
         )
+
+
+def _single_worker_spread(
+    params: StepParams, correction: BatchCorrection | None, rows: pd.DataFrame
+) -> float:
+    """Robust sd (1.4826 MAD) of log(step / predicted) over one-worker steps: compute noise."""
+    one = rows[rows["num_workers"] == 1]
+    if len(one) < 3:
+        return 0.0
+    factor = 1.0 if correction is None else correction.factor(one["local_bsz"].to_numpy())
+    shape = (one[c].to_numpy(float) for c in CONFIG_KEYS)
+    pred = step_time(params, *shape, compute_factor=factor)[0]
+    r = np.log(one["step_time_s"].to_numpy() / pred)
+    return float(1.4826 * np.median(np.abs(r - np.median(r))))
 
 
 def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -242,22 +265,28 @@ class StepTimeModel(BaseEstimator):
             rows, configs, variants, corrections[self.correction]
         )
         params = fit_group(configs, with_variant(base, structure))
+        correction = learn(params, rows) if correct else None
         fit = GroupFit(
             params=params,
-            scores=held.scores,
+            spread=intervals.calibrate(
+                held.log_ratio,
+                held.share,
+                held.distance,
+                node_prior=not intervals.node_moves_validated(configs),
+                sigma0=_single_worker_spread(params, correction, rows),
+            ),
             max_nodes=int(configs["num_nodes"].max()),
             max_workers=int(configs["num_workers"].max()),
             structure=structure,
             cv_error=held.error,
             n_configs=len(configs),
             fixed={k: v for k, v in base.reasons.items()},
-            correction=learn(params, rows) if correct else None,
+            correction=correction,
         )
-        if held.scores.size < intervals.MIN_SCORES:
+        if held.log_ratio.size < intervals.MIN_SCORES:
             fit.fixed["interval"] = (
-                f"only {held.scores.size} held-out steps to calibrate on: prior width used"
+                f"only {held.log_ratio.size} held-out steps to calibrate on: prior width used"
             )
-            fit.scores = np.array([])  # conformal_quantile falls back to the prior width
         return fit, set(base.borrowed)
 
     # -- predicting ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pandas as pd
 from .batch_fix import BatchCorrection, learn
 from .intervals import extrapolation_distance, scale_folds
 from .step_fit import CONFIG_KEYS, Fixed, fit_group, unidentified
-from .step_physics import StepParams, step_time
+from .step_physics import StepParams, step_time, sync_share
 
 # structures tried, simplest last; each holds some terms at their neutral value
 VARIANTS: dict[str, dict[str, float]] = {
@@ -32,16 +32,15 @@ class HeldOut:
 
     log_ratio: np.ndarray  # log(observed / predicted) of each held-out step
     distance: np.ndarray  # extrapolation distance of its configuration from its fold's fit
+    share: np.ndarray  # synchronisation's share of its predicted step (intervals.Spread)
 
     @property
     def error(self) -> float:
         """Mean absolute log ratio: about the mean absolute percentage error, symmetric."""
         return float(np.mean(np.abs(self.log_ratio))) if self.log_ratio.size else np.inf
 
-    @property
-    def scores(self) -> np.ndarray:
-        """Conformal scores: absolute log ratios per unit of extrapolation distance."""
-        return np.abs(self.log_ratio) / self.distance
+
+_EMPTY = HeldOut(np.array([]), np.array([]), np.array([]))
 
 
 def with_variant(base: Fixed, variant: str) -> Fixed:
@@ -54,11 +53,12 @@ def with_variant(base: Fixed, variant: str) -> Fixed:
 
 def predict_rows(
     params: StepParams, rows: pd.DataFrame, correction: BatchCorrection | None = None
-) -> np.ndarray:
-    """Point step time for rows that carry the configuration keys."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Point step time and its sync share for rows that carry the configuration keys."""
     shape = [rows[c].to_numpy(float) for c in CONFIG_KEYS]
     factor = 1.0 if correction is None else correction.factor(rows["local_bsz"].to_numpy())
-    return step_time(params, *shape, compute_factor=factor)[0]
+    total, t_c, t_s = step_time(params, *shape, compute_factor=factor)
+    return total, sync_share(t_c, t_s, params.gamma)
 
 
 def _rows_of(rows: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
@@ -69,14 +69,15 @@ def held_out(
     rows: pd.DataFrame, configs: pd.DataFrame, variant: str, correct: bool = False
 ) -> HeldOut:
     """Fit on the small part of each fold, keep the residuals of the large part's steps."""
-    ratios, distances = [], []
+    ratios, distances, shares = [], [], []
     for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
         params = fit_group(part, with_variant(unidentified(part), variant))
         correction = learn(params, _rows_of(rows, part)) if correct else None
         test_rows = _rows_of(rows, configs[test])
-        pred = predict_rows(params, test_rows, correction)
+        pred, share = predict_rows(params, test_rows, correction)
         ratios.append(np.log(test_rows["step_time_s"].to_numpy() / pred))
+        shares.append(share)
         distances.append(
             extrapolation_distance(
                 test_rows["num_nodes"].to_numpy(),
@@ -86,8 +87,8 @@ def held_out(
             )
         )
     if not ratios:
-        return HeldOut(np.array([]), np.array([]))
-    return HeldOut(np.concatenate(ratios), np.concatenate(distances))
+        return _EMPTY
+    return HeldOut(*(np.concatenate(a) for a in (ratios, distances, shares)))
 
 
 def choose_structure(
@@ -106,5 +107,5 @@ def choose_structure(
     best = min(results, key=lambda key: results[key].error)
     if not np.isfinite(results[best].error):
         first = (variants[0], False)
-        return *first, results.get(first, HeldOut(np.array([]), np.array([])))
+        return *first, results.get(first, _EMPTY)
     return *best, results[best]

@@ -42,13 +42,18 @@ class StepParams(NamedTuple):
 
 PARAM_NAMES: tuple[str, ...] = StepParams._fields
 
+# One ring step's latency: tens of microseconds to ~1 ms for NCCL over TCP in a datacenter,
+# a few ms for gloo on CPUs; fitted values beyond this are contention in disguise, and a
+# "latency" of 30 ms per step extrapolates to absurd times on larger rings.
+MAX_LATENCY_S = 5e-3
+
 # physical bounds of each constant: (lower, upper); the fit never leaves them
 BOUNDS: dict[str, tuple[float, float]] = {
     "alpha_c": (0.0, np.inf),
     "beta_c": (0.0, np.inf),
-    "lat_intra": (0.0, np.inf),
+    "lat_intra": (0.0, MAX_LATENCY_S),
     "bw_intra": (0.0, np.inf),
-    "lat_inter": (0.0, np.inf),
+    "lat_inter": (0.0, MAX_LATENCY_S),
     "bw_inter": (0.0, np.inf),
     "share": (0.0, 1.0),
     "gamma": (1.0, 10.0),
@@ -100,6 +105,13 @@ def overlap(t_c: np.ndarray, t_s: np.ndarray, gamma: float) -> np.ndarray:
     # scale by the larger term so gamma up to 10 never overflows
     top = np.maximum(np.maximum(t_c, t_s), 1e-300)
     return top * ((t_c / top) ** gamma + (t_s / top) ** gamma) ** (1.0 / gamma)
+
+
+def sync_share(t_c: np.ndarray, t_s: np.ndarray, gamma: float) -> np.ndarray:
+    """d log T / d log T_s = T_s**gamma / (T_c**gamma + T_s**gamma): the step's sync part."""
+    top = np.maximum(np.maximum(t_c, t_s), 1e-300)
+    c, s = (t_c / top) ** gamma, (t_s / top) ** gamma
+    return s / (c + s)
 
 
 def step_time(
