@@ -1,0 +1,120 @@
+"""Seaborn figures of the kit's tables; each function draws on an Axes and returns it.
+
+Measurement figures: step-time distribution per configuration, intervals of the mean and
+p95, step times in measurement order (drift, outliers), all-reduce time against size.
+(matplotlib and seaborn are imported inside the functions: importing this module is cheap.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, 4))[1]
+
+
+def step_time_distributions(
+    measurements: pd.DataFrame,
+    x: str = "local_bsz",
+    hue: str | None = None,
+    value: str = "step_time_s",
+    ax: Any = None,
+) -> Any:
+    """Every step's time per configuration: violins (the shape) with the samples on top."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    data = measurements.assign(**{x: measurements[x].astype(str)})
+    sns.violinplot(data=data, x=x, y=value, hue=hue, cut=0, inner=None, density_norm="width",
+                   color="0.9" if hue is None else None, linewidth=0.8, ax=ax)
+    sns.stripplot(data=data, x=x, y=value, hue=hue, dodge=hue is not None, size=2.5,
+                  alpha=0.5, jitter=0.25, legend=False, ax=ax)
+    ax.set_xlabel(x)
+    ax.set_ylabel("step time (s)" if value == "step_time_s" else value)
+    ax.set_title("Step time per configuration (every measured step)")
+    return ax
+
+
+def step_time_intervals(
+    summary: pd.DataFrame,
+    x: str = "local_bsz",
+    hue: str | None = None,
+    ax: Any = None,
+) -> Any:
+    """Mean and p95 with their confidence intervals (a table from ``variance.describe``)."""
+    ax = _axes(ax)
+    level = summary.attrs.get("level")
+    groups = [(None, summary)] if hue is None else list(summary.groupby(hue, sort=True))
+    for i, (key, part) in enumerate(groups):
+        part = part.sort_values(x)
+        xs = part[x].to_numpy(float)
+        label = "" if key is None else f"{hue}={key}, "
+        for stat, marker, shift in (("mean", "o", -0.02), ("p95", "^", 0.02)):
+            lo, hi = part[f"{stat}_lo"].to_numpy(float), part[f"{stat}_hi"].to_numpy(float)
+            mid = part[stat].to_numpy(float)
+            err = np.vstack([mid - lo, hi - mid])
+            ax.errorbar(xs * (1 + shift + 0.01 * i), mid, yerr=np.where(np.isfinite(err), err, 0),
+                        fmt=marker + ("-" if stat == "mean" else ":"), capsize=3,
+                        label=f"{label}{stat}")
+    ax.set_xscale("log", base=2)
+    ticks = np.unique(summary[x].to_numpy(float))
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(x)
+    ax.set_ylabel("step time (s)")
+    pct = f"{level:.0%} " if level else ""
+    ax.set_title(f"Mean and p95 step time with {pct}bootstrap intervals")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def step_time_trace(
+    measurements: pd.DataFrame,
+    hue: str = "local_bsz",
+    value: str = "step_time_s",
+    ax: Any = None,
+) -> Any:
+    """Step times in the order measured, outliers circled: warm-up and throttling show here."""
+    import seaborn as sns
+
+    from .variance import outliers
+
+    ax = _axes(ax)
+    order = "repeat" if "repeat" in measurements else None
+    data = measurements.assign(step=measurements[order] if order else np.arange(len(measurements)))
+    sns.lineplot(data=data, x="step", y=value, hue=hue, linewidth=0.8, ax=ax,
+                 palette="viridis" if pd.api.types.is_numeric_dtype(data[hue]) else None)
+    flagged = pd.concat([g[outliers(g[value].to_numpy())] for _, g in data.groupby(hue)])
+    ax.scatter(flagged["step"], flagged[value], s=40, facecolors="none", edgecolors="red",
+               label="outlier (modified z > 3.5)")
+    ax.set_xlabel("step (in measurement order)")
+    ax.set_ylabel("step time (s)" if value == "step_time_s" else value)
+    ax.set_title("Step time over the run")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def allreduce_times(collectives: pd.DataFrame, ax: Any = None) -> Any:
+    """All-reduce seconds against message bytes per world size (log-log, every sample)."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    sns.scatterplot(data=collectives, x="bytes", y="seconds", hue="world_size", alpha=0.3,
+                    s=10, palette="viridis", legend=False, ax=ax)
+    med = collectives.groupby(["world_size", "bytes"], as_index=False)["seconds"].median()
+    sns.lineplot(data=med, x="bytes", y="seconds", hue="world_size", marker="o",
+                 palette="viridis", ax=ax)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("all-reduce time (s)")
+    ax.set_title("All-reduce time (median line, every sample dotted)")
+    return ax

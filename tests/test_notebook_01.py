@@ -1,0 +1,41 @@
+"""Notebook 01 runs headless under papermill and saves the measurements it shows."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import papermill
+import pytest
+from conftest import REPO
+
+from srifty_kit.schemas import validate_measurements
+from srifty_kit.tables import read_table
+
+NOTEBOOK = REPO / "notebooks" / "01_profile_model.ipynb"
+pytestmark = pytest.mark.slow
+
+
+def test_notebook_is_committed_without_outputs_and_has_a_parameters_cell():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert any("parameters" in c.metadata.get("tags", []) for c in code)
+
+
+def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
+    out = tmp_path / "profile.csv"
+    executed = tmp_path / "01.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(executed), kernel_name="python3", cwd=str(tmp_path),
+        parameters={"model_name": "mlp", "batch_sizes": [4, 8], "max_seconds": 4,
+                    "out_path": str(out)},
+        progress_bar=False,
+    )
+    table = validate_measurements(read_table(out))
+    assert set(table["local_bsz"]) == {4, 8}
+    assert json.loads((tmp_path / "profile.facts.json").read_text())["model"] == "mlp"
+    nb = nbformat.read(executed, as_version=4)
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if "image/png" in o.get("data", {})]
+    assert len(images) >= 2  # distributions + intervals, and the trace
