@@ -8,8 +8,11 @@ types never measured through ``hardware``. It saves to versioned, checksummed JS
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -127,6 +130,27 @@ def _single_worker_spread(
     pred = step_time(params, *shape, compute_factor=factor)[0]
     r = np.log(one["step_time_s"].to_numpy() / pred)
     return float(1.4826 * np.median(np.abs(r - np.median(r))))
+
+
+def default_measurements() -> Path:
+    """The measurements notebooks start from: the shared EC2 reference when present (set
+    SRIFTY_SHARED or keep ../shared beside the repository), else the packaged sample profile."""
+    shared = Path(os.environ.get("SRIFTY_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+    reference = shared / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    if reference.is_file():
+        return reference
+    samples = sorted(
+        p
+        for p in resources.files("srifty_kit.data").iterdir()
+        if p.name.startswith("sample_profile") and p.name.endswith(".csv")
+    )
+    if samples:
+        return Path(str(samples[0]))
+    raise InputError(
+        "no default measurements: neither the shared reference nor a packaged "
+        "sample profile is present",
+        fix="pass a measurements file path",
+    )
 
 
 def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:

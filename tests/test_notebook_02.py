@@ -1,0 +1,59 @@
+"""notebooks/02_performance_model.ipynb runs headless under papermill on a tiny table."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import numpy as np
+import pandas as pd
+import papermill
+import pytest
+from conftest import REPO
+
+from srifty_kit.step_physics import StepParams, simulate
+
+NOTEBOOK = REPO / "notebooks" / "02_performance_model.ipynb"
+
+
+def write_measurements(path) -> None:
+    truth = StepParams(0.03, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.2)
+    pairs = [(k, n) for k in (1, 2, 3) for n in range(k, 4 * k + 1)]
+    k, n = (np.repeat(np.array(a), 3) for a in zip(*pairs, strict=True))
+    b = np.tile([8, 16, 32], len(pairs))
+    table = pd.DataFrame(simulate(truth, k, n, b, noise=0.03)).assign(
+        model="resnet", instance_type="g4dn.12xlarge", gpus_per_node=4
+    )
+    table.to_csv(path, index=False)
+
+
+def test_notebook_is_committed_without_outputs():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert "parameters" in code[0].metadata.get("tags", [])
+
+
+@pytest.mark.slow
+def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path):
+    write_measurements(tmp_path / "m.csv")
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK),
+        str(out),
+        parameters={
+            "measurements_path": str(tmp_path / "m.csv"),
+            "training_model": "resnet",
+            "level": 0.8,
+        },
+        kernel_name="python3",
+        cwd=str(tmp_path),
+        progress_bar=False,
+    )
+    nb = nbformat.read(out, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs)
+    found = re.search(r"held-out MAPE ([\d.]+)%; (\d+)% of steps inside the 80% interval", text)
+    assert found, text
+    assert float(found.group(1)) < 10.0  # the table follows the model's own physics
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
