@@ -350,7 +350,17 @@ class StepTimeModel(BaseEstimator):
         for col in columns:
             out[col] = np.nan
         for (model, itype), rows in table.groupby(["model", "instance_type"], sort=False):
-            fit = self._group(model, itype, None)
+            try:
+                fit = self._group(model, itype, None)
+            except InputError as err:  # say which rows of which file could not be predicted
+                lines = out.index.get_indexer(rows.index) + (2 if out.attrs.get("from_file") else 0)
+                raise InputError(
+                    err.problem,
+                    source=err.source or out.attrs.get("source"),
+                    column=err.column,
+                    rows=err.rows or lines[:20].tolist(),
+                    fix=err.fix,
+                ) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
             for col in columns:
@@ -403,10 +413,12 @@ class StepTimeModel(BaseEstimator):
         key = (model, instance_type)
         if key in self.groups_:
             return self.groups_[key]
+        # carried fits are cached per catalog: a search asks for the same type a million times
         cache = self.__dict__.setdefault("_transfers", {})
-        if key not in cache:
-            cache[key] = self._transfer(model, instance_type, catalog)
-        return cache[key]
+        slot = (*key, id(catalog))
+        if slot not in cache:  # the catalog is kept alive with it, so its id is not reused
+            cache[slot] = (catalog, self._transfer(model, instance_type, catalog))
+        return cache[slot][1]
 
     def _transfer(
         self,

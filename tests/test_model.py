@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from srifty_kit import InputError, StepTimeModel
 from srifty_kit.step_physics import StepParams, simulate
@@ -265,3 +267,23 @@ def test_unknown_structure_or_correction_is_refused():
         StepTimeModel(structure="ful").fit(measurements(1))
     with pytest.raises(InputError, match="correction"):
         StepTimeModel(correction="yes").fit(measurements(1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    nodes=st.integers(1, 64),
+    per_node=st.integers(1, 4),
+    bsz=st.integers(1, 4096),
+    levels=st.tuples(st.floats(0.5, 0.98), st.floats(0.0, 0.019)),
+)
+def test_any_configuration_gets_an_ordered_finite_interval_that_grows_with_level(
+    fitted, nodes, per_node, bsz, levels
+):
+    low_level, extra = levels
+    args = ("resnet", "g4dn.12xlarge", nodes, nodes * per_node, bsz)
+    a = fitted.predict_arrays(*args, level=low_level)
+    b = fitted.predict_arrays(*args, level=low_level + extra)
+    for p in (a, b):
+        assert np.isfinite(list(p.values())).all()
+        assert 0 < p["step_time_lo"] <= p["step_time_s"] <= p["step_time_hi"]
+    assert b["step_time_hi"] >= a["step_time_hi"] and b["step_time_lo"] <= a["step_time_lo"]

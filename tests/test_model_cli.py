@@ -115,6 +115,7 @@ def test_predicting_a_training_model_never_fitted_exits_2(fitted, tmp_path):
     )
     assert done.returncode == 2
     assert "did you mean 'resnet'" in done.stderr
+    assert "c.csv" in done.stderr and "rows 2, 3" in done.stderr  # file and its lines
 
 
 @pytest.mark.slow
