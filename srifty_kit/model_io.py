@@ -78,7 +78,7 @@ def load_model(cls: type[StepTimeModel], path: str | os.PathLike) -> StepTimeMod
 
 
 def _rebuild(cls: type[StepTimeModel], doc: dict, src: str) -> StepTimeModel:
-    from .model import GroupFit, fixed_terms
+    from .group_fit import GroupFit, fixed_terms
 
     try:
         model = cls(**doc["init"])
