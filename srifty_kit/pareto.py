@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from paretoset import paretoset
 
 _BINS = 512
 
@@ -33,6 +32,8 @@ def pareto_mask(time_h: np.ndarray, cost_usd: np.ndarray) -> np.ndarray:
     out = np.zeros(t.size, bool)
     if t.size == 0:
         return out
+    from paretoset import paretoset  # imports numba when present: only when a front is needed
+
     keep = np.flatnonzero(~_surely_dominated(t, c))
     # numba's first call compiles for seconds; the numpy algorithm is quicker for one search
     out[keep] = paretoset(np.column_stack([t[keep], c[keep]]), sense=["min", "min"],

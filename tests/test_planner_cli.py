@@ -1,0 +1,138 @@
+"""`srifty search` through the installed console script: the three questions it exists for."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+from test_planner import synthetic_measurements
+
+SRIFTY = str(Path(sys.executable).with_name("srifty"))
+
+
+def srifty(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([SRIFTY, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def fit(measurements: Path, tmp: Path) -> Path:
+    out = tmp / "model.json"
+    done = srifty("fit", "--measurements", str(measurements), "--out", str(out), cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def synthetic_model(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("synthetic")
+    csv = tmp / "measured.csv"
+    synthetic_measurements().to_csv(csv, index=False)
+    return fit(csv, tmp)
+
+
+@pytest.fixture(scope="module")
+def reference_model(tmp_path_factory) -> Path:
+    from conftest import shared_dir
+
+    path = shared_dir() / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    if not path.is_file():
+        pytest.skip(f"reference measurements not found at {path} (set SRIFTY_SHARED)")
+    return fit(path, tmp_path_factory.mktemp("reference"))
+
+
+def ask(model: Path, tmp: Path, workload: str, *extra: str) -> dict:
+    done = srifty("search", "--model", str(model), "--workload", workload, "--format", "json",
+                  "--max-nodes", "8", *extra, cwd=tmp)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+WORK = {"resnet": ("--epochs", "90", "--dataset-size", "1281167", "--reference-bsz", "256",
+                   "--noise-scale", "4096", "--local-bsz", "16,32,64"),
+        "bert": ("--samples", "2e7", "--reference-bsz", "96", "--noise-scale", "2000",
+                 "--local-bsz", "4,8,12")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("which", "workload"), [("synthetic", "resnet"), ("reference", "bert")])
+def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
+    model = request.getfixturevalue(f"{which}_model")
+    work = WORK[workload]
+    # "finish within H hours at 90% confidence as cheaply as possible"
+    free = ask(model, tmp_path, workload, *work, "--objective", "time")
+    deadline = 3 * free["pick"]["time_hi_h"]
+    cheap = ask(model, tmp_path, workload, *work, "--deadline-h", f"{deadline}",
+                "--confidence", "0.9", "--objective", "cost")
+    assert cheap["feasible"] and cheap["pick"]["time_hi_h"] <= deadline
+    assert all(r["time_hi_h"] <= deadline for r in cheap["ranked"])
+    assert cheap["pick"]["cost_hi_usd"] == min(r["cost_hi_usd"] for r in cheap["ranked"])
+    assert "cheapest per hour" in cheap["explanation"] or "also the cheapest" in cheap[
+        "explanation"]
+    # "the most throughput I can get for $B"
+    budget = 2 * cheap["pick"]["cost_hi_usd"]
+    fast = ask(model, tmp_path, workload, *work, "--budget-usd", f"{budget}", "--objective",
+               "time", "--spot")
+    assert fast["feasible"] and fast["pick"]["cost_hi_usd"] <= budget
+    assert fast["pick"]["time_hi_h"] == min(r["time_hi_h"] for r in fast["ranked"])
+    # "show me the whole tradeoff"
+    whole = ask(model, tmp_path, workload, *work, "--objective", "knee", "--spot")
+    front = pd.DataFrame(whole["pareto"])
+    assert len(front) >= 2 and front["time_hi_h"].is_monotonic_increasing
+    assert front["cost_hi_usd"].is_monotonic_decreasing
+    assert (front["time_hi_h"] == whole["knee"]["time_hi_h"]).any()
+
+
+@pytest.mark.slow
+def test_sample_profiles_answer_too(tmp_path):
+    profiles = sorted((REPO / "data").glob("sample_profile*.csv"))
+    if not profiles:
+        pytest.skip("no data/sample_profile*.csv yet (made by the profiler)")
+    model = fit(profiles[0], tmp_path)
+    workload = str(pd.read_csv(profiles[0])["model"].iloc[0])
+    answer = ask(model, tmp_path, workload, "--samples", "1e7", "--objective", "knee")
+    assert answer["feasible"] or answer["infeasible_reason"]
+
+
+@pytest.mark.slow
+def test_table_output_and_csv_file(synthetic_model, tmp_path):
+    done = srifty("search", "--model", str(synthetic_model), "--workload", "resnet",
+                  *WORK["resnet"], "--deadline-h", "100", "--out", "ranked.csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Pareto front" in done.stdout and "Why not the cheapest per hour" in done.stdout
+    ranked = pd.read_csv(tmp_path / "ranked.csv")
+    assert {"instance_type", "num_nodes", "num_workers", "local_bsz", "pricing", "time_hi_h",
+            "cost_hi_usd", "compute_s", "sync_s", "efficiency"} <= set(ranked.columns)
+
+
+@pytest.mark.slow
+def test_infeasible_deadline_exits_1_with_the_reason(synthetic_model, tmp_path):
+    done = srifty("search", "--model", str(synthetic_model), "--workload", "resnet",
+                  *WORK["resnet"], "--deadline-h", "0.001", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "deadline binds" in done.stdout and "Nearest" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--workload", "resnt", "--samples", "1e6"), "did you mean"),
+    (("--workload", "resnet", "--samples", "1e6", "--local-bsz", "16,big"), "--local-bsz"),
+    (("--workload", "resnet", "--samples", "1e6", "--instance-types", "g9.huge"), "g9.huge"),
+    (("--workload", "resnet", "--samples", "-5"), "positive"),
+])
+def test_bad_input_exits_2_with_one_line(synthetic_model, tmp_path, args, needle):
+    done = srifty("search", "--model", str(synthetic_model), *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert needle in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_search_help_lists_the_options(tmp_path):
+    done = srifty("search", "--help", cwd=tmp_path)
+    assert done.returncode == 0
+    for flag in ("--deadline-h", "--budget-usd", "--confidence", "--objective", "--spot",
+                 "--hetero", "--max-nodes", "--instance-types", "--families", "--local-bsz",
+                 "--top", "--format", "--out"):
+        assert flag in done.stdout
