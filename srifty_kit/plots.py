@@ -118,3 +118,61 @@ def allreduce_times(collectives: pd.DataFrame, ax: Any = None) -> Any:
     ax.set_ylabel("all-reduce time (s)")
     ax.set_title("All-reduce time (median line, every sample dotted)")
     return ax
+
+
+def cost_time_front(
+    candidates: pd.DataFrame,
+    pareto: pd.DataFrame,
+    knee: pd.Series | None = None,
+    pick: pd.Series | None = None,
+    deadline_h: float | None = None,
+    budget_usd: float | None = None,
+    ax: Any = None,
+) -> Any:
+    """Time against cost to finish (upper ends) of searched configurations, with the Pareto
+    front, its knee, the pick, and the deadline and budget lines (log-log)."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    data = candidates.assign(
+        status=np.where(candidates.get("feasible", True), "meets constraints", "fails"),
+        family=candidates["instance_type"].astype(str).str.split(".").str[0])
+    sns.scatterplot(data=data, x="time_hi_h", y="cost_hi_usd", hue="family", style="status",
+                    style_order=["meets constraints", "fails"], s=10, alpha=0.35,
+                    linewidth=0, ax=ax)
+    front = pareto.sort_values("time_hi_h")
+    ax.step(front["time_hi_h"], front["cost_hi_usd"], where="post", color="black", lw=1.2,
+            label="Pareto front")
+    for row, marker, label in ((knee, "D", "knee"), (pick, "*", "pick")):
+        if row is not None:
+            ax.scatter([row["time_hi_h"]], [row["cost_hi_usd"]], marker=marker, s=140,
+                       color="crimson" if label == "pick" else "gold", edgecolor="black",
+                       zorder=5, label=label)
+    if deadline_h is not None:
+        ax.axvline(deadline_h, color="0.4", ls="--", lw=1, label="deadline")
+    if budget_usd is not None:
+        ax.axhline(budget_usd, color="0.4", ls=":", lw=1, label="budget")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time to finish, upper end (h)")
+    ax.set_ylabel("cost to finish, upper end (USD)")
+    ax.set_title("Cost-time tradeoff of the searched configurations")
+    ax.legend(fontsize=7, ncols=2, loc="best")
+    return ax
+
+
+def controller_convergence(trace: pd.DataFrame, ax: Any = None) -> Any:
+    """OmniLearn's controller: each worker's local batch and the step time, step by step."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    sns.lineplot(data=trace, x="step", y="local_bsz", hue="worker", palette="tab10",
+                 legend=False, ax=ax)
+    ax.set_ylabel("local batch")
+    twin = ax.twinx()
+    steps = trace.groupby("step", as_index=False)["step_time_s"].first()
+    twin.plot(steps["step"], steps["step_time_s"], color="black", lw=2, label="step time")
+    twin.set_ylabel("step time (s)")
+    twin.legend(loc="upper right", fontsize=8)
+    ax.set_title("Batch split converging from an even start (global batch fixed)")
+    return ax
