@@ -120,31 +120,42 @@ def fixed_terms(groups: dict) -> dict[str, dict[str, str]]:
     return out
 
 
-def borrow(fits: dict[tuple[str, str], GroupFit], borrowed: dict[tuple[str, str], set]) -> None:
+def borrow(
+    fits: dict[tuple[str, str], GroupFit],
+    borrowed: dict[tuple[str, str], set],
+    grad_bytes: dict[str, float] | None = None,
+) -> None:
     """Fill terms a group could not identify from groups on the same instance type.
 
-    Bandwidth terms scale with the gradient size, which differs between training models: a
-    missing inter-node term is the group's own intra-node term times the inter/intra ratio of
-    the donors (same machine, same links); other terms take the donors' median. With no
-    donor, the inter-node term is 1.1x the intra-node one (the prior AdaptDL's
-    ``fit_perf_params`` enforces: the network is no faster than the links in a node).
+    Bandwidth terms are gradient bytes over a link's bandwidth: with ``grad_bytes`` known
+    for the group and its donors (profiler column), a missing term is the group's bytes times
+    the donors' median seconds per byte of that link; else a missing inter-node term is the
+    group's own intra-node term times the donors' inter/intra ratio (same machine, same
+    links). Other terms take the donors' median. With no donor, the inter-node term is 1.1x
+    the intra-node one (the prior AdaptDL's ``fit_perf_params`` enforces: the network is no
+    faster than the links inside a node).
     """
+    grad_bytes = grad_bytes or {}
     for key, terms in borrowed.items():
         if not terms:
             continue
         fit = fits[key]
         donors = [
-            f.params
+            (k[0], f.params)
             for k, f in fits.items()
             if k != key and k[1] == key[1] and not (terms & borrowed.get(k, set()))
         ]
         values = fit.params._asdict()
+        own_bytes = grad_bytes.get(key[0])
         for name in sorted(terms):
-            if name == "bw_inter" and values["bw_intra"] > 0:
-                ratios = [d.bw_inter / d.bw_intra for d in donors if d.bw_intra > 0]
+            per_byte = [getattr(d, name) / grad_bytes[m] for m, d in donors if grad_bytes.get(m)]
+            if name.startswith("bw_") and own_bytes and per_byte:
+                values[name] = own_bytes * float(np.median(per_byte))
+            elif name == "bw_inter" and values["bw_intra"] > 0:
+                ratios = [d.bw_inter / d.bw_intra for _, d in donors if d.bw_intra > 0]
                 values[name] = values["bw_intra"] * (float(np.median(ratios)) if ratios else 1.1)
             elif donors:
-                values[name] = float(np.median([getattr(d, name) for d in donors]))
+                values[name] = float(np.median([getattr(d, name) for _, d in donors]))
             how = (
                 f"borrowed from {len(donors)} other model(s) on {key[1]}"
                 if donors

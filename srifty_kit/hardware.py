@@ -7,6 +7,7 @@ space as its steps arrive (``TransferFit.update``), so the interval shrinks with
 
 Two routes for compute, the better one available is taken:
   ratio: the source type has catalog figures:  beta_c' = beta_c * peak_src / peak_dst
+         (times sqrt of the memory-bandwidth ratio over the peak ratio when both are known)
   flops: the profile counted FLOPs per sample:  beta_c' = flops_per_sample / (peak_dst * eff)
 The fixed cost alpha_c scales with beta_c (same work mix, faster machine).
 """
@@ -24,6 +25,7 @@ from .errors import InputError
 from .step_physics import StepParams, step_time, sync_share
 
 PEAK_COLUMN = "gpu_fp32_tflops"  # dense fp32 peak per GPU: training without mixed precision
+MEMORY_COLUMN = "gpu_mem_bw_gbps"  # memory bandwidth per GPU
 # Beliefs, as (median, log-sd). Assumptions, stated so they can be argued with:
 # - achieved fraction of the dense fp32 peak in training: ~0.15-0.8 across CNNs and
 #   transformers (e.g. ResNet-50 on a T4 reaches ~0.6 of 8.1 TFLOP/s in the Pollux g4dn traces:
@@ -238,9 +240,18 @@ def build_transfer(
     notes = []
     if peak_src is not None:
         scale = peak_src / peak_dst
-        alpha, beta = params.alpha_c * scale, params.beta_c * scale
         compute = Belief.prior(EFFICIENCY_RATIO)
         notes.append(f"compute scaled by {PEAK_COLUMN} {peak_src:g} -> {peak_dst:g}")
+        mem_src, mem_dst = _number(src, MEMORY_COLUMN), _number(dst, MEMORY_COLUMN)
+        if mem_src and mem_dst:
+            # training mixes compute-bound (convolutions, matmuls) and memory-bound layers
+            # (normalisation, activations, optimizer): the geometric mean of the two speed-ups,
+            # with the gap between them added to the belief's spread
+            gap = 0.5 * np.log((mem_src / mem_dst) / scale)
+            scale = float(np.sqrt(scale * mem_src / mem_dst))
+            compute = Belief(compute.mu, float(np.hypot(compute.sd, gap)))
+            notes.append(f"and by {MEMORY_COLUMN} {mem_src:g} -> {mem_dst:g} (geometric mean)")
+        alpha, beta = params.alpha_c * scale, params.beta_c * scale
     elif flops_per_sample:
         peak = peak_dst * 1e12
         beta = flops_per_sample / peak

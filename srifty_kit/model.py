@@ -97,14 +97,17 @@ class StepTimeModel(BaseEstimator):
         borrowed: dict[tuple[str, str], set] = {}
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
             fits[key], borrowed[key] = self._fit_group(rows.reset_index(drop=True))
-        borrow(fits, borrowed)
+        self.profile_facts_ = _profile_facts(table)
+        grad_bytes = {
+            m: f["grad_bytes"] for m, f in self.profile_facts_.items() if "grad_bytes" in f
+        }
+        borrow(fits, borrowed, grad_bytes)
         self.groups_ = fits
         self.models_ = sorted({k[0] for k in fits})
         self.instance_types_ = sorted({k[1] for k in fits})
         self.gpus_per_node_ = {
             str(t): int(g) for t, g in table.groupby("instance_type")["gpus_per_node"].max().items()
         }
-        self.profile_facts_ = _profile_facts(table)
         self.__dict__.pop("_transfers", None)
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
             if fits[key].n_configs < THIN_GROUP:

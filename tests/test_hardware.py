@@ -76,9 +76,20 @@ def test_unmeasured_type_is_predicted_from_peak_throughput(source_model):
     args = ("resnet", "g4dn.12xlarge", 1, 1, np.array([8, 16, 32]))
     here = source_model.predict_arrays(*args)
     there = source_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=catalog())
-    # compute moves with the fp32 peak (8.1 -> 15.7 TFLOP/s) at an equal efficiency
-    np.testing.assert_allclose(there["compute_s"], here["compute_s"] * 8.1 / 15.7, rtol=1e-9)
+    # compute moves between the fp32 peak (8.1 -> 15.7 TFLOP/s) and the memory bandwidth
+    # (320 -> 900 GB/s) speed-ups: their geometric mean
+    speedup = np.sqrt(15.7 / 8.1 * 900 / 320)
+    np.testing.assert_allclose(there["compute_s"], here["compute_s"] / speedup, rtol=1e-9)
     assert (width(there) > width(here)).all()  # a carried prediction is less sure
+
+
+def test_without_memory_bandwidth_compute_moves_with_peak_alone(source_model):
+    cat = catalog()
+    cat["gpu_mem_bw_gbps"] = np.nan
+    args = ("resnet", "g4dn.12xlarge", 1, 1, np.array([8, 32]))
+    here = source_model.predict_arrays(*args)
+    there = source_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=cat)
+    np.testing.assert_allclose(there["compute_s"], here["compute_s"] * 8.1 / 15.7, rtol=1e-9)
 
 
 def test_slower_network_makes_multi_node_sync_slower(source_model):

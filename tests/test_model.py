@@ -287,3 +287,22 @@ def test_any_configuration_gets_an_ordered_finite_interval_that_grows_with_level
         assert np.isfinite(list(p.values())).all()
         assert 0 < p["step_time_lo"] <= p["step_time_s"] <= p["step_time_hi"]
     assert b["step_time_hi"] >= a["step_time_hi"] and b["step_time_lo"] <= a["step_time_lo"]
+
+
+def test_gradient_bytes_carry_the_network_from_one_model_to_another():
+    # same machine, same links: sync seconds scale with the gradient bytes (3x here)
+    small, big = TRUE, TRUE._replace(bw_intra=3 * TRUE.bw_intra, bw_inter=3 * TRUE.bw_inter)
+    table = pd.concat(
+        [
+            measurements(2, model="bert", params=small).assign(grad_bytes=1e8),
+            # gpt measured on one worker only: no link of its own was ever timed
+            measurements(1, model="gpt", params=big)
+            .query("num_workers == 1")
+            .assign(grad_bytes=3e8),
+        ]
+    )
+    with pytest.warns(UserWarning, match="borrowed"):
+        model = StepTimeModel().fit(table)
+    held = measurements(2, min_nodes=2, model="gpt", params=big, seed=12)
+    ape = (model.predict(configs(held))["step_time_s"] / held["step_time_s"] - 1).abs()
+    assert ape.mean() < 0.08
