@@ -176,3 +176,64 @@ def controller_convergence(trace: pd.DataFrame, ax: Any = None) -> Any:
     twin.legend(loc="upper right", fontsize=8)
     ax.set_title("Batch split converging from an even start (global batch fixed)")
     return ax
+
+
+# -- step-time model figures: StepTimeModel.predict / explain outputs ------------------------
+
+
+def predicted_vs_measured(pred: pd.DataFrame, measured: str = "measured_s", ax: Any = None) -> Any:
+    """Predicted step time (with its interval) against the measured one, by node count."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    below = pred["step_time_s"] - pred["step_time_lo"]
+    above = pred["step_time_hi"] - pred["step_time_s"]
+    ax.errorbar(pred[measured], pred["step_time_s"], yerr=[below, above], fmt="none",
+                ecolor="0.8", zorder=1)
+    sns.scatterplot(data=pred, x=measured, y="step_time_s", hue="num_nodes", palette="viridis",
+                    s=18, zorder=2, ax=ax)
+    top = float(np.nanmax(pred[[measured, "step_time_hi"]].to_numpy()))
+    ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--")
+    ax.set(xlabel="measured step time (s)", ylabel="predicted step time (s)")
+    return ax
+
+
+def residuals_by_scale(pred: pd.DataFrame, measured: str = "measured_s", ax: Any = None) -> Any:
+    """Relative error against the number of workers, over the interval's mean band."""
+    import seaborn as sns
+    from matplotlib.ticker import PercentFormatter
+
+    ax = _axes(ax)
+    # measured inside [lo, hi]  <=>  predicted/measured - 1 inside [pred/hi - 1, pred/lo - 1]
+    frame = pred.assign(
+        error=pred["step_time_s"] / pred[measured] - 1,
+        low=pred["step_time_s"] / pred["step_time_hi"] - 1,
+        high=pred["step_time_s"] / pred["step_time_lo"] - 1,
+    )
+    sns.stripplot(data=frame, x="num_workers", y="error", hue="num_nodes", palette="viridis",
+                  size=3, ax=ax)
+    band = frame.groupby("num_workers")[["low", "high"]].mean()
+    ax.fill_between(np.arange(len(band)), band["low"], band["high"], color="0.88", zorder=0)
+    ax.axhline(0, color="0.3", lw=1)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set(xlabel="workers", ylabel="predicted / measured - 1 (band: interval)")
+    return ax
+
+
+def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
+    """Compute and exposed sync per worker count, stacked; hatched: sync hidden by overlap."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    mean = explained.groupby("num_workers")[["compute_s", "sync_s", "overlap_s"]].mean()
+    exposed = mean["sync_s"] - mean["overlap_s"]
+    x = np.arange(len(mean))
+    blue, orange = sns.color_palette()[:2]
+    ax.bar(x, mean["compute_s"], label="compute", color=blue)
+    ax.bar(x, exposed, bottom=mean["compute_s"], label="sync (exposed)", color=orange)
+    ax.bar(x, mean["overlap_s"], bottom=mean["compute_s"] + exposed, color="none",
+           edgecolor=orange, hatch="//", label="sync hidden by overlap")
+    ax.set_xticks(x, mean.index)
+    ax.set(xlabel="workers", ylabel="seconds per step")
+    ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
+    return ax
