@@ -18,11 +18,24 @@ def describe(row: pd.Series) -> str:
     text = f"{row['num_nodes']} x {row['instance_type']}"
     if isinstance(row.get("instance_type_2"), str):
         text += f" + {row['num_nodes_2']} x {row['instance_type_2']}"
-        batch = (f"{row['num_workers']} workers x batch {row['local_bsz']} + "
+        batch = (f"{_workers(row['num_workers'])} x batch {row['local_bsz']} + "
                  f"{row['num_workers_2']} x {row['local_bsz_2']}")
     else:
-        batch = f"{row['num_workers']} workers x batch {row['local_bsz']}"
+        batch = f"{_workers(row['num_workers'])} x batch {row['local_bsz']}"
     return f"{text} ({batch}), {row['pricing']}"
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker" + ("" if n == 1 else "s")
+
+
+def _hours(h: float) -> str:
+    """Hours as people say them: '2.5 h', '12 min', '40 s'."""
+    if h >= 1:
+        return f"{h:.3g} h"
+    if h * 60 >= 1:
+        return f"{h * 60:.2g} min"
+    return f"{h * 3600:.2g} s"
 
 
 def _money(x: float) -> str:
@@ -31,7 +44,7 @@ def _money(x: float) -> str:
 
 def _outcome(row: pd.Series, level: float) -> str:
     pct = f"{level:.0%}"
-    return (f"{row['time_h']:.3g} h (up to {row['time_hi_h']:.3g} h at {pct}) and "
+    return (f"{_hours(row['time_h'])} (up to {_hours(row['time_hi_h'])} at {pct}) and "
             f"{_money(row['cost_usd'])} (up to {_money(row['cost_hi_usd'])})")
 
 
@@ -48,8 +61,8 @@ def _breakdown(row: pd.Series, job: Job) -> str:
         parts.append(f"{row['steps']:,.0f} steps at global batch {row['global_bsz']} "
                      "(no noise scale given: perfect scaling with batch assumed)")
     if row["pricing"] == "spot":
-        parts.append(f"spot reclaims add {row['spot_overhead_h']:.2g} h on average "
-                     f"({row['expected_reclaims']:.2g} expected)")
+        parts.append(f"spot reclaims add {_hours(row['spot_overhead_h'])} on average "
+                     f"({row['expected_reclaims']:.2g} reclaims expected)")
     return "; ".join(parts)
 
 

@@ -1,0 +1,54 @@
+"""Notebook 03 runs headless under papermill and answers with a pick, a front and a reason."""
+
+from __future__ import annotations
+
+import warnings
+
+import nbformat
+import papermill
+import pytest
+from conftest import REPO
+from test_planner import synthetic_measurements
+
+from srifty_kit.model import StepTimeModel
+
+NOTEBOOK = REPO / "notebooks" / "03_search_ec2.ipynb"
+pytestmark = pytest.mark.slow
+
+
+def test_notebook_is_committed_without_outputs_and_has_a_parameters_cell():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert any("parameters" in c.metadata.get("tags", []) for c in code)
+
+
+def _text(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", ""))
+            parts.append(str(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def test_notebook_ranks_draws_the_front_and_explains_the_pick(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        StepTimeModel().fit(synthetic_measurements()).save(tmp_path / "model.json")
+    executed = tmp_path / "03.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(executed), kernel_name="python3", cwd=str(tmp_path),
+        parameters={"model_path": str(tmp_path / "model.json"), "workload": "resnet",
+                    "samples": 1.2e8, "reference_bsz": 256, "noise_scale": 4096.0,
+                    "local_bsz": [16, 32, 64], "deadline_h": 100.0, "max_nodes": 8},
+        progress_bar=False,
+    )
+    nb = nbformat.read(executed, as_version=4)
+    images = [o for c in nb.cells for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+    text = _text(nb)
+    assert "meet the constraints" in text
+    assert "Why not the cheapest per hour" in text or "also the cheapest" in text
+    assert "time_hi_h" in text  # the ranked table and the front are shown
