@@ -209,6 +209,16 @@ def _next_score(table: pd.DataFrame, constraints: Constraints, objective: str) -
     return np.where(possible, width * closeness, -np.inf)
 
 
+def _next_config(model, env, job, constraints, objective, space, done) -> pd.Series | None:
+    """The untried configuration with the best uncertainty x closeness score (None: all tried)."""
+    table = _evaluate(model, env, job, constraints, space).assign(model=job.model)
+    untried = ~pd.MultiIndex.from_frame(table[CONFIG_KEYS]).isin(list(done))
+    if not untried.any():
+        return None
+    score = _next_score(table, constraints, objective)
+    return table.iloc[int(np.flatnonzero(untried)[np.argmax(score[untried])])]
+
+
 def online_search(
     env: Environment,
     job: Job,
@@ -218,13 +228,22 @@ def online_search(
     profiling_budget_usd: float | None = None,
     max_profiles: int = 12,
     patience: int = 3,
+    progress: bool = False,
 ) -> OnlineResult:
-    """Profile, fit and choose until the recommendation is stable (see the module docstring)."""
+    """Profile, fit and choose until the recommendation is stable (see the module docstring).
+
+    The profiling budget is checked after each run (a run's cost is known once it is done):
+    the search stops once it is reached, keeping that run's measurements. Ctrl-C stops it
+    too, keeping everything measured so far.
+    """
+    from tqdm.auto import tqdm
+
     constraints = constraints or Constraints()
     if objective not in _OBJECTIVE_COLUMN:
         raise InputError(f"online search optimises 'cost' or 'time', not {objective!r}",
                          fix="objective='cost'")
     space = env.configurations().reset_index(drop=True)
+    limit = min(max_profiles, len(space))
     measured: list[pd.DataFrame] = []
     done: set[tuple] = set()
     history = []
@@ -232,47 +251,51 @@ def online_search(
     queue = [row for _, row in _seed(space).iterrows()]
     model = StepTimeModel()
     rec = nearest = None
-    while len(done) < min(max_profiles, len(space)):
-        if not queue:  # choose by uncertainty x closeness to the best
-            table = _evaluate(model, env, job, constraints, space).assign(model=job.model)
-            untried = ~pd.MultiIndex.from_frame(table[CONFIG_KEYS]).isin(list(done))
-            if not untried.any():
+    bar = tqdm(total=limit, desc="online search", disable=not progress)
+    try:
+        while len(done) < limit:
+            config = queue.pop(0) if queue else _next_config(
+                model, env, job, constraints, objective, space, done)
+            if config is None:
                 stopped = "everything profiled"
                 break
-            score = _next_score(table, constraints, objective)
-            queue = [table.iloc[int(np.flatnonzero(untried)[np.argmax(score[untried])])]]
-        config = queue.pop(0)
-        rows, cost = env.measure(config)
-        if profiling_budget_usd is not None and spent + cost > profiling_budget_usd and done:
-            stopped = "profiling budget"
-            break
-        spent += cost
-        done.add(_key(config))
-        measured.append(rows)
-        if len(done) < 2 or queue:
+            rows, cost = env.measure(config)
+            spent += cost
+            done.add(_key(config))
+            measured.append(rows)
+            bar.update(1)
+            now = None
+            if not queue and len(done) >= 2:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = StepTimeModel().fit(pd.concat(measured, ignore_index=True),
+                                                env.catalog)
+                table = _evaluate(model, env, job, constraints, space)
+                best = _best(table, constraints, objective)
+                rec = None if best is None else table.iloc[best]
+                nearest = table.iloc[int(np.argmin(_violation(table, constraints, "hi")))]
+                now = None if rec is None else tuple(
+                    rec[k] for k in ("instance_type", "num_nodes", "num_workers", "local_bsz",
+                                     "pricing"))
+                stable = stable + 1 if now == last and now is not None else 0
+                last = now
             history.append({**config[CONFIG_KEYS].to_dict(), "cost_usd": cost,
-                            "spent_usd": spent, "recommendation": None})
-            continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = StepTimeModel().fit(pd.concat(measured, ignore_index=True), env.catalog)
-        table = _evaluate(model, env, job, constraints, space)
-        best = _best(table, constraints, objective)
-        rec = None if best is None else table.iloc[best]
-        nearest = table.iloc[int(np.argmin(_violation(table, constraints, "hi")))]
-        now = None if rec is None else (rec["instance_type"], rec["num_nodes"],
-                                        rec["num_workers"], rec["local_bsz"], rec["pricing"])
-        stable = stable + 1 if now == last and now is not None else 0
-        last = now
-        history.append({**config[CONFIG_KEYS].to_dict(), "cost_usd": cost, "spent_usd": spent,
-                        "recommendation": now})
-        if stable >= patience:
-            stopped = "stable"
-            break
+                            "spent_usd": spent, "recommendation": now})
+            if stable >= patience:
+                stopped = "stable"
+                break
+            if profiling_budget_usd is not None and spent >= profiling_budget_usd:
+                stopped = "profiling budget"
+                break
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    finally:
+        bar.close()
     if rec is None:
         stopped += "; no profiled model meets the constraints at this confidence"
-    return OnlineResult(rec, pd.DataFrame(history), spent, pd.concat(measured, ignore_index=True),
-                        model, stopped, None if rec is not None else nearest)
+    table = pd.concat(measured, ignore_index=True) if measured else pd.DataFrame()
+    return OnlineResult(rec, pd.DataFrame(history), spent, table, model, stopped,
+                        None if rec is not None else nearest)
 
 
 def regret(result: OnlineResult, env: MeasuredTable, job: Job,

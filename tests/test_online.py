@@ -59,9 +59,13 @@ def test_search_starts_from_extreme_batches_at_the_smallest_scale(env):
 
 
 def test_profiling_cost_is_what_the_profiled_runs_cost_and_stays_in_budget(env):
-    result = online_search(env, JOB, Constraints(), profiling_budget_usd=3.0, max_profiles=30)
-    assert result.profiling_cost_usd == pytest.approx(result.history["cost_usd"].sum())
-    assert result.profiling_cost_usd <= 3.0
+    result = online_search(env, JOB, Constraints(), profiling_budget_usd=3.0, max_profiles=30,
+                           patience=30)
+    costs = result.history["cost_usd"]
+    assert result.profiling_cost_usd == pytest.approx(costs.sum())
+    assert result.stopped.startswith("profiling budget")
+    # it stops at the first run that reaches the budget: before that run it was under
+    assert costs.iloc[:-1].sum() < 3.0 <= costs.sum()
     assert len(result.history) < len(env.configurations())  # it did not measure everything
 
 
@@ -113,3 +117,23 @@ def test_real_profiling_runs_feed_the_search():
     assert (result.measurements["instance_type"] == env.instance_type).all()
     assert len(result.measurements) >= 4 * 2  # every profiled configuration has its steps
     assert result.recommendation is not None
+
+
+class _CtrlCAfter(MeasuredTable):
+    """The replay environment, with the user pressing Ctrl-C during the third run."""
+
+    calls: int = 0
+
+    def measure(self, config):
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyboardInterrupt
+        return super().measure(config)
+
+
+def test_ctrl_c_keeps_what_was_measured():
+    env = _CtrlCAfter(cluster_measurements(), load_catalog())
+    result = online_search(env, JOB, Constraints())
+    assert result.stopped.startswith("interrupted")
+    assert len(result.history) == 2 and len(result.measurements) == 2 * 2  # two repeats each
+    assert result.profiling_cost_usd > 0
