@@ -19,8 +19,8 @@ from .efficiency import SECONDS_PER_HOUR, efficiency
 from .errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .job import Constraints, Job
     from .model import StepTimeModel
-    from .planner import Constraints, Job
 
 # the batch grid when the job names none: powers of two (memory permitting)
 DEFAULT_LOCAL_BSZ = tuple(2**i for i in range(11))  # 1 .. 1024

@@ -10,7 +10,7 @@ import pandas as pd
 from . import candidates as cand
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .planner import Constraints, Job
+    from .job import Constraints, Job
 
 
 def describe(row: pd.Series) -> str:

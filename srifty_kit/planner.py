@@ -21,120 +21,18 @@ import numpy as np
 import pandas as pd
 
 from . import candidates as cand
-from .efficiency import Work
+from . import spot
 from .errors import InputError, did_you_mean
 from .explain import explain_pick, infeasible
+from .job import Constraints, Job
 from .pareto import knee_index, pareto_mask
 from .schemas import validate_catalog
-from .spot import SpotPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
     from .model import StepTimeModel
 
 OBJECTIVES = ("cost", "time", "throughput-per-dollar", "knee")
 MIX_POOL = 4  # mixes pair the best few types alone, by cost and by time (up to 2 x this many)
-CHECKPOINT_WRITE_GBPS = 0.125  # EBS gp3 baseline throughput, 125 MiB/s (AWS EBS volume types)
-
-
-@dataclass(frozen=True)
-class Job:
-    """A training job: which model, how much work to its target, and how it checkpoints."""
-
-    model: str  # the training model's name in the fitted StepTimeModel
-    samples: float | None = None  # samples to the target at reference_bsz ...
-    steps: float | None = None  # ... or optimizer steps to it at reference_bsz ...
-    epochs: float | None = None  # ... or epochs over dataset_size
-    dataset_size: int | None = None
-    reference_bsz: int | None = None  # global batch the work was observed at
-    noise_scale: float | None = None  # B_noise (samples); None assumes perfect scaling
-    global_bsz_min: int = 1  # allowed global batch range (e.g. where the recipe still converges)
-    global_bsz_max: int | None = None
-    local_bsz: tuple[int, ...] | None = None  # per-worker batches to consider (default 1..1024)
-    memory_per_sample_gib: float | None = None  # GPU memory: model + b * per-sample <= GPU's
-    model_memory_gib: float = 0.0
-    checkpoint_gb: float = 0.0  # size of one checkpoint
-    checkpoint_interval_h: float = 1.0  # tau: work between checkpoints
-    restart_h: float = 0.1  # R: replacing reclaimed spot nodes and reloading (6 min)
-    spot_fallback_after: int | None = None  # k: go on-demand after k reclaims; None: never
-
-    def __post_init__(self) -> None:
-        given = [n for n in ("samples", "steps", "epochs") if getattr(self, n) is not None]
-        if len(given) != 1:
-            raise InputError(
-                "give exactly one of samples, steps or epochs to the target"
-                + (f" (got {', '.join(given)})" if given else ""),
-                fix="e.g. Job('bert', samples=2e7, reference_bsz=96) or --samples N",
-            )
-        if self.steps is not None and self.reference_bsz is None:
-            raise InputError("steps to target need the reference batch", fix="give reference_bsz")
-        if self.epochs is not None and self.dataset_size is None:
-            raise InputError("epochs need the dataset size", fix="give dataset_size")
-        for name in ("checkpoint_interval_h",):
-            if not getattr(self, name) > 0:
-                raise InputError(f"{name} must be > 0", fix="e.g. 1.0 (hours)")
-        if self.spot_fallback_after is not None and self.spot_fallback_after < 1:
-            raise InputError("spot_fallback_after must be >= 1 or None", fix="e.g. 3")
-        if self.local_bsz is not None and (not self.local_bsz or min(self.local_bsz) < 1):
-            raise InputError("local_bsz must list whole batches >= 1", fix="e.g. (16, 32, 64)")
-        self.work  # noqa: B018 - validates the work now, where the user gave it
-
-    @property
-    def work(self) -> Work:
-        """The work to the target (efficiency.Work)."""
-        if self.steps is not None:
-            return Work.from_steps(self.steps, self.reference_bsz, self.noise_scale)
-        if self.epochs is not None:
-            return Work.from_epochs(
-                self.epochs, self.dataset_size, self.reference_bsz, self.noise_scale
-            )
-        return Work(float(self.samples), self.reference_bsz, self.noise_scale)
-
-    @property
-    def checkpoint_write_h(self) -> float:
-        """c: hours to write one checkpoint at the gp3 baseline throughput."""
-        return self.checkpoint_gb / CHECKPOINT_WRITE_GBPS / 3600.0
-
-    @property
-    def spot_policy(self) -> SpotPolicy:
-        """Checkpoint period tau + c, restart, fallback — what spot.py needs."""
-        period = self.checkpoint_interval_h + self.checkpoint_write_h
-        return SpotPolicy(period, self.restart_h, self.spot_fallback_after)
-
-    def max_local_bsz(self, gpu_memory_gib: float) -> float:
-        """Largest local batch that fits a GPU of that memory (inf when the job gives no sizes)."""
-        if self.memory_per_sample_gib is None:
-            return np.inf
-        if not np.isfinite(gpu_memory_gib):
-            return 0.0  # unknown memory and a job that needs some: not feasible, never guessed
-        room = gpu_memory_gib - self.model_memory_gib
-        return float(np.floor(room / self.memory_per_sample_gib))
-
-
-@dataclass(frozen=True)
-class Constraints:
-    """What the run must satisfy, and at what confidence."""
-
-    deadline_h: float | None = None  # the time upper end must be within this
-    budget_usd: float | None = None  # the cost upper end must be within this
-    confidence: float = 0.9  # level of the prediction intervals and the spot bound
-    max_nodes: int = 16  # nodes in one cluster (both types together for a mix)
-    vcpu_quota: int | None = None  # EC2 vCPU quota: nodes x vCPUs must fit
-    families: tuple[str, ...] | None = None  # e.g. ("g5", "p4d")
-    instance_types: tuple[str, ...] | None = None
-    regions: tuple[str, ...] | None = None  # catalog rows of these regions only
-    spot: bool = False  # spot pricing allowed
-    mixes: bool = False  # two-type clusters allowed
-    min_gpu_memory_gib: float | None = None
-
-    def __post_init__(self) -> None:
-        if not 0 < self.confidence < 1:
-            raise InputError(f"confidence must be in (0, 1), got {self.confidence}", fix="0.9")
-        if self.max_nodes < 1:
-            raise InputError("max_nodes must be >= 1", fix="e.g. 16")
-        for name in ("deadline_h", "budget_usd"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise InputError(f"{name} must be > 0, got {value}", fix="give a positive number")
 
 
 @dataclass
@@ -153,6 +51,7 @@ class SearchResult:
     n_feasible: int = 0
     candidates: cand.Candidates | None = field(default=None, repr=False)
     feasible_mask: np.ndarray | None = field(default=None, repr=False)
+    job: Job | None = field(default=None, repr=False)
 
     @property
     def feasible(self) -> bool:
@@ -161,14 +60,35 @@ class SearchResult:
 
     def sample(self, n: int = 5000, seed: int = 0) -> pd.DataFrame:
         """Up to ``n`` evaluated candidates (feasible or not) for cost-time plots."""
-        if self.candidates is None or len(self.candidates) == 0:
-            return cand.to_frame(_empty(self.candidates)) if self.candidates else pd.DataFrame()
+        if self.candidates is None:
+            return pd.DataFrame(columns=list(cand.RESULT_COLUMNS))
         rng = np.random.default_rng(seed)
         size = len(self.candidates)
         idx = np.sort(rng.choice(size, min(n, size), replace=False))
         out = cand.to_frame(self.candidates, idx)
         out["feasible"] = self.feasible_mask[idx]
         return out
+
+    def spot_runs(self, row: pd.Series | None = None, runs: int = 10_000,
+                  seed: int = 0) -> pd.DataFrame:
+        """Monte Carlo of ``runs`` spot runs of a result row (default: the pick): the
+        distribution of its time and cost to finish (``spot.simulate``)."""
+        row = self.pick if row is None else row
+        if row is None or row["pricing"] != "spot":
+            raise InputError("spot runs need a spot configuration",
+                             fix="pass a row whose pricing is 'spot' (search with spot=True)")
+        types = self.candidates.types
+        names = list(types.names)
+
+        def cluster(per_node: np.ndarray) -> float:
+            total = row["num_nodes"] * per_node[names.index(row["instance_type"])]
+            if isinstance(row.get("instance_type_2"), str):
+                total += row["num_nodes_2"] * per_node[names.index(row["instance_type_2"])]
+            return float(total)
+
+        work_h = float(row["time_h"] - row["spot_overhead_h"])
+        return spot.simulate(work_h, cluster(types.hazard), self.job.spot_policy,
+                             float(row["usd_per_hr"]), cluster(types.ondemand), runs, seed)
 
 
 def _empty(c: cand.Candidates) -> cand.Candidates:
@@ -196,6 +116,8 @@ def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.D
                ["instance_type"])
         rows = rows[rows["instance_type"].isin(constraints.instance_types)]
     gpus = pd.to_numeric(rows["gpu_count"], errors="coerce").fillna(0)
+    for t in rows.loc[gpus <= 0, "instance_type"] if named else ():
+        skipped[str(t)] = "no GPU: data-parallel GPU training cannot run there"
     rows = rows[gpus > 0]
     if not named and "accelerator_kind" in rows:
         other = rows["accelerator_kind"].fillna("GPU").astype(str) != "GPU"
@@ -308,6 +230,7 @@ def search(
     ok = _feasible(c, constraints)
     idx = np.flatnonzero(ok)
     common = {"skipped": dict(c.skipped), "n_candidates": len(c), "n_feasible": int(idx.size),
+              "job": job,
               "candidates": c, "feasible_mask": ok}
     if idx.size == 0:
         reason, nearest = infeasible(c, job, constraints)

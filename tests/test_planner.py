@@ -254,3 +254,30 @@ def test_higher_confidence_never_shortens_the_promised_time(model, catalog):
     low = search(model, catalog, JOB, Constraints(confidence=0.5, max_nodes=4))
     high = search(model, catalog, JOB, Constraints(confidence=0.95, max_nodes=4))
     assert np.all(high.candidates["time_hi_h"] >= low.candidates["time_hi_h"] - 1e-12)
+
+
+def test_spot_pick_distribution_matches_its_expected_and_bounded_time(model, catalog):
+    job = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096,
+              local_bsz=(32, 64), checkpoint_interval_h=1.0)
+    result = search(model, catalog, job, Constraints(spot=True, max_nodes=8), top=50)
+    row = result.ranked[result.ranked["pricing"] == "spot"].iloc[0]
+    runs = result.spot_runs(row, runs=20_000)
+    assert runs["time_h"].mean() == pytest.approx(row["time_h"], rel=0.01)
+    assert runs["cost_usd"].mean() == pytest.approx(row["cost_usd"], rel=0.02)
+    assert (runs["time_h"] <= row["time_hi_h"]).mean() >= 0.9
+    with pytest.raises(InputError, match="spot"):
+        result.spot_runs(result.ranked[result.ranked["pricing"] == "on-demand"].iloc[0])
+
+
+def test_named_type_without_gpus_is_left_out_with_the_reason(model):
+    full = load_catalog()
+    with_cpu = full[full["instance_type"].isin([*TYPES, "c5.12xlarge"])].reset_index(drop=True)
+    result = search(model, with_cpu, JOB, Constraints(instance_types=(*MEASURED, "c5.12xlarge")))
+    assert "no GPU" in result.skipped["c5.12xlarge"]
+
+
+def test_inconsistent_job_settings_are_refused():
+    with pytest.raises(InputError, match="global_bsz_max"):
+        Job("resnet", samples=1e6, global_bsz_min=512, global_bsz_max=256)
+    with pytest.raises(InputError, match="spot_fallback_after"):
+        Job("resnet", samples=1e6, spot_fallback_after=0)
