@@ -59,6 +59,7 @@ def _job(args: argparse.Namespace) -> Job:
         dataset_size=args.dataset_size, reference_bsz=args.reference_bsz,
         noise_scale=_noise_scale(args), global_bsz_max=args.global_bsz_max,
         local_bsz=_whole(args.local_bsz, "--local-bsz"), checkpoint_gb=args.checkpoint_gb,
+        memory_per_sample_gib=args.memory_per_sample_gib, model_memory_gib=args.model_memory_gib,
         checkpoint_interval_h=args.checkpoint_interval_h,
         spot_fallback_after=args.fallback_after,
     )
@@ -174,6 +175,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-gpu-memory-gib", type=float, help="GPU memory per worker at least")
     p.add_argument("--local-bsz", help="per-worker batches to try, comma-separated")
     p.add_argument("--global-bsz-max", type=int, help="largest global batch allowed")
+    p.add_argument("--memory-per-sample-gib", type=float,
+                   help="GPU memory per sample of local batch: keeps batches that fit")
+    p.add_argument("--model-memory-gib", type=float, default=0.0,
+                   help="GPU memory of weights, gradients and optimizer state (0)")
     p.add_argument("--checkpoint-gb", type=float, default=0.0, help="checkpoint size (GB)")
     p.add_argument("--checkpoint-interval-h", type=float, default=1.0,
                    help="hours between checkpoints (1)")
