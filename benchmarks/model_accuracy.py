@@ -269,9 +269,10 @@ def main() -> int:
     why = (
         "\n\nWhy the first split is hard: in these traces the 2-node runs spent more time per "
         "byte of all-reduce than the 3- and 4-node runs for most models (" + network + "), "
-        "so every model fitted on 1-2 nodes over-predicts 3-4 nodes; ours widens its intervals for node "
-        "counts it never measured (a stated prior, `intervals.NODE_COUNT_SD`). The measurement"
-        " noise floor is about 3% (reference README). Timing-free: these are accuracy figures."
+        "so every model fitted on 1-2 nodes over-predicts 3-4 nodes; ours widens its intervals "
+        "for node counts it never measured (a stated prior, `intervals.NODE_COUNT_SD`). "
+        "The measurement noise floor is about 3% (reference README). These are accuracy "
+        "figures, not timings."
         "\n"
     )
     REPORT.write_text(note + to_markdown(frame) + why)
