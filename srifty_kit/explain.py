@@ -103,25 +103,30 @@ def explain_pick(c: cand.Candidates, pick: int, job: Job, constraints: Constrain
         lines.append("It is also the cheapest cluster per hour with this many GPUs.")
         return "\n".join(lines)
     a = cand.to_frame(c, np.array([alt])).iloc[0]
-    hourly = a["usd_per_hr"] / p["usd_per_hr"]
-    faster = a["time_hi_h"] / p["time_hi_h"]
-    cheaper = a["cost_hi_usd"] / p["cost_hi_usd"]
+    pct = f"{level:.0%}"
+    hourly = p["usd_per_hr"] / a["usd_per_hr"]
+    speed = a["time_hi_h"] / p["time_hi_h"]
+    bound = a["cost_hi_usd"] / p["cost_hi_usd"]
+    mean = a["cost_usd"] / p["cost_usd"]
     misses = []
     if constraints.deadline_h is not None and a["time_hi_h"] > constraints.deadline_h:
         misses.append(f"misses the {constraints.deadline_h:g} h deadline")
     if constraints.budget_usd is not None and a["cost_hi_usd"] > constraints.budget_usd:
         misses.append(f"breaks the {_money(constraints.budget_usd)} budget")
-    verdict = (f"{1 / cheaper:.2g}x the pick's cost to finish" if cheaper < 1
-               else f"{cheaper:.2g}x the pick's cost to finish")
-    lines.append(
-        f"Why not the cheapest per hour? {describe(a)} rents for {_money(a['usd_per_hr'])}/h "
-        f"({1 / hourly:.2g}x less per hour) but would take {_outcome(a, level)} to finish: "
-        f"the pick is {faster:.2g}x faster, so the cheap-per-hour cluster costs {verdict}"
-        + (f", and it {' and '.join(misses)}" if misses else "") + "."
-    )
-    if cheaper < 1 and not misses:
-        lines[-1] += (" It is cheaper to finish but loses on the objective "
-                      f"'{objective}'.")
+    head = (f"Why not the cheapest per hour? {describe(a)} rents for "
+            f"{_money(a['usd_per_hr'])}/h (the pick costs {hourly:.2g}x more per hour) and would "
+            f"take {_outcome(a, level)} to finish; the pick is {speed:.2g}x faster at {pct}")
+    if bound > 1 and mean > 1:
+        verdict = f"so it costs {bound:.2g}x the pick's cost to finish ({mean:.2g}x expected)"
+    elif bound > 1:
+        verdict = (f"so it costs less on average but up to {bound:.2g}x the pick's cost at "
+                   f"{pct}: its prediction is less certain")
+    else:
+        verdict = f"though it is {1 / bound:.2g}x cheaper to finish even at {pct}"
+    tail = f", and it {' and '.join(misses)}" if misses else ""
+    if bound <= 1 and not misses:
+        tail += f"; the pick wins on the objective '{objective}'"
+    lines.append(f"{head}, {verdict}{tail}.")
     return "\n".join(lines)
 
 
