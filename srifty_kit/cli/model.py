@@ -8,11 +8,12 @@ import warnings
 
 import pandas as pd
 
-from ..model import StepTimeModel
 from ..tables import read_table, write_table
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from ..model import StepTimeModel  # scikit-learn loads only when a model is fitted
+
     catalog = None
     if args.catalog:
         from ..catalog import load_catalog
@@ -31,6 +32,8 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    from ..model import StepTimeModel
+
     model = StepTimeModel.load(args.model)
     out = model.predict(read_table(args.configs), level=args.level)
     write_table(out, args.out)
