@@ -281,3 +281,11 @@ def test_inconsistent_job_settings_are_refused():
         Job("resnet", samples=1e6, global_bsz_min=512, global_bsz_max=256)
     with pytest.raises(InputError, match="spot_fallback_after"):
         Job("resnet", samples=1e6, spot_fallback_after=0)
+
+
+def test_knee_objective_picks_the_knee_of_the_front(model, catalog):
+    result = search(model, catalog, JOB, Constraints(spot=True, max_nodes=8), objective="knee")
+    for col in ("instance_type", "num_nodes", "num_workers", "local_bsz", "pricing"):
+        assert result.pick[col] == result.knee[col]
+    front = result.pareto
+    assert front["time_hi_h"].min() < result.knee["time_hi_h"] < front["time_hi_h"].max()
