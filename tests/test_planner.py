@@ -289,3 +289,11 @@ def test_knee_objective_picks_the_knee_of_the_front(model, catalog):
         assert result.pick[col] == result.knee[col]
     front = result.pareto
     assert front["time_hi_h"].min() < result.knee["time_hi_h"] < front["time_hi_h"].max()
+
+
+def test_families_and_vcpu_quota_limit_what_is_searched(model, catalog):
+    result = search(model, catalog, JOB, Constraints(families=("g6",), vcpu_quota=150))
+    seen = result.sample(n=100_000)
+    assert set(seen["instance_type"]) == {"g6.12xlarge"}
+    vcpus = int(catalog.set_index("instance_type").loc["g6.12xlarge", "vcpus"])
+    assert (seen["num_nodes"] * vcpus <= 150).all() and seen["num_nodes"].max() == 150 // vcpus
