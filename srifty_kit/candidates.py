@@ -183,7 +183,7 @@ def from_table(table: pd.DataFrame, types: Types) -> dict[str, np.ndarray]:
             "nodes2": zero, "workers2": zero, "local_bsz2": zero}
 
 
-def _compute_lines(
+def compute_lines(
     model: StepTimeModel, job: Job, types: Types, which: np.ndarray, catalog: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray]:
     """alpha, beta of t_compute = alpha + beta * b for each type (one worker, one node)."""
@@ -207,7 +207,7 @@ def split_mixes(
     if cfg["type"].size == 0:
         return cfg
     used = np.unique(np.concatenate([cfg["type"], cfg["type2"]]))
-    alpha, beta = _compute_lines(model, job, types, used, catalog)
+    alpha, beta = compute_lines(model, job, types, used, catalog)
     ta, tb = cfg["type"], cfg["type2"]
     big = cfg["local_bsz"]  # enumerate_mixes parks the global batch here
     b_a, _ = hetero.proportional_split(big, cfg["workers"], cfg["workers2"], alpha[ta],

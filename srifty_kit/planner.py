@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from . import candidates as cand
-from . import spot
+from . import hetero, spot
 from .errors import InputError, did_you_mean
 from .explain import explain_pick, infeasible
 from .job import Constraints, Job
@@ -52,6 +52,8 @@ class SearchResult:
     candidates: cand.Candidates | None = field(default=None, repr=False)
     feasible_mask: np.ndarray | None = field(default=None, repr=False)
     job: Job | None = field(default=None, repr=False)
+    model: StepTimeModel | None = field(default=None, repr=False)
+    catalog: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def feasible(self) -> bool:
@@ -89,6 +91,24 @@ class SearchResult:
         work_h = float(row["time_h"] - row["spot_overhead_h"])
         return spot.simulate(work_h, cluster(types.hazard), self.job.spot_policy,
                              float(row["usd_per_hr"]), cluster(types.ondemand), runs, seed)
+
+    def controller_trace(self, row: pd.Series | None = None, steps: int = 30,
+                         deadband: float = 0.05, noise: float = 0.0) -> pd.DataFrame:
+        """OmniLearn's controller on a two-type row (default: the pick), from an even split of
+        its global batch, with each worker's compute line from the model (hetero)."""
+        row = self.pick if row is None else row
+        if row is None or not isinstance(row.get("instance_type_2"), str):
+            raise InputError("the controller needs a mix of two instance types",
+                             fix="pass a row with instance_type_2 (search with mixes=True)")
+        types = self.candidates.types
+        names = list(types.names)
+        which = np.array([names.index(row["instance_type"]), names.index(row["instance_type_2"])])
+        alpha, beta = cand.compute_lines(self.model, self.job, types, which, self.catalog)
+        counts = [int(row["num_workers"]), int(row["num_workers_2"])]
+        return hetero.simulate_controller(np.repeat(alpha[which], counts),
+                                          np.repeat(beta[which], counts),
+                                          int(row["global_bsz"]), steps=steps,
+                                          deadband=deadband, noise=noise)
 
 
 def _empty(c: cand.Candidates) -> cand.Candidates:
@@ -230,7 +250,7 @@ def search(
     ok = _feasible(c, constraints)
     idx = np.flatnonzero(ok)
     common = {"skipped": dict(c.skipped), "n_candidates": len(c), "n_feasible": int(idx.size),
-              "job": job,
+              "job": job, "model": model, "catalog": catalog,
               "candidates": c, "feasible_mask": ok}
     if idx.size == 0:
         reason, nearest = infeasible(c, job, constraints)

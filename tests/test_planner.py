@@ -297,3 +297,20 @@ def test_families_and_vcpu_quota_limit_what_is_searched(model, catalog):
     assert set(seen["instance_type"]) == {"g6.12xlarge"}
     vcpus = int(catalog.set_index("instance_type").loc["g6.12xlarge", "vcpus"])
     assert (seen["num_nodes"] * vcpus <= 150).all() and seen["num_nodes"].max() == 150 // vcpus
+
+
+def test_controller_on_a_searched_mix_converges_to_the_split_the_search_assumed(model, catalog):
+    result = search(model, catalog, JOB, Constraints(mixes=True, max_nodes=4), top=5)
+    every = result.sample(n=100_000)
+    mix = every[every["instance_type_2"].notna()].iloc[0]
+    trace = result.controller_trace(mix, steps=40)
+    from srifty_kit.hetero import controller_summary
+
+    summary = controller_summary(trace)
+    assert summary["final_step_time_s"] <= summary["even_step_time_s"]
+    last = trace[trace["step"] == trace["step"].max()]
+    first_type = last["worker"] < mix["num_workers"]
+    assert last.loc[first_type, "local_bsz"].mean() == pytest.approx(mix["local_bsz"], abs=2)
+    assert last.loc[~first_type, "local_bsz"].mean() == pytest.approx(mix["local_bsz_2"], abs=2)
+    with pytest.raises(InputError, match="mix"):
+        result.controller_trace(every[every["instance_type_2"].isna()].iloc[0])
