@@ -80,12 +80,11 @@ class SearchResult:
             raise InputError("spot runs need a spot configuration",
                              fix="pass a row whose pricing is 'spot' (search with spot=True)")
         types = self.candidates.types
-        names = list(types.names)
 
         def cluster(per_node: np.ndarray) -> float:
-            total = row["num_nodes"] * per_node[names.index(row["instance_type"])]
+            total = row["num_nodes"] * per_node[_position(types, row, "instance_type")]
             if isinstance(row.get("instance_type_2"), str):
-                total += row["num_nodes_2"] * per_node[names.index(row["instance_type_2"])]
+                total += row["num_nodes_2"] * per_node[_position(types, row, "instance_type_2")]
             return float(total)
 
         work_h = float(row["time_h"] - row["spot_overhead_h"])
@@ -101,14 +100,20 @@ class SearchResult:
             raise InputError("the controller needs a mix of two instance types",
                              fix="pass a row with instance_type_2 (search with mixes=True)")
         types = self.candidates.types
-        names = list(types.names)
-        which = np.array([names.index(row["instance_type"]), names.index(row["instance_type_2"])])
+        which = np.array([_position(types, row, "instance_type"),
+                          _position(types, row, "instance_type_2")])
         alpha, beta = cand.compute_lines(self.model, self.job, types, which, self.catalog)
         counts = [int(row["num_workers"]), int(row["num_workers_2"])]
         return hetero.simulate_controller(np.repeat(alpha[which], counts),
                                           np.repeat(beta[which], counts),
                                           int(row["global_bsz"]), steps=steps,
                                           deadband=deadband, noise=noise)
+
+
+def _position(types: cand.Types, row: pd.Series, column: str) -> int:
+    """Where a result row's instance type (in its region) sits in the searched types."""
+    hit = (types.names == row[column]) & (types.region == row["region"])
+    return int(np.flatnonzero(hit)[0])
 
 
 def _empty(c: cand.Candidates) -> cand.Candidates:
@@ -230,6 +235,8 @@ def search(
     if job is None:
         raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
     constraints = constraints or Constraints()
+    if not (isinstance(top, int) and top >= 1):
+        raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. 10")
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}{did_you_mean(objective, OBJECTIVES)}",
                          fix="use one of " + ", ".join(OBJECTIVES))
