@@ -113,6 +113,20 @@ def noise_batch_sizes(batch_sizes: list[int]) -> tuple[int, int]:
     return (max(1, hi // 2), hi) if hi >= 2 else (1, 2)
 
 
+def _settled(sq_small: list[float], sq_big: list[float], b_small: int, b_big: int,
+             target: float) -> bool:
+    """Whether |G|^2 and tr(Sigma) are both known to +-target (two standard errors)."""
+    if len(sq_small) < 5:
+        return False
+    _, g2, trace = simple_noise_scale(np.array(sq_small), np.array(sq_big), b_small, b_big)
+    n = len(g2)  # one pair of estimates per repeat; their mean is the pooled estimate
+    for est in (g2, trace):
+        mean = abs(float(est.mean()))
+        if mean == 0 or 2 * float(est.std(ddof=1)) / np.sqrt(n) > target * mean:
+            return False
+    return True
+
+
 def measure(
     model: torch.nn.Module,
     make_batch: Callable[[int], Any],
@@ -122,22 +136,34 @@ def measure(
     max_repeats: int = 50,
     max_seconds: float = 10.0,
     level: float = 0.9,
+    target_precision: float = 0.1,
+    max_micro_batch: int | None = None,
 ) -> NoiseScale:
     """|G_B|^2 on fresh batches at two batch sizes, weights held fixed, then :func:`estimate`.
 
-    Repeats until ``max_seconds`` is spent (two at least, for a spread) or ``max_repeats``.
+    Repeats until |G|^2 and tr(Sigma) are both within ``target_precision`` (two standard
+    errors over the repeats), ``max_seconds`` is spent (two repeats at least, for a spread),
+    or ``max_repeats``. Batches above ``max_micro_batch`` are accumulated in micro-batches,
+    so B_big can approach the noise scale itself, where the estimate is best conditioned.
     """
     b_small, b_big = batch_sizes
+    micro = max(1, max_micro_batch or b_big)
     sq: dict[int, list[float]] = {b_small: [], b_big: []}
     deadline = time.perf_counter() + max_seconds
     model.train()
     for r in range(max(2, max_repeats)):
         for b in (b_small, b_big):
-            batch = to_device(split_batch(make_batch(b), b), device)
             model.zero_grad(set_to_none=True)
-            forward_loss(model, batch, loss_fn).backward()
+            # a batch larger than fits is accumulated from micro-batches: the batch-mean
+            # gradient is the size-weighted mean of the micro-batch means
+            for start in range(0, b, micro):
+                size = min(micro, b - start)
+                batch = to_device(split_batch(make_batch(size), size), device)
+                (forward_loss(model, batch, loss_fn) * (size / b)).backward()
             sq[b].append(grad_sq_norm(model))
         if r >= 1 and time.perf_counter() > deadline:
+            break
+        if _settled(sq[b_small], sq[b_big], b_small, b_big, target_precision):
             break
     model.zero_grad(set_to_none=True)
     return estimate(np.array(sq[b_small]), np.array(sq[b_big]), b_small, b_big, level)

@@ -243,6 +243,7 @@ def profile_model(
     min_steps: int = 10,
     max_steps: int = 100_000,
     noise_repeats: int = 50,
+    noise_batch_sizes: tuple[int, int] | None = None,
     memory_budget_bytes: int | None = None,
     max_batch_limit: int = 65_536,
     out: str | os.PathLike | None = None,
@@ -260,6 +261,7 @@ def profile_model(
                          fix="e.g. 0.02 for +-2%")
     if not max_seconds > 0:
         raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
+    pair = _noise_pair(sizes, noise_batch_sizes)
     dev = resolve_device(device)
     wall0 = time.perf_counter()
     saved = _snapshot(model)
@@ -288,7 +290,8 @@ def profile_model(
                 if out is not None:
                     _result(run, facts, False, wall0).save(out)
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
-        facts.update(_noise(run, sizes, noise_repeats, max(1.0, NOISE_SHARE * max_seconds)))
+        facts.update(_noise(run, pair, max(sizes), noise_repeats,
+                            max(2.0, NOISE_SHARE * max_seconds)))
         facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
     except KeyboardInterrupt:
         interrupted = True
@@ -327,12 +330,24 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
     )
 
 
-def _noise(run: _Run, sizes: list[int], repeats: int, seconds: float) -> dict[str, Any]:
+def _noise_pair(sizes: list[int], given: tuple[int, int] | None) -> tuple[int, int]:
+    """The two batch sizes of the noise scale: given (checked), else from the profiled ones."""
+    if given is None:
+        return noise_scale.noise_batch_sizes(sizes)
+    pair = check_batch_sizes(given, what="noise batch sizes")
+    if len(pair) != 2:
+        raise InputError(f"noise batch sizes {list(given)} are not two different sizes",
+                         fix="give a small and a large batch size, e.g. 8,1024")
+    return pair[0], pair[1]
+
+
+def _noise(run: _Run, pair: tuple[int, int], micro: int, repeats: int,
+           seconds: float) -> dict[str, Any]:
     """The gradient noise scale at the model's given weights (None with a note on failure)."""
-    pair = noise_scale.noise_batch_sizes(sizes)
     try:
         est = noise_scale.measure(run.spec.model, run.spec.make_batch, run.spec.loss_fn, pair,
-                                  run.dev, max_repeats=repeats, max_seconds=seconds)
+                                  run.dev, max_repeats=repeats, max_seconds=seconds,
+                                  max_micro_batch=micro)
         return est.to_dict()
     except Exception as err:  # the timings stand without it
         _forget_oom(run.spec.model, run.optimizer, run.dev)

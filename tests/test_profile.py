@@ -96,6 +96,11 @@ def test_cpu_memory_peak_and_extrapolated_largest_batch():
         assert predicted <= 8 * 2**30
 
 
+def test_noise_batch_sizes_must_be_two_different_sizes():
+    with pytest.raises(InputError, match="not two different sizes"):
+        profile_spec("mlp", [4], noise_batch_sizes=(8, 8), **FAST)
+
+
 def test_noise_scale_is_reported_with_its_spread(mlp_result):
     f = mlp_result.facts
     assert f["noise_scale_batch_sizes"] == [4, 8]

@@ -32,7 +32,8 @@ def test_simple_estimator_inverts_the_expected_gradient_norms(g2, trace, b_small
         assert b_simple == pytest.approx(trace / g2, rel=1e-3)
 
 
-def test_noise_scale_of_a_model_with_known_gradient_noise():
+@pytest.mark.parametrize("micro", [None, 3])
+def test_noise_scale_of_a_model_with_known_gradient_noise(micro):
     # loss = mean_i (w - x_i)^2 / 2 with x ~ N(1, 2^2) at w = 0: per-sample gradient w - x_i,
     # so G = -1, tr(Sigma) = 4 and B_simple = 4 exactly
     model = torch.nn.Linear(1, 1, bias=False)
@@ -46,9 +47,11 @@ def test_noise_scale_of_a_model_with_known_gradient_noise():
     def loss_fn(out, x):
         return ((out - x) ** 2).mean() / 2
 
+    # micro=3: the batch of 16 is accumulated from micro-batches of 3, 3, 3, 3, 3 and 1
     est = noise_scale.measure(model, make_batch, loss_fn, (2, 16), torch.device("cpu"),
-                              max_repeats=400, max_seconds=30, level=0.95)
-    assert est.repeats == 400
+                              max_repeats=400, max_seconds=30, level=0.95,
+                              target_precision=0.05, max_micro_batch=micro)
+    assert est.repeats >= 5
     assert est.noise_scale_lo <= 4 <= est.noise_scale_hi
     assert est.noise_scale == pytest.approx(4, rel=0.35)
     assert est.noise_scale_std > 0
