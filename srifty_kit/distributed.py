@@ -186,7 +186,7 @@ def _measure_world(
     world: int, plan: Plan, sink: dict[str, list], timeout_s: float, bar: Any
 ) -> tuple[str, bool] | None:
     """Run one world size to the end; the failure line (and if it is bad input) or None."""
-    threads = max(1, machine.cpu_cores() // world) if plan.device_type == "cpu" else 1
+    threads = max(1, machine.cpu_cores() // world)  # the workers share the cores
     group = _Group(world, plan, threads)
     last = time.monotonic()
     try:
@@ -262,8 +262,9 @@ def profile_distributed(
         raise InputError("nothing to measure", fix="give a model and batch sizes, or sizes_bytes")
     if not 0 < target_precision < 1 or not max_seconds > 0:
         raise InputError("target precision must be in (0, 1) and max seconds positive")
-    device_type = "cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and device_type != "cuda":
+    cuda = torch.cuda.is_available()
+    device_type = "cuda" if device.startswith("cuda") or (device == "auto" and cuda) else "cpu"
+    if device_type == "cuda" and not cuda:
         raise InputError(
             "device 'cuda' asked for, but this torch sees no CUDA GPU",
             fix="use --device cpu (gloo)",

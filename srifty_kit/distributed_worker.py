@@ -238,7 +238,6 @@ def spawned_worker(rank: int, world: int, port: int, plan: Plan, threads: int, q
         init_group(plan.backend, f"tcp://127.0.0.1:{port}", rank, world, plan.timeout_s)
         lay = Layout(rank, world, rank, 1, str(world), machine.host())
         run(plan, lay, lambda kind, payload: q.put((kind, payload)))
-        dist.barrier()
         q.put(("done", {"rank": rank}))
     except BaseException as err:  # noqa: BLE001 - reported to the parent, then the exit says so
         bad_input = isinstance(err, InputError)

@@ -194,15 +194,18 @@ class _Run:
     def fits(self, b: int) -> bool:
         """One training step at batch size b under the capped CUDA allocator."""
         try:
+            return self._try_step(b)
+        finally:  # the failed step's tensors are gone with its frame: free their blocks
+            _forget_oom(self.spec.model, self.optimizer, self.dev)
+
+    def _try_step(self, b: int) -> bool:
+        try:
             batch = to_device(split_batch(self.spec.make_batch(b), b), self.dev)
             self.step(batch)
             synchronize(self.dev)
-            return True
         except torch.OutOfMemoryError:
             return False
-        finally:
-            batch = None
-            _forget_oom(self.spec.model, self.optimizer, self.dev)
+        return True
 
 
 def _max_batch(run: _Run, budget: int | None, limit: int) -> memory.MaxBatch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import textwrap
@@ -105,3 +106,17 @@ def test_ctrl_c_keeps_the_steps_measured_so_far(tmp_path):
     kept = validate_measurements(read_table(tmp_path / "p.csv"))
     assert len(kept) > 10
     assert "interrupted" in "".join(seen)
+
+
+def test_cuda_check_fails_loudly_without_cuda(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the check would run for real")
+    done = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), str(REPO / "benchmarks" / "cuda_check.py")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "OUT": str(tmp_path)},
+    )
+    assert done.returncode == 2
+    assert "CUDA is not available" in done.stderr
+    assert not list(tmp_path.iterdir())  # nothing half-written
