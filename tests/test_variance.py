@@ -129,3 +129,24 @@ def test_drift_tells_warm_up_throttling_and_stable_apart():
 def test_grouping_by_a_missing_column_is_an_input_error(two_configs):
     with pytest.raises(InputError, match="no column 'zone'"):
         variance.describe(two_configs, by=["zone"])
+
+
+def test_figures_draw_every_configuration(two_configs):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from srifty_kit import plots
+
+    ax = plots.step_time_distributions(two_configs)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16"]
+    ax = plots.step_time_intervals(variance.describe(two_configs, n_resamples=200))
+    assert len(ax.containers) == 2  # mean and p95 error bars
+    ax = plots.step_time_trace(two_configs)
+    assert len(ax.get_lines()) >= 2
+    coll = pd.DataFrame({"bytes": [1024, 1024, 4096, 4096] * 2, "world_size": [2] * 4 + [4] * 4,
+                         "seconds": [1e-4, 2e-4, 3e-4, 4e-4, 2e-4, 3e-4, 5e-4, 6e-4]})
+    ax = plots.allreduce_times(coll)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    plt.close("all")

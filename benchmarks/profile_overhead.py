@@ -1,0 +1,142 @@
+"""Profiler overhead, and steps needed for a precision, against torch.utils.benchmark.
+
+Ours: ``srifty_kit.profile.profile_model`` on each demo model at one batch size, target 2%
+(95% confidence interval of the mean within +-2%). Reported: its whole wall time against the
+time spent inside the measured steps (goal: overhead at most 10%), the same for the timing
+loop alone (warm-up, FLOP count, noise scale and memory probe left out), and the steps it took.
+
+Contender: ``torch.utils.benchmark.Timer(...).blocked_autorange`` timing the same training
+step of the same model in the same process (same thread count). It has no precision target,
+so it is shown with min_run_time 0.2 s (its default) and with the shortest min_run_time
+(0.2 s doubled, up to 25.6 s) whose block means give a t interval within the same +-2%; its
+steps are blocks x steps per block, its warm-up and block-size probe are in its wall time.
+Both tools get at most 25.6 s of measuring per model.
+
+Run from the repository root:  .venv/bin/python benchmarks/profile_overhead.py
+Writes reports/benchmarks/profile_overhead.md. On a machine shared with other jobs the step
+times are noisy (the load average is printed): the numbers are for comparison within a run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.utils.benchmark as tb
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from srifty_kit.profile import profile_spec  # noqa: E402
+from srifty_kit.stopping import PrecisionTracker  # noqa: E402
+from srifty_kit.zoo import load_spec  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from model_accuracy import to_markdown  # noqa: E402  (one markdown writer for all benchmarks)
+
+REPORT = REPO / "reports" / "benchmarks" / "profile_overhead.md"
+TARGET = 0.02
+MAX_SECONDS = 25.6  # budget of either tool per model (blocked_autorange: 0.2 s doubled 7 times)
+BATCH = 16
+MODELS = ("mlp", "cnn", "transformer")
+
+
+def _blocks_precision(m: tb.Measurement) -> float:
+    tracker = PrecisionTracker(0.95)
+    for t in m.times:  # per-step time of each block
+        tracker.add(t)
+    return tracker.precision()
+
+
+def _ours(name: str) -> dict:
+    start = time.perf_counter()
+    r = profile_spec(name, [BATCH], target_precision=TARGET, max_seconds=MAX_SECONDS,
+                     progress=False)
+    wall = time.perf_counter() - start
+    s = r.summary.iloc[0]
+    inside = float(r.measurements["step_time_s"].sum())
+    return {
+        "model": name, "tool": "srifty profile_model", "steps": int(s["n"]),
+        "wall_s": wall, "in_steps_s": inside, "overhead": 1 - inside / wall,
+        "loop_overhead": 1 - inside / float(s["wall_s"]),
+        "precision": float(s["precision"]), "mean_step_ms": 1e3 * float(s["mean"]),
+    }
+
+
+def _timer(name: str) -> list[dict]:
+    """Its default run, and the shortest doubling of min_run_time that reaches the target."""
+    spec = load_spec(name)
+    model, opt = spec.model, spec.optimizer_fn(spec.model.parameters())
+    x, y = spec.make_batch(BATCH)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        spec.loss_fn(model(x), y).backward()
+        opt.step()
+
+    timer = tb.Timer("step()", globals={"step": step}, num_threads=torch.get_num_threads())
+    rows, run_time = [], 0.2
+    while True:
+        start = time.perf_counter()
+        m = timer.blocked_autorange(min_run_time=run_time)
+        wall = time.perf_counter() - start
+        steps = m.number_per_run * len(m.times)
+        reached = _blocks_precision(m) <= TARGET
+        if run_time == 0.2 or reached or run_time >= MAX_SECONDS:
+            inside = steps * m.mean
+            rows.append({
+                "model": name, "tool": f"blocked_autorange(min_run_time={run_time:g})",
+                "steps": steps, "wall_s": wall, "in_steps_s": inside,
+                "overhead": 1 - inside / wall, "loop_overhead": float("nan"),
+                "precision": _blocks_precision(m), "mean_step_ms": 1e3 * m.mean,
+            })
+        if reached or run_time >= MAX_SECONDS:
+            return rows
+        run_time *= 2
+
+
+def main() -> int:
+    """Run both tools on every demo model; print and write the side-by-side table."""
+    load_spec("mlp").optimizer_fn([torch.zeros(1, requires_grad=True)])  # torch.optim's imports
+    rows = []
+    for name in MODELS:
+        ours = _ours(name)
+        for row in (ours, *_timer(name)):
+            row["steps_vs_ours"] = row["steps"] / ours["steps"]
+            row["wall_vs_ours"] = row["wall_s"] / ours["wall_s"]
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    shown = table.assign(
+        wall_s=table["wall_s"].round(2), in_steps_s=table["in_steps_s"].round(2),
+        overhead=(100 * table["overhead"]).round(1).astype(str) + "%",
+        loop_overhead=(100 * table["loop_overhead"]).round(1).astype(str) + "%",
+        precision=(100 * table["precision"]).round(2).astype(str) + "%",
+        mean_step_ms=table["mean_step_ms"].round(3),
+        steps_vs_ours=table["steps_vs_ours"].round(2), wall_vs_ours=table["wall_vs_ours"].round(2),
+    )
+    shown["loop_overhead"] = shown["loop_overhead"].replace("nan%", "-")
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    text = (
+        "# Profiler overhead and steps to a precision\n\n"
+        f"Batch size {BATCH}, target: 95% CI of the mean within +-{TARGET:.0%}. "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"load average {load} (a shared machine: step times are noisy).\n\n"
+        "`overhead` = 1 - time inside measured steps / wall time of the whole call (ours: "
+        "warm-up, FLOP count, noise scale and memory probe included); `loop_overhead`: the "
+        "timing loop alone.\n\n" + to_markdown(shown) + "\n"
+    )
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text)
+    print(text)
+    ours = table[table["tool"] == "srifty profile_model"]
+    print(f"median_loop_overhead: {np.median(ours['loop_overhead']):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
