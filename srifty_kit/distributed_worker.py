@@ -77,23 +77,32 @@ def _barrier(device: torch.device) -> None:
         dist.barrier()
 
 
-class _Stopper:
-    """The shared stopping rule: precision reached, step limit or anyone's time is up."""
+def _sample(
+    plan: Plan,
+    lay: Layout,
+    device: torch.device,
+    measure: Callable[[], list[float]],
+    row: Callable[[list[float]], dict[str, Any]],
+    kind: str,
+    emit: Emit,
+    min_steps: int | None = None,
+) -> None:
+    """Sample until the shared rule stops: precision reached, step limit or anyone's time up.
 
-    def __init__(self, plan: Plan, min_steps: int | None = None) -> None:
-        self.plan = plan
-        self.min_steps = plan.min_steps if min_steps is None else min_steps
-        self.tracker = PrecisionTracker(plan.level)
-        self.end = time.perf_counter() + plan.seconds_per_config
-
-    def time_up(self) -> bool:
-        return time.perf_counter() >= self.end
-
-    def done(self, value: float, anyone_time_up: bool) -> bool:
-        self.tracker.add(value)
-        n = self.tracker.n
-        precise = n >= self.min_steps and self.tracker.precision() <= self.plan.target_precision
-        return precise or anyone_time_up or n >= self.plan.max_steps
+    Every rank applies the rule to the same agreed (MAX) values, so all stop together; the
+    first value is the one whose precision counts. Rank 0 emits one row per sample.
+    """
+    tracker = PrecisionTracker(plan.level)
+    end = time.perf_counter() + plan.seconds_per_config
+    least = plan.min_steps if min_steps is None else min_steps
+    while True:
+        values, time_up = _agree(measure(), time.perf_counter() >= end, device)
+        if lay.rank == 0:
+            emit(kind, {**row(values), "repeat": tracker.n, "timestamp": machine.now()})
+        tracker.add(values[0])
+        precise = tracker.n >= least and tracker.precision() <= plan.target_precision
+        if precise or time_up or tracker.n >= plan.max_steps:
+            return
 
 
 def _base_row(plan: Plan, lay: Layout, device: torch.device) -> dict[str, Any]:
@@ -117,28 +126,18 @@ def allreduce_sweep(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -
         x = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
         for _ in range(min(plan.warmup, 2)):  # big messages are slow: two warm-ups suffice
             dist.all_reduce(x)
-        stop = _Stopper(plan, min_steps=min(plan.min_steps, 5))
-        repeat = 0
-        while True:
+        sent = x.numel() * 4  # whole float32 elements
+
+        def once(x: torch.Tensor = x) -> list[float]:
             _barrier(device)  # start together, so the time is the collective's, not a wait
-            mine = timed_step(lambda x=x: dist.all_reduce(x), device)
-            (seconds,), time_up = _agree([mine], stop.time_up(), device)
-            if lay.rank == 0:
-                emit(
-                    "collective",
-                    {
-                        **base,
-                        "op": "all_reduce",
-                        "bytes": x.numel() * 4,
-                        "world_size": lay.world_size,
-                        "seconds": seconds,
-                        "repeat": repeat,
-                        "timestamp": machine.now(),
-                    },
-                )
-            repeat += 1
-            if stop.done(seconds, time_up):
-                break
+            return [timed_step(lambda: dist.all_reduce(x), device)]
+
+        def row(times: list[float], sent: int = sent) -> dict[str, Any]:
+            return {**base, "op": "all_reduce", "bytes": sent, "world_size": lay.world_size,
+                    "seconds": times[0]}
+
+        # big messages are slow: five samples may be all the budget allows
+        _sample(plan, lay, device, once, row, "collective", emit, min(plan.min_steps, 5))
 
 
 def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None:
@@ -180,31 +179,17 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
             synced()
             if plan.measure_sync:
                 local()
-        stop = _Stopper(plan)
-        repeat = 0
-        while True:
-            mine = [timed_step(synced, device)]
-            if plan.measure_sync:
-                mine.append(timed_step(local, device))
-            times, time_up = _agree(mine, stop.time_up(), device)
-            step = times[0]
-            compute = times[1] if plan.measure_sync else math.nan
-            if lay.rank == 0:
-                emit(
-                    "row",
-                    {
-                        **base,
-                        "local_bsz": b,
-                        "step_time_s": step,
-                        "sync_time_s": max(0.0, step - compute) if plan.measure_sync else math.nan,
-                        "compute_time_s": compute,
-                        "repeat": repeat,
-                        "timestamp": machine.now(),
-                    },
-                )
-            repeat += 1
-            if stop.done(step, time_up):
-                break
+
+        def pair(synced: Any = synced, local: Any = local) -> list[float]:
+            times = [timed_step(synced, device)]
+            return times + [timed_step(local, device)] if plan.measure_sync else times
+
+        def row(times: list[float], b: int = b) -> dict[str, Any]:
+            step, compute = times[0], times[1] if plan.measure_sync else math.nan
+            return {**base, "local_bsz": b, "step_time_s": step, "compute_time_s": compute,
+                    "sync_time_s": max(0.0, step - compute) if plan.measure_sync else math.nan}
+
+        _sample(plan, lay, device, pair, row, "row", emit)
 
 
 def run(plan: Plan, lay: Layout, emit: Emit) -> None:
