@@ -26,9 +26,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import queue
-import socket
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +35,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import machine
-from .distributed_worker import Layout, Plan, init_group, run, spawned_worker
+from .distributed_worker import Layout, Plan, init_group, run
 from .errors import InputError
+from .launch import measure_world
 from .profile import check_batch_sizes
 from .schemas import validate_measurements
 from .tables import write_table
@@ -48,8 +46,6 @@ from .zoo import load_spec
 # 1 KB to 64 MB, a factor of 4 apart: latency-bound to bandwidth-bound messages
 DEFAULT_SIZES = tuple(1024 * 4**k for k in range(9))
 _TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-_GRACE_S = 2.0  # after a failure, how long the other workers get to report their own cause
-_STARTUP_S = 60.0  # spawning and importing torch on a busy machine, before any word
 _PG_EXTRA_S = 60.0  # the process group's own timeout is longer: the watchdog speaks first
 
 
@@ -85,128 +81,6 @@ class DistributedResult:
 def under_torchrun() -> bool:
     """True inside a process that torchrun (or another launcher with its env) started."""
     return all(k in os.environ for k in _TORCHRUN_ENV)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _Group:
-    """The parent's side of one world size: start, collect, watch for death and silence."""
-
-    def __init__(self, world: int, plan: Plan, threads: int) -> None:
-        import torch.multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        self.q = ctx.Queue()
-        self.world = world
-        port = _free_port()
-        self.procs = [
-            ctx.Process(
-                target=spawned_worker, args=(r, world, port, plan, threads, self.q), daemon=True
-            )
-            for r in range(world)
-        ]
-        self.doing: dict[int, str] = {}
-        self.done: set[int] = set()
-        self.errors: dict[int, dict[str, Any]] = {}
-        for p in self.procs:
-            p.start()
-
-    def drain(self, sink: dict[str, list], timeout: float) -> bool:
-        """Take queued messages (waiting up to ``timeout`` for the first); True if any came."""
-        got = False
-        while True:
-            try:
-                kind, payload = self.q.get(timeout=timeout if not got else 0.0)
-            except queue.Empty:
-                return got
-            got = True
-            if kind in ("row", "collective"):
-                sink[kind].append(payload)
-            elif kind == "config":
-                self.doing[payload["rank"]] = payload["what"]
-            elif kind == "done":
-                self.done.add(payload["rank"])
-            elif kind == "error":
-                self.errors[payload["rank"]] = payload
-
-    def dead(self) -> dict[int, int]:
-        """Ranks that exited without reporting done: rank -> exit code."""
-        return {
-            r: p.exitcode
-            for r, p in enumerate(self.procs)
-            if p.exitcode is not None and r not in self.done
-        }
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-        for p in self.procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-
-    def cause(self, what: str, timeout_s: float) -> tuple[str, bool]:
-        """One line: which worker failed first and how; and whether it was bad input."""
-        dead = self.dead()
-        silent = [r for r in dead if r not in self.errors]  # died without a word: the origin
-        if silent:
-            r = silent[0]
-            code = dead[r]
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            return (
-                f"worker rank {r} of {self.world} {how} while measuring {self.doing.get(r, what)}",
-                False,
-            )
-        if self.errors:
-            inputs = [e for e in self.errors.values() if e["input_error"]]
-            first = inputs[0] if inputs else min(self.errors.values(), key=lambda e: e["rank"])
-            doing = self.doing.get(first["rank"], what)
-            if inputs:  # the user's mistake, said as it was raised, with where it surfaced
-                where = f"worker rank {first['rank']} of {self.world}, measuring {doing}"
-                return f"{first['cause']} ({where})", True
-            return (
-                f"worker rank {first['rank']} of {self.world} failed while measuring "
-                f"{doing}: {first['cause']}",
-                False,
-            )
-        return (
-            f"no worker of world size {self.world} answered for {timeout_s:g} s while "
-            f"measuring {self.doing.get(0, what)} (hung?)",
-            False,
-        )
-
-
-def _measure_world(
-    world: int, plan: Plan, sink: dict[str, list], timeout_s: float, bar: Any
-) -> tuple[str, bool] | None:
-    """Run one world size to the end; the failure line (and if it is bad input) or None."""
-    threads = max(1, machine.cpu_cores() // world)  # the workers share the cores
-    group = _Group(world, plan, threads)
-    last = time.monotonic()
-    try:
-        while len(group.done) < world:
-            if group.drain(sink, timeout=0.2):
-                last = time.monotonic()
-                bar.set_postfix(
-                    world=world, steps=len(sink["row"]), samples=len(sink["collective"])
-                )
-            if group.errors or group.dead():
-                group.drain(sink, timeout=_GRACE_S)  # a "done" in flight, or the others' causes
-                if group.errors or group.dead():
-                    return group.cause(f"world size {world}", timeout_s)
-            # before the first word, allow for starting processes and importing torch
-            allowed = timeout_s if group.doing else max(timeout_s, _STARTUP_S)
-            if time.monotonic() - last > allowed:
-                return group.cause(f"world size {world}", allowed)
-        return None
-    finally:
-        group.stop()
 
 
 def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -316,7 +190,7 @@ def _spawn_worlds(plan, worlds, timeout_s, out, collectives_out, progress) -> Di
     try:
         with tqdm(worlds, desc="distributed", disable=not progress) as bar:
             for world in bar:
-                failure = _measure_world(world, plan, sink, timeout_s, bar)
+                failure = measure_world(world, plan, sink, timeout_s, bar)
                 if failure:
                     break
                 _result(sink, False, plan).save(out, collectives_out)
