@@ -247,6 +247,7 @@ def profile_model(
     max_steps: int = 100_000,
     noise_repeats: int = 50,
     noise_batch_sizes: tuple[int, int] | None = None,
+    noise_seconds: float | None = None,
     memory_budget_bytes: int | None = None,
     max_batch_limit: int = 65_536,
     out: str | os.PathLike | None = None,
@@ -254,7 +255,10 @@ def profile_model(
 ) -> ProfileResult:
     """Profile training steps at each batch size; see the module docstring.
 
-    ``max_seconds`` bounds the measuring (warm-up and the last step may overrun it slightly);
+    ``max_seconds`` bounds the measuring (warm-up and the last step may overrun it slightly):
+    a tenth of it (2 s at least) goes to the gradient noise scale, unless ``noise_seconds``
+    is given (then on top); the noise scale compares ``noise_batch_sizes`` (default the
+    smallest and largest batch sizes, a larger one accumulated from micro-batches);
     the model's weights are restored afterwards (it stays on ``device``). With ``out`` the
     table and its facts JSON are written after each batch size and when interrupted.
     """
@@ -280,7 +284,7 @@ def profile_model(
     try:
         facts.update(_preflight(run, sizes))
         opts["extra"] = {k: facts[k] for k in ("flops_per_sample", "param_count", "grad_bytes")}
-        timing_end = wall0 + (1 - NOISE_SHARE) * max_seconds
+        timing_end = wall0 + max_seconds * (1 - NOISE_SHARE if noise_seconds is None else 1)
         with tqdm(sizes, desc=f"profiling {spec.name}", disable=not progress) as bar:
             for i, b in enumerate(bar):
                 share = max(0.0, timing_end - time.perf_counter()) / (len(sizes) - i)
@@ -293,8 +297,8 @@ def profile_model(
                 if out is not None:
                     _result(run, facts, False, wall0).save(out)
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
-        facts.update(_noise(run, pair, max(sizes), noise_repeats,
-                            max(2.0, NOISE_SHARE * max_seconds)))
+        noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
+        facts.update(_noise(run, pair, max(sizes), noise_repeats, noise_time))
         facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
     except KeyboardInterrupt:
         interrupted = True
