@@ -231,3 +231,21 @@ def test_model_callable_may_return_a_tuple(tmp_path, monkeypatch):
         load_spec("my_models:biuld")
     with pytest.raises(InputError, match="cannot import module"):
         load_spec("no_such_module_here:build")
+
+
+def test_sample_profiles_in_data_are_valid_measurement_tables():
+    from conftest import REPO
+
+    data = REPO / "data"
+    single = validate_measurements(read_table(data / "sample_profile_single.csv"))
+    dist = validate_measurements(read_table(data / "sample_profile_dist.csv"))
+    assert set(single["model"]) == set(dist["model"]) == set(DEMO_MODELS)
+    assert set(dist["num_workers"]) == {1, 2, 4}
+    assert (dist["sync_time_s"] >= 0).all()
+    coll = read_table(data / "sample_profile_allreduce.csv")
+    assert coll["bytes"].min() == 1024 and coll["bytes"].max() >= 64 * 2**20
+    facts = json.loads((data / "sample_profile_facts.json").read_text())
+    assert all(facts[m]["flops_per_sample"] > 0 for m in DEMO_MODELS)
+    fingerprint = json.loads((data / "sample_profile_fingerprint.json").read_text())
+    assert fingerprint["instance_type"] == single["instance_type"].iloc[0]
+    assert sum(p.stat().st_size for p in data.glob("sample_profile_*")) < 1_000_000
