@@ -11,7 +11,7 @@ from ..errors import InputError
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).
-_SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search")
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,35 @@
+"""``srifty demo``: the whole pipeline on a demo model, ending in an HTML report."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    demo = run_demo(args.out, model=args.model, seconds=args.seconds, samples=args.samples,
+                    deadline_h=args.deadline_h)
+    print(demo.pick)
+    print(f"measurements: {demo.measurements}\nmodel: {demo.model}\nreport: {demo.report.html}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``demo``."""
+    p = subparsers.add_parser(
+        "demo",
+        help="profile a demo model here, fit, search EC2, write an HTML report",
+        description="Profile a demo model on this machine (one process, then a 2-process DDP "
+        "run over gloo on 127.0.0.1), fit a step-time model, search EC2 configurations for a "
+        "job, and write the search report as HTML. Everything lands in --out.",
+    )
+    p.add_argument("--out", default="reports/demo", help="output folder (default reports/demo)")
+    p.add_argument("--model", default="mlp", choices=("mlp", "cnn", "transformer"),
+                   help="demo model to profile (default mlp)")
+    p.add_argument("--seconds", type=float, default=20.0,
+                   help="measuring budget in seconds, split between the two profiles")
+    p.add_argument("--samples", type=float, default=5e7,
+                   help="training samples to the target accuracy (default 5e7)")
+    p.add_argument("--deadline-h", type=float, default=1.0, help="deadline in hours")
+    p.set_defaults(func=_demo)

@@ -1,0 +1,39 @@
+"""`srifty demo` runs the whole pipeline here: profile, fit, search, HTML report."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from srifty_kit.model import StepTimeModel
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
+    srifty = shutil.which("srifty", path=str(Path(sys.executable).parent))
+    out = tmp_path / "demo"
+    done = subprocess.run(
+        [srifty, "demo", "--out", str(out), "--seconds", "6"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Pick" in done.stdout and "Why not the cheapest per hour" in done.stdout
+    measured = pd.read_csv(out / "measurements.csv")
+    # one process at several batch sizes, and a real 2-process DDP run
+    assert measured["local_bsz"].nunique() >= 2
+    assert set(measured["num_workers"]) >= {1, 2}
+    assert (measured["step_time_s"] > 0).all()
+    model = StepTimeModel.load(out / "model.json")
+    assert "mlp" in model.models_
+    html = (out / "search_ec2.html").read_text()
+    assert "Pareto" in html and "Why this one" in html
+    assert "Traceback" not in html
