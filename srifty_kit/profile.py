@@ -281,8 +281,18 @@ def profile_model(
                              "target_precision": target_precision, "level": level,
                              "max_seconds": max_seconds, "memory_method": run.mem.method}
     interrupted = False
+    phases = facts["phase_seconds"] = {}  # where the wall time went: is the overhead small?
+    mark = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name] = round(now - mark, 4)
+        mark = now
+
     try:
         facts.update(_preflight(run, sizes))
+        phase("setup_and_flops")
         opts["extra"] = {k: facts[k] for k in ("flops_per_sample", "param_count", "grad_bytes")}
         timing_end = wall0 + max_seconds * (1 - NOISE_SHARE if noise_seconds is None else 1)
         with tqdm(sizes, desc=f"profiling {spec.name}", disable=not progress) as bar:
@@ -296,10 +306,13 @@ def profile_model(
                     run.fail(b, err)
                 if out is not None:
                     _result(run, facts, False, wall0).save(out)
+        phase("timing")
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
         noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
         facts.update(_noise(run, pair, max(sizes), noise_repeats, noise_time))
+        phase("noise_scale")
         facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
+        phase("max_batch")
     except KeyboardInterrupt:
         interrupted = True
     finally:
