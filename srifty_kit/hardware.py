@@ -1,15 +1,32 @@
 """Transfer of a fitted step-time model to instance types never measured, from catalog figures.
 
-Compute moves by peak arithmetic throughput times an efficiency factor; synchronisation moves
-by gradient bytes over link bandwidth times an efficiency factor. Each factor is a lognormal
-belief: wide before the target type is measured, narrowed by a conjugate normal update in log
-space as its steps arrive (``TransferFit.update``), so the interval shrinks with evidence.
+A carried step splits compute into a host part and a device part (symbols as in step_physics):
 
-Two routes for compute, the better one available is taken:
-  ratio: the source type has catalog figures:  beta_c' = beta_c * peak_src / peak_dst
-         (times sqrt of the memory-bandwidth ratio over the peak ratio when both are known)
-  flops: the profile counted FLOPs per sample:  beta_c' = flops_per_sample / (peak_dst * eff)
-The fixed cost alpha_c scales with beta_c (same work mix, faster machine).
+    H   = alpha_c * h                      host: Python, the dispatcher, one kernel launch per
+                                           op, the optimizer's loop. The measured intercept, kept
+                                           at the source's value times a host factor h: a faster
+                                           accelerator does not remove it
+    D   = D1(b) / e                        device: the batch's work at efficiency 1 over the
+                                           achieved efficiency e
+    T_c = (H**g + D**g) ** (1/g)           g = HOST_GAMMA: CUDA runs asynchronously, the device
+                                           works while the host dispatches, so a step costs about
+                                           the larger of the two, not their sum
+    T_s = S1 / n                           the ring all-reduce at efficiency 1 over the network
+                                           efficiency n; T = (T_c**gamma + T_s**gamma)**(1/gamma)
+
+D1 moves by one of two routes, the better one available taken:
+  ratio: the source type has catalog figures. Its measured alpha_c + beta_c*b already overlaps
+         host and device: the device part is what is left once the host floor is taken out by
+         the same smooth max, D_src = ((alpha_c + beta_c*b)**g - alpha_c**g)**(1/g), and it moves
+         by the accelerator speed-up, D1 = D_src * peak_src / peak_dst (geometric mean with the
+         memory-bandwidth ratio when both are known). A type with the source's figures gets
+         the source's prediction back; at large batches the whole line moves with the
+         accelerator, at small ones the host floor stays.
+  flops: the profile counted FLOPs per sample (a CPU source has no device part to carry):
+         D1 = flops_per_sample * b / peak_dst.
+h, e and n are a joint lognormal belief (``beliefs.LogBeliefs``): wide before the target type
+is measured, narrowed by its measured steps (``TransferFit.update``), so the interval shrinks
+with evidence.
 """
 
 from __future__ import annotations
@@ -21,12 +38,29 @@ import pandas as pd
 from scipy.stats import norm
 
 from .batch_fix import BatchCorrection
+from .beliefs import LogBeliefs
 from .errors import InputError
-from .step_physics import StepParams, step_time, sync_share
+from .step_fit import CONFIG_KEYS, aggregate, with_per_node
+from .step_physics import StepParams, overlap, sync_share, sync_time, underlap
 
 PEAK_COLUMN = "gpu_fp32_tflops"  # dense fp32 peak per GPU: training without mixed precision
 MEMORY_COLUMN = "gpu_mem_bw_gbps"  # memory bandwidth per GPU
+# Smooth max of host and device time. gamma=1 would add them (no overlap), gamma -> inf take
+# the larger. Eager steps sit between: the device queue runs ahead of a host-bound stretch and
+# drains in a device-bound one, and a step mixes both (many small kernels in the optimizer and
+# normalisation, a few large ones in the matmuls). 2 puts a balanced step at 1.41x either
+# part, halfway in log between sum (2x) and max (1x). An assumption, stated to be argued with.
+HOST_GAMMA = 2.0
 # Beliefs, as (median, log-sd). Assumptions, stated so they can be argued with:
+# - host factor h, GPU source to GPU target by catalog ratio: the same framework launches the
+#   same ops (a few to ~20 us each, tens to hundreds per step, plus the optimizer) from host
+#   CPUs of the same class (2.5-3.5 GHz server cores on every GPU instance type); median 1, a
+#   factor 2 at one sd
+HOST_RATIO = (1.0, np.log(2.0))
+# - host factor h from a profile's intercept (usually a CPU here): it is host work too
+#   (dispatch per op, the optimizer's loop over parameters), part of it arithmetic a GPU would
+#   do faster, while a GPU adds a launch per op: median 1, a factor 2.5 at one sd
+HOST_FLOPS = (1.0, np.log(2.5))
 # - achieved fraction of the dense fp32 peak in training: ~0.15-0.8 across CNNs and
 #   transformers (e.g. ResNet-50 on a T4 reaches ~0.6 of 8.1 TFLOP/s in the Pollux g4dn traces:
 #   ~24.6 GFLOP per sample fwd+bwd at ~210 samples/s); median 0.4, a factor 2 either way at 1 sd
@@ -41,41 +75,25 @@ INTRA_NODE_GBPS = 126.0
 # one step's own scatter around its configuration's mean (reference README: ~3%) plus the
 # structure's misfit: the spread of a single new observation given exact constants
 STEP_NOISE = 0.05
-
-
-@dataclass
-class Belief:
-    """Lognormal belief about a multiplicative factor: log-mean and log-sd."""
-
-    mu: float
-    sd: float
-
-    @classmethod
-    def prior(cls, median_and_sd: tuple[float, float]) -> Belief:
-        """From (median, log-sd)."""
-        return cls(float(np.log(median_and_sd[0])), float(median_and_sd[1]))
-
-    def update(self, log_obs: np.ndarray, noise_sd: float = STEP_NOISE) -> Belief:
-        """Posterior after observing log(factor) values with Gaussian noise (conjugate)."""
-        log_obs = np.asarray(log_obs, float)
-        if log_obs.size == 0:
-            return self
-        precision = 1.0 / self.sd**2 + log_obs.size / noise_sd**2
-        mu = (self.mu / self.sd**2 + log_obs.sum() / noise_sd**2) / precision
-        return Belief(float(mu), float(np.sqrt(1.0 / precision)))
+# the factors of the belief, in the order of LogBeliefs.mean: H = alpha_c * exp(+host),
+# D = D1 * exp(-compute), T_s = S1 * exp(-network)
+FACTORS = ("host", "compute", "network")
+_SIGN = np.array([1.0, -1.0, -1.0])
 
 
 @dataclass
 class TransferFit:
     """A step-time model carried to another instance type: constants plus their beliefs.
 
-    ``base`` holds the constants at efficiency 1; the point prediction divides compute by
-    the compute efficiency and sync by the network efficiency (their medians).
+    ``base`` holds the constants at factor 1: alpha_c the host floor, beta_c the device seconds
+    per sample, the sync terms at network efficiency 1; ``device_intercept`` is the device
+    line's intercept (ratio route; 0 for the flops route), from which the host floor is taken
+    out by the smooth max. The point prediction applies the beliefs' medians.
     """
 
     base: StepParams
-    compute: Belief
-    network: Belief
+    device_intercept: float
+    beliefs: LogBeliefs
     source: str  # where the constants came from, for the user
     n_observed: int = 0
     notes: list[str] = field(default_factory=list)
@@ -84,69 +102,74 @@ class TransferFit:
     # the source's per-batch compute shape, carried: the same layers at the same batch sizes
     correction: BatchCorrection | None = None
 
-    def _factor(self, local_bsz) -> np.ndarray | float:
-        return 1.0 if self.correction is None else self.correction.factor(local_bsz)
+    def _parts(self, theta: np.ndarray, num_nodes, num_workers, local_bsz, per_node) -> tuple:
+        """(H, D, T_s) at log factors ``theta`` (numpy broadcasting)."""
+        b = np.asarray(local_bsz, float)
+        line = self.device_intercept + self.base.beta_c * b
+        if self.correction is not None:
+            line = line * self.correction.factor(b)
+        scale = np.exp(_SIGN * theta)
+        host = self.base.alpha_c * scale[0]
+        if self.device_intercept > 0:
+            line = underlap(line, self.device_intercept, HOST_GAMMA)
+        device = line * scale[1]
+        sync = sync_time(self.base, num_nodes, num_workers, per_node) * scale[2]
+        return host, device, sync
 
-    def params(self) -> StepParams:
-        """Point constants: the beliefs' medians applied."""
-        c, s = np.exp(-self.compute.mu), np.exp(-self.network.mu)
-        b = self.base
-        return b._replace(
-            alpha_c=b.alpha_c * c,
-            beta_c=b.beta_c * c,
-            lat_intra=b.lat_intra * s,
-            bw_intra=b.bw_intra * s,
-            lat_inter=b.lat_inter * s,
-            bw_inter=b.bw_inter * s,
-        )
+    def _step(self, host, device, sync) -> tuple[np.ndarray, np.ndarray]:
+        """(T, T_c) from the parts."""
+        t_c = overlap(host, device, HOST_GAMMA)
+        return overlap(t_c, sync, self.base.gamma), t_c
 
     def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
         """Point, interval and breakdown (numpy broadcasting)."""
-        p = self.params()
-        total, t_c, t_s = step_time(
-            p, num_nodes, num_workers, local_bsz, per_node, self._factor(local_bsz)
-        )
-        # delta method in log space: d log T / d log T_c = 1 - sync share
-        f_c = 1.0 - sync_share(t_c, t_s, p.gamma)
-        sd = np.sqrt(
-            (f_c * self.compute.sd) ** 2 + ((1 - f_c) * self.network.sd) ** 2 + STEP_NOISE**2
-        )
-        h = norm.ppf(0.5 + level / 2) * sd
+        parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
+        total, t_c = self._step(*parts)
+        # delta method in log space: d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w),
+        # / d log T_s = s, with s the sync share of T and w the host share of T_c
+        w = sync_share(parts[1], parts[0], HOST_GAMMA)
+        s = sync_share(t_c, parts[2], self.base.gamma)
+        grads = [(1.0 - s) * w * _SIGN[0], (1.0 - s) * (1.0 - w) * _SIGN[1], s * _SIGN[2]]
+        z = norm.ppf(0.5 + level / 2)
+        spread = np.exp(z * np.sqrt(self.beliefs.log_sd(grads) ** 2 + STEP_NOISE**2))
+        lo, hi = total / spread, total * spread
+        # a smooth max is at least each of its parts, so every quantile of the step is at
+        # least that quantile of each part: the interval never ends below a part's own ends
+        for part, name in zip(parts, FACTORS, strict=True):
+            h_part = z * np.hypot(self.beliefs.sd(name), STEP_NOISE)
+            lo = np.maximum(lo, part * np.exp(-h_part))
+            hi = np.maximum(hi, part * np.exp(h_part))
         return {
             "step_time_s": total,
-            "step_time_lo": total * np.exp(-h),
-            "step_time_hi": total * np.exp(h),
+            "step_time_lo": lo,
+            "step_time_hi": hi,
             "compute_s": t_c,
-            "sync_s": t_s,
+            "sync_s": parts[2],
         }
 
     def update(self, rows: pd.DataFrame) -> TransferFit:
         """A new fit whose beliefs have seen measured steps of the target type.
 
-        Single-worker steps inform the compute efficiency; the multi-worker ones, their sync
-        (``sync_time_s``, else the step less the compute predicted now) the network one.
+        Each configuration's mean step is one observation of log T; where ``sync_time_s`` was
+        measured on several workers, also of the exposed sync T - T_c (as in step_fit).
         """
-        p = self.params()
-        k, n, b = (rows[c].to_numpy(float) for c in ("num_nodes", "num_workers", "local_bsz"))
-        g = np.ceil(n / k)
-        step = rows["step_time_s"].to_numpy(float)
-        t_c1 = (self.base.alpha_c + self.base.beta_c * b) * self._factor(b)  # at efficiency 1
-        single = n == 1
-        compute = self.compute.update(np.log(t_c1[single] / step[single]))
-        sync = (
-            rows["sync_time_s"].to_numpy(float)
-            if "sync_time_s" in rows
-            else np.full(step.shape, np.nan)
-        )
-        guess = step - (p.alpha_c + p.beta_c * b) * self._factor(b)
-        sync = np.where(np.isnan(sync), guess, sync)
-        base_s = step_time(self.base._replace(alpha_c=0.0, beta_c=0.0), k, n, b, g)[2]
-        ok = ~single & (sync > 0) & (base_s > 0)
-        network = self.network.update(np.log(base_s[ok] / sync[ok]))
+        if rows.empty:
+            return self
+        configs = aggregate(with_per_node(rows))
+        k, n, b, g = (configs[c].to_numpy(float) for c in CONFIG_KEYS)
+        step = configs["step"].to_numpy(float)
+        sync = configs["sync"].to_numpy(float)
+        has_sync = (n > 1) & np.isfinite(sync)
+
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            total, t_c = self._step(*self._parts(theta, k, n, b, g))
+            exposed = (total - t_c - sync) / step
+            return np.concatenate([np.log(total / step), exposed[has_sync]])
+
         return TransferFit(
             self.base,
-            compute,
-            network,
+            self.device_intercept,
+            self.beliefs.update(residuals, STEP_NOISE),
             self.source,
             self.n_observed + len(rows),
             [*self.notes, f"updated with {len(rows)} measured steps of the target type"],
@@ -160,8 +183,8 @@ class TransferFit:
         return {
             "kind": "transfer",
             "base": self.base._asdict(),
-            "compute": [self.compute.mu, self.compute.sd],
-            "network": [self.network.mu, self.network.sd],
+            "device_intercept": self.device_intercept,
+            "beliefs": self.beliefs.to_json(),
             "source": self.source,
             "n_observed": self.n_observed,
             "notes": list(self.notes),
@@ -173,10 +196,13 @@ class TransferFit:
     @classmethod
     def from_json(cls, data: dict) -> TransferFit:
         """Inverse of ``to_json``."""
+        beliefs = LogBeliefs.from_json(data["beliefs"])
+        if beliefs.names != FACTORS:
+            raise ValueError(f"transfer beliefs must be {FACTORS}, not {beliefs.names}")
         return cls(
             base=StepParams(**{k: float(v) for k, v in data["base"].items()}),
-            compute=Belief(*map(float, data["compute"])),
-            network=Belief(*map(float, data["network"])),
+            device_intercept=float(data["device_intercept"]),
+            beliefs=beliefs,
             source=str(data["source"]),
             n_observed=int(data["n_observed"]),
             notes=[str(x) for x in data["notes"]],
@@ -203,6 +229,55 @@ def _number(row: pd.Series | None, column: str) -> float | None:
 
 def _gbytes_per_s(gbits: float) -> float:
     return gbits * 1e9 / 8.0
+
+
+def _compute_route(
+    params: StepParams,
+    src: pd.Series | None,
+    peak_dst: float,
+    dst: pd.Series,
+    flops_per_sample: float | None,
+) -> tuple[float, float, dict[str, tuple[float, float]], list[str]] | None:
+    """(beta_c, device intercept, priors of host and compute, notes), or None if no route."""
+    peak_src = _number(src, PEAK_COLUMN)
+    if peak_src is not None:
+        scale = peak_src / peak_dst
+        compute_sd = EFFICIENCY_RATIO[1]
+        notes = [f"device work scaled by {PEAK_COLUMN} {peak_src:g} -> {peak_dst:g}"]
+        mem_src, mem_dst = _number(src, MEMORY_COLUMN), _number(dst, MEMORY_COLUMN)
+        if mem_src and mem_dst:
+            # training mixes compute-bound (convolutions, matmuls) and memory-bound layers
+            # (normalisation, activations, optimizer): the geometric mean of the two speed-ups,
+            # with the gap between them added to the belief's spread
+            gap = 0.5 * np.log((mem_src / mem_dst) / scale)
+            scale = float(np.sqrt(scale * mem_src / mem_dst))
+            compute_sd = float(np.hypot(compute_sd, gap))
+            notes.append(f"and by {MEMORY_COLUMN} {mem_src:g} -> {mem_dst:g} (geometric mean)")
+        priors = {"host": HOST_RATIO, "compute": (EFFICIENCY_RATIO[0], compute_sd)}
+        return params.beta_c * scale, params.alpha_c * scale, priors, notes
+    if flops_per_sample:
+        notes = [f"device work from {flops_per_sample:.3g} FLOP/sample at {peak_dst:g} TFLOP/s"]
+        priors = {"host": HOST_FLOPS, "compute": COMPUTE_EFFICIENCY}
+        return flops_per_sample / (peak_dst * 1e12), 0.0, priors, notes
+    return None
+
+
+def _sync_route(
+    params: StepParams, src: pd.Series | None, dst: pd.Series, grad_bytes: float | None
+) -> tuple[float, float, tuple[float, float], str] | None:
+    """(bw_intra, bw_inter, network prior, note), or None if no route."""
+    net_dst = _number(dst, "network_gbps")
+    net_src = _number(src, "network_gbps")
+    if grad_bytes and net_dst:
+        note = f"sync from {grad_bytes:.3g} gradient bytes over the links"
+        bw_intra = grad_bytes / _gbytes_per_s(INTRA_NODE_GBPS)
+        return bw_intra, grad_bytes / _gbytes_per_s(net_dst), NETWORK_EFFICIENCY, note
+    if net_src and net_dst and params.bw_inter > 0:
+        # the source's fitted seconds already include its efficiency: compare like with like
+        note = f"sync scaled by network_gbps {net_src:g} -> {net_dst:g}"
+        bw_inter = params.bw_inter * net_src / net_dst
+        return params.bw_intra, bw_inter, (1.0, NETWORK_EFFICIENCY[1]), note
+    return None
 
 
 def build_transfer(
@@ -236,70 +311,42 @@ def build_transfer(
             column=PEAK_COLUMN,
             fix=fix,
         )
-    peak_src = _number(src, PEAK_COLUMN)
-    notes = []
-    if peak_src is not None:
-        scale = peak_src / peak_dst
-        compute = Belief.prior(EFFICIENCY_RATIO)
-        notes.append(f"compute scaled by {PEAK_COLUMN} {peak_src:g} -> {peak_dst:g}")
-        mem_src, mem_dst = _number(src, MEMORY_COLUMN), _number(dst, MEMORY_COLUMN)
-        if mem_src and mem_dst:
-            # training mixes compute-bound (convolutions, matmuls) and memory-bound layers
-            # (normalisation, activations, optimizer): the geometric mean of the two speed-ups,
-            # with the gap between them added to the belief's spread
-            gap = 0.5 * np.log((mem_src / mem_dst) / scale)
-            scale = float(np.sqrt(scale * mem_src / mem_dst))
-            compute = Belief(compute.mu, float(np.hypot(compute.sd, gap)))
-            notes.append(f"and by {MEMORY_COLUMN} {mem_src:g} -> {mem_dst:g} (geometric mean)")
-        alpha, beta = params.alpha_c * scale, params.beta_c * scale
-    elif flops_per_sample:
-        peak = peak_dst * 1e12
-        beta = flops_per_sample / peak
-        alpha = params.alpha_c * beta / params.beta_c if params.beta_c > 0 else 0.0
-        compute = Belief.prior(COMPUTE_EFFICIENCY)
-        notes.append(f"compute from {flops_per_sample:.3g} FLOP/sample at {peak_dst:g} TFLOP/s")
-    else:
+    compute = _compute_route(params, src, peak_dst, dst, flops_per_sample)
+    if compute is None:
         raise InputError(
             f"cannot carry compute time from {source_type!r} to {target_type!r}: "
             f"no {PEAK_COLUMN} for the source and no flops_per_sample measured",
             column="flops_per_sample",
             fix="profile with srifty profile (it counts FLOPs per sample)",
         )
-    net_dst = _number(dst, "network_gbps")
-    net_src = _number(src, "network_gbps")
-    intra_bw = _gbytes_per_s(INTRA_NODE_GBPS)
-    lat_intra, lat_inter = params.lat_intra, params.lat_inter
-    if grad_bytes:
-        bw_intra = grad_bytes / intra_bw
-        bw_inter = grad_bytes / _gbytes_per_s(net_dst) if net_dst else np.nan
-        network = Belief.prior(NETWORK_EFFICIENCY)
-        notes.append(f"sync from {grad_bytes:.3g} gradient bytes over the links")
-    elif net_src and net_dst and params.bw_inter > 0:
-        # the source's fitted seconds already include its efficiency: compare like with like
-        bw_inter = params.bw_inter * net_src / net_dst
-        bw_intra = params.bw_intra
-        network = Belief.prior((1.0, NETWORK_EFFICIENCY[1]))
-        notes.append(f"sync scaled by network_gbps {net_src:g} -> {net_dst:g}")
-    else:
+    sync = _sync_route(params, src, dst, grad_bytes)
+    if sync is None and grad_bytes:
+        raise InputError(
+            f"the catalog has no network_gbps for {target_type!r}", column="network_gbps", fix=fix
+        )
+    if sync is None:
         raise InputError(
             f"cannot carry synchronisation time to {target_type!r}: no "
             "grad_bytes measured and no network figures for both types",
             column="grad_bytes",
             fix="profile with srifty profile (it records grad_bytes) or measure a multi-worker run",
         )
-    if np.isnan(bw_inter):
-        raise InputError(
-            f"the catalog has no network_gbps for {target_type!r}", column="network_gbps", fix=fix
-        )
-    base = params._replace(
-        alpha_c=alpha,
-        beta_c=beta,
-        bw_intra=bw_intra,
-        bw_inter=bw_inter,
-        lat_intra=lat_intra,
-        lat_inter=lat_inter,
-    )
-    # the priors' medians are efficiencies; keep base at efficiency 1 so updates act on them
+    beta, intercept, priors, notes = compute
+    bw_intra, bw_inter, network, sync_note = sync
+    notes = [
+        f"host floor alpha_c {params.alpha_c * 1e3:.3g} ms kept (not scaled by the accelerator)",
+        *notes,
+        sync_note,
+    ]
+    base = params._replace(beta_c=beta, bw_intra=bw_intra, bw_inter=bw_inter)
+    # base holds the constants at factor 1; the beliefs' medians are applied when predicting
+    beliefs = LogBeliefs.prior(**priors, network=network)
     return TransferFit(
-        base, compute, network, f"{source_type} -> {target_type}", 0, notes, correction=correction
+        base,
+        intercept,
+        beliefs,
+        f"{source_type} -> {target_type}",
+        0,
+        notes,
+        correction=correction,
     )

@@ -102,13 +102,32 @@ def overlap(t_c: np.ndarray, t_s: np.ndarray, gamma: float) -> np.ndarray:
     """T: compute and sync combined; gamma=1 adds them, large gamma approaches max."""
     if gamma == 1.0:
         return t_c + t_s
+    if gamma == 2.0:  # host/device overlap of carried fits (hardware): no powers
+        return np.hypot(t_c, t_s)
     # scale by the larger term so gamma up to 10 never overflows
     top = np.maximum(np.maximum(t_c, t_s), 1e-300)
     return top * ((t_c / top) ** gamma + (t_s / top) ** gamma) ** (1.0 / gamma)
 
 
+def underlap(total: np.ndarray, known: np.ndarray, gamma: float) -> np.ndarray:
+    """The other part of ``overlap``: t with (known**gamma + t**gamma)**(1/gamma) == total.
+
+    0 where ``known`` alone already exceeds ``total``.
+    """
+    if gamma == 2.0:  # seconds: squares neither overflow nor underflow
+        return np.sqrt(np.maximum(total * total - np.square(known), 0.0))
+    top = np.maximum(total, 1e-300)
+    rest = np.maximum(1.0 - (np.asarray(known, float) / top) ** gamma, 0.0)
+    return top * rest ** (1.0 / gamma)
+
+
 def sync_share(t_c: np.ndarray, t_s: np.ndarray, gamma: float) -> np.ndarray:
     """d log T / d log T_s = T_s**gamma / (T_c**gamma + T_s**gamma): the step's sync part."""
+    if gamma == 1.0:  # the common fitted value: no powers (a million candidates in a search)
+        return t_s / np.maximum(t_c + t_s, 1e-300)
+    if gamma == 2.0:
+        c, s = np.square(t_c), np.square(t_s)
+        return s / np.maximum(c + s, 1e-300)
     top = np.maximum(np.maximum(t_c, t_s), 1e-300)
     c, s = (t_c / top) ** gamma, (t_s / top) ** gamma
     return s / (c + s)

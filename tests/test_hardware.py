@@ -7,9 +7,13 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
 
-from srifty_kit import InputError, StepTimeModel
-from srifty_kit.hardware import Belief, build_transfer
+from srifty_kit import InputError, StepTimeModel, load_catalog
+from srifty_kit.beliefs import LogBeliefs
+from srifty_kit.hardware import HOST_FLOPS, HOST_RATIO, STEP_NOISE, build_transfer
 from srifty_kit.schemas import validate_catalog
 from srifty_kit.step_physics import StepParams, simulate
 
@@ -72,24 +76,41 @@ def width(pred: dict) -> np.ndarray:
     return np.log(pred["step_time_hi"] / pred["step_time_lo"])
 
 
-def test_unmeasured_type_is_predicted_from_peak_throughput(source_model):
-    args = ("resnet", "g4dn.12xlarge", 1, 1, np.array([8, 16, 32]))
-    here = source_model.predict_arrays(*args)
+def test_device_work_moves_with_the_accelerator_and_the_host_floor_stays(source_model):
+    bsz = 2 ** np.arange(0, 16)
+    args = ("resnet", "g4dn.12xlarge", 1, 1, bsz)
+    here = source_model.predict_arrays(*args)["compute_s"]
     there = source_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=catalog())
-    # compute moves between the fp32 peak (8.1 -> 15.7 TFLOP/s) and the memory bandwidth
-    # (320 -> 900 GB/s) speed-ups: their geometric mean
+    # the device part moves between the fp32 peak (8.1 -> 15.7 TFLOP/s) and the memory
+    # bandwidth (320 -> 900 GB/s) speed-ups: their geometric mean
     speedup = np.sqrt(15.7 / 8.1 * 900 / 320)
-    np.testing.assert_allclose(there["compute_s"], here["compute_s"] / speedup, rtol=1e-9)
-    assert (width(there) > width(here)).all()  # a carried prediction is less sure
+    ratio = there["compute_s"] / here
+    assert (ratio <= 1.0 + 1e-12).all() and (ratio >= 1.0 / speedup - 1e-12).all()
+    assert ratio[-1] == pytest.approx(1.0 / speedup, rel=0.01)  # device-bound: all of it moves
+    assert np.diff(ratio).max() <= 1e-12  # the larger the batch, the more of the step moves
+    assert there["compute_s"].min() >= SOURCE.alpha_c  # the host floor does not shrink
+    assert (width(there) > width(source_model.predict_arrays(*args))).all()  # less sure
 
 
-def test_without_memory_bandwidth_compute_moves_with_peak_alone(source_model):
+def test_a_type_with_the_source_figures_gets_the_source_prediction_back(source_model):
+    cat = catalog()
+    twin = cat[cat["instance_type"] == "g4dn.12xlarge"].assign(instance_type="g4dn.twin")
+    cat = pd.concat([cat, twin], ignore_index=True)
+    k, n, b = shapes(3)
+    here = source_model.predict_arrays("resnet", "g4dn.12xlarge", k, n, b)
+    there = source_model.predict_arrays("resnet", "g4dn.twin", k, n, b, catalog=cat)
+    for key in ("step_time_s", "compute_s", "sync_s"):
+        np.testing.assert_allclose(there[key], here[key], rtol=1e-9)
+
+
+def test_without_memory_bandwidth_device_work_moves_with_peak_alone(source_model):
     cat = catalog()
     cat["gpu_mem_bw_gbps"] = np.nan
-    args = ("resnet", "g4dn.12xlarge", 1, 1, np.array([8, 32]))
-    here = source_model.predict_arrays(*args)
+    args = ("resnet", "g4dn.12xlarge", 1, 1, np.array([8, 32, 1 << 16]))
+    here = source_model.predict_arrays(*args)["compute_s"]
     there = source_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=cat)
-    np.testing.assert_allclose(there["compute_s"], here["compute_s"] * 8.1 / 15.7, rtol=1e-9)
+    assert there["compute_s"][-1] == pytest.approx(here[-1] * 8.1 / 15.7, rel=0.01)
+    assert (there["compute_s"] >= here * 8.1 / 15.7).all()
 
 
 def test_slower_network_makes_multi_node_sync_slower(source_model):
@@ -127,14 +148,23 @@ def test_thinly_measured_type_is_carried_over_and_updated_at_fit():
     )
 
 
-def test_cpu_profile_is_carried_to_a_gpu_type_with_wide_intervals():
-    flops, grad_bytes = 1.2e9, 4.5e7
-    cpu = SOURCE._replace(alpha_c=0.01, beta_c=0.05)  # a slow CPU: 50 ms per sample
+def cpu_profile(
+    alpha: float, beta: float, flops: float, grad_bytes: float, name: str = "resnet"
+) -> StepTimeModel:
+    """A model fitted on one-worker steps of a CPU outside the catalog, with profile facts."""
+    cpu = SOURCE._replace(alpha_c=alpha, beta_c=beta)
     profile = table(cpu, "local-cpu-amd-epyc-2c", 1).query("num_workers == 1")
-    profile = profile.assign(flops_per_sample=flops, grad_bytes=grad_bytes, gpus_per_node=1)
+    profile = profile.assign(
+        model=name, flops_per_sample=flops, grad_bytes=grad_bytes, gpus_per_node=1
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no multi-worker rows: terms fixed, said in a warning
-        model = StepTimeModel().fit(profile)
+        return StepTimeModel().fit(profile)
+
+
+def test_cpu_profile_is_carried_to_a_gpu_type_with_wide_intervals():
+    flops, alpha = 1.2e9, 0.01
+    model = cpu_profile(alpha, 0.05, flops, 4.5e7)  # a slow CPU: 50 ms per sample
     pred = model.predict_arrays(
         "resnet", "g4dn.12xlarge", np.array([1, 2, 4]), np.array([1, 8, 16]), 32, catalog=catalog()
     )
@@ -142,10 +172,98 @@ def test_cpu_profile_is_carried_to_a_gpu_type_with_wide_intervals():
     # the GPU is faster than the CPU measured, and the interval spans well over a factor 2
     assert pred["compute_s"][0] < 0.01 + 0.05 * 32
     assert (pred["step_time_hi"] / pred["step_time_lo"] > 2.0).all()
-    # the interval holds the time at any efficiency within the prior's one-sd band
+    # the interval holds the step at any device efficiency within the prior's one-sd band,
+    # the host floor at its median, the two overlapped
     for eff in (0.2, 0.8):
-        t = flops * 32 / (8.1e12 * eff)
+        device = flops * 32 / (8.1e12 * eff)
+        t = np.hypot(alpha, device)
         assert pred["step_time_lo"][0] < t < pred["step_time_hi"][0]
+
+
+# the demo's MLP profiled on this 2-core CPU: ~1 ms fixed per step, ~37 us per sample,
+# 2.1 MFLOP per sample, 1.6 MB of gradients (data/sample_profile_single.csv)
+MLP = (1.0e-3, 3.7e-5, 2.13e6, 1.6e6)
+GPU_TYPES = [
+    t
+    for t, g, f in load_catalog()[["instance_type", "gpu_count", "gpu_fp32_tflops"]].itertuples(
+        index=False
+    )
+    if g > 0 and f > 0
+]
+
+
+@pytest.fixture(scope="module")
+def mlp_model() -> StepTimeModel:
+    return cpu_profile(*MLP, name="mlp")
+
+
+def test_a_small_model_profiled_on_a_cpu_never_steps_faster_than_its_host_floor_on_a_gpu(
+    mlp_model,
+):
+    alpha = mlp_model.groups_[("mlp", "local-cpu-amd-epyc-2c")].params.alpha_c
+    floor_lo = alpha * host_low_end("local-cpu")
+    bsz = np.array([1, 2, 8, 64])
+    for itype in GPU_TYPES:
+        pred = mlp_model.predict_arrays("mlp", itype, 1, 1, bsz, level=0.9)
+        # tens of microseconds at least, whatever the accelerator: a step pays its host work
+        assert (pred["step_time_s"] >= alpha).all(), itype
+        assert (pred["step_time_lo"] >= floor_lo * (1 - 1e-12)).all(), itype
+        assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
+        assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
+
+
+gpu_pairs = st.tuples(st.sampled_from(GPU_TYPES), st.sampled_from(GPU_TYPES))
+sources = st.builds(
+    lambda a, b: SOURCE._replace(alpha_c=a, beta_c=b),
+    st.floats(1e-5, 0.1),
+    st.floats(1e-7, 0.05),
+)
+
+
+def host_low_end(source: str, level: float = 0.9) -> float:
+    """Lower end of the host factor's interval: the floor a carried step never goes below."""
+    sd = (HOST_FLOPS if source.startswith("local-cpu") else HOST_RATIO)[1]
+    return float(np.exp(-norm.ppf(0.5 + level / 2) * np.hypot(sd, STEP_NOISE)))
+
+
+def _figures(itype: str) -> tuple[float, float]:
+    row = load_catalog().set_index("instance_type").loc[itype]
+    return float(row["gpu_fp32_tflops"]), float(row["gpu_mem_bw_gbps"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(sources, gpu_pairs, st.sampled_from(GPU_TYPES), st.booleans())
+def test_a_faster_accelerator_never_makes_a_step_slower(params, pair, source, by_flops):
+    cat = load_catalog()
+    (slow, fast) = sorted(pair, key=_figures)
+    if by_flops:  # a CPU profile: the target's peak alone decides
+        faster = _figures(fast)[0] >= _figures(slow)[0]
+        source = "local-cpu"
+    else:
+        faster = all(f >= s for f, s in zip(_figures(fast), _figures(slow), strict=True))
+    assume(faster)
+    bsz = 2.0 ** np.arange(0, 14)
+    steps = [
+        build_transfer(params, source, t, cat, 2e9, 1e8).predict(1, 1, bsz, 1, 0.9)
+        for t in (slow, fast)
+    ]
+    assert (steps[1]["step_time_s"] <= steps[0]["step_time_s"] * (1 + 1e-12)).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sources, st.sampled_from(GPU_TYPES), st.sampled_from(["g4dn.xlarge", "local-cpu"]))
+def test_throughput_per_gpu_rises_with_local_batch_with_diminishing_returns(params, target, src):
+    fit = build_transfer(params, src, target, load_catalog(), 2e9, 1e8)
+    bsz = 2.0 ** np.arange(0, 16)
+    for k, n in ((1, 1), (1, 4), (2, 8)):
+        pred = fit.predict(k, n, bsz, n // k, 0.9)
+        throughput = bsz / pred["step_time_s"]
+        gain = throughput[1:] / throughput[:-1]  # per doubling of the local batch
+        assert (gain >= 1 - 1e-9).all() and (gain <= 2 + 1e-9).all()
+        assert (np.diff(gain) <= 1e-9).all()
+        lo, hi = pred["step_time_lo"], pred["step_time_hi"]
+        assert (lo <= pred["step_time_s"]).all() and (pred["step_time_s"] <= hi).all()
+        assert (lo >= params.alpha_c * host_low_end(src) * (1 - 1e-12)).all()
 
 
 def test_type_outside_the_catalog_cannot_be_carried(source_model):
@@ -164,10 +282,20 @@ def test_cpu_source_without_flop_count_cannot_reach_a_gpu():
 
 
 def test_belief_update_is_the_conjugate_normal_posterior():
-    prior = Belief(0.0, 1.0)
-    post = prior.update(np.full(4, 0.5), noise_sd=1.0)
-    assert post.mu == pytest.approx(0.4) and post.sd == pytest.approx(np.sqrt(1 / 5))
-    assert prior.update(np.array([])) == prior
+    prior = LogBeliefs(("a",), np.array([0.0]), np.array([[1.0]]))
+    post = prior.update(lambda t: np.full(4, 0.5) - t[0], noise_sd=1.0)
+    assert post.mean[0] == pytest.approx(0.4) and post.sd("a") == pytest.approx(np.sqrt(1 / 5))
+    assert prior.update(lambda t: np.array([]), noise_sd=1.0) is prior
+    # two correlated factors observed through a linear map: Bayesian linear regression
+    x = np.array([[1.0, 0.5], [0.2, 1.0], [1.0, 1.0]])
+    y = np.array([0.3, -0.2, 0.1])
+    prior = LogBeliefs.prior(a=(1.0, 0.5), b=(2.0, 0.8))
+    post = prior.update(lambda t: y - x @ t, noise_sd=0.1)
+    precision = np.linalg.inv(prior.cov) + x.T @ x / 0.01
+    cov = np.linalg.inv(precision)
+    mean = cov @ (np.linalg.inv(prior.cov) @ prior.mean + x.T @ y / 0.01)
+    np.testing.assert_allclose(post.cov, cov, rtol=1e-5)
+    np.testing.assert_allclose(post.mean, mean, rtol=1e-5, atol=1e-8)
 
 
 def test_saved_model_keeps_carried_groups(tmp_path):
