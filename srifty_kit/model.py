@@ -108,6 +108,10 @@ class StepTimeModel(BaseEstimator):
         self.gpus_per_node_ = {
             str(t): int(g) for t, g in table.groupby("instance_type")["gpus_per_node"].max().items()
         }
+        bsz = table.groupby(["model", "instance_type"])["local_bsz"].agg(["min", "max"])
+        self.local_bsz_range_ = {
+            (str(m), str(t)): (int(lo), int(hi)) for (m, t), (lo, hi) in bsz.iterrows()
+        }
         self.__dict__.pop("_transfers", None)
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
             if fits[key].n_configs < THIN_GROUP:
@@ -261,13 +265,7 @@ class StepTimeModel(BaseEstimator):
     def _group(
         self, model: str, instance_type: str, catalog: pd.DataFrame | None
     ) -> GroupFit | TransferFit:
-        self._check_fitted()
-        if model not in self.models_:
-            raise InputError(
-                f"training model {model!r} was not fitted{did_you_mean(model, self.models_)}",
-                column="model",
-                fix="fit measurements of this model first; fitted: " + ", ".join(self.models_),
-            )
+        self._check_model(model)
         key = (model, instance_type)
         if key in self.groups_:
             return self.groups_[key]
@@ -286,17 +284,8 @@ class StepTimeModel(BaseEstimator):
         exclude: str | None = None,
     ) -> TransferFit:
         """Carry the best-measured fit of ``model`` to ``instance_type`` (see hardware)."""
-        sources = [
-            (f.n_configs, t, f)
-            for (m, t), f in self.groups_.items()
-            if m == model and t != exclude and isinstance(f, GroupFit)
-        ]
-        if not sources:
-            raise InputError(
-                f"no measured fit of {model!r} to carry to {instance_type!r}",
-                fix="measure this model on some instance type first",
-            )
-        _, source_type, fit = max(sources, key=lambda s: (s[0], s[1]))
+        source_type = self._source(model, instance_type, exclude)
+        fit = self.groups_[(model, source_type)]
         if catalog is None:
             from .catalog import load_catalog  # same layer below; loaded only when needed
 
@@ -312,9 +301,45 @@ class StepTimeModel(BaseEstimator):
             fit.correction,
         )
 
+    def _source(self, model: str, instance_type: str, exclude: str | None = None) -> str:
+        """The instance type whose fit of ``model`` is carried to others: the best measured."""
+        sources = [
+            (f.n_configs, t)
+            for (m, t), f in self.groups_.items()
+            if m == model and t != exclude and isinstance(f, GroupFit)
+        ]
+        if not sources:
+            raise InputError(
+                f"no measured fit of {model!r} to carry to {instance_type!r}",
+                fix="measure this model on some instance type first",
+            )
+        return max(sources)[1]
+
+    def batch_range(self, model: str, instance_type: str) -> tuple[int, int]:
+        """Smallest and largest local batch the prediction for this pair rests on.
+
+        A measured pair: its own measurements (``local_bsz_range_``). A type never measured:
+        the measurements of the type its fit is carried from; beyond them compute is
+        extrapolated along the fitted line.
+        """
+        self._check_model(model)
+        key = (model, instance_type)
+        if key not in self.local_bsz_range_:
+            key = (model, self._source(model, instance_type))
+        return self.local_bsz_range_[key]
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "groups_"):
             raise InputError("this StepTimeModel is not fitted", fix="call fit(measurements)")
+
+    def _check_model(self, model: str) -> None:
+        self._check_fitted()
+        if model not in self.models_:
+            raise InputError(
+                f"training model {model!r} was not fitted{did_you_mean(model, self.models_)}",
+                column="model",
+                fix="fit measurements of this model first; fitted: " + ", ".join(self.models_),
+            )
 
     @staticmethod
     def _check_level(level: float) -> float:

@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .model import StepTimeModel
 
 FORMAT = "srifty_kit.StepTimeModel"
-VERSION = 1
+# 2: carried groups split host and device compute (joint beliefs); every group records the
+# local batch range it was fitted on
+VERSION = 2
 _FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 
@@ -35,7 +37,12 @@ def model_document(model: StepTimeModel) -> dict:
         "gpus_per_node": dict(model.gpus_per_node_),
         "profile_facts": model.profile_facts_,
         "groups": [
-            {"model": m, "instance_type": t, **fit.to_json()}
+            {
+                "model": m,
+                "instance_type": t,
+                "local_bsz_range": list(model.local_bsz_range_[(m, t)]),
+                **fit.to_json(),
+            }
             for (m, t), fit in sorted(model.groups_.items())
         ],
     }
@@ -60,8 +67,11 @@ def load_model(cls: type[StepTimeModel], path: str | os.PathLike) -> StepTimeMod
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError("not a srifty_kit StepTimeModel file", source=src, fix=_FIX)
     if doc.get("version") != VERSION:
+        older = isinstance(doc.get("version"), int) and doc["version"] < VERSION
         raise InputError(
-            f"model file version {doc.get('version')!r}; this srifty_kit reads version {VERSION}",
+            f"model file version {doc.get('version')!r}"
+            + (" was written by an older srifty_kit" if older else "")
+            + f"; this srifty_kit reads version {VERSION}",
             source=src,
             fix=_FIX,
         )
@@ -86,6 +96,12 @@ def _rebuild(cls: type[StepTimeModel], doc: dict, src: str) -> StepTimeModel:
             (str(g["model"]), str(g["instance_type"])): GroupFit.from_json(g) for g in doc["groups"]
         }
         gpus = {str(k): int(v) for k, v in doc["gpus_per_node"].items()}
+        ranges = {
+            (str(g["model"]), str(g["instance_type"])): tuple(map(int, g["local_bsz_range"]))
+            for g in doc["groups"]
+        }
+        if any(len(r) != 2 or not 1 <= r[0] <= r[1] for r in ranges.values()):
+            raise ValueError("local_bsz_range must be [smallest, largest] local batch")
         facts = {
             str(m): {str(k): float(v) for k, v in f.items()}
             for m, f in doc["profile_facts"].items()
@@ -96,6 +112,7 @@ def _rebuild(cls: type[StepTimeModel], doc: dict, src: str) -> StepTimeModel:
         raise InputError("the model file holds no fitted groups", source=src, fix=_FIX)
     model.groups_ = groups
     model.gpus_per_node_ = gpus
+    model.local_bsz_range_ = ranges
     model.profile_facts_ = facts
     model.models_ = sorted({k[0] for k in groups})
     model.instance_types_ = sorted({k[1] for k in groups})

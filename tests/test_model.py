@@ -209,9 +209,24 @@ def test_a_model_file_of_another_version_is_refused(fitted, tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(InputError, match="version 99"):
         StepTimeModel.load(path)
+    doc["version"] = 1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="version 1 was written by an older srifty_kit"):
+        StepTimeModel.load(path)
     path.write_text("{not json")
     with pytest.raises(InputError, match="JSON"):
         StepTimeModel.load(path)
+
+
+def test_the_batch_range_each_group_was_fitted_on_is_kept_and_saved(fitted, tmp_path):
+    assert fitted.local_bsz_range_ == {("resnet", "g4dn.12xlarge"): (8, 64)}
+    # a type never measured rests on the measurements of the type it is carried from
+    assert fitted.batch_range("resnet", "p4d.24xlarge") == (8, 64)
+    fitted.save(tmp_path / "model.json")
+    again = StepTimeModel.load(tmp_path / "model.json")
+    assert again.local_bsz_range_ == fitted.local_bsz_range_
+    with pytest.raises(InputError, match="did you mean 'resnet'"):
+        again.batch_range("resnt", "g4dn.12xlarge")
 
 
 def test_an_unknown_training_model_gets_did_you_mean(fitted):
