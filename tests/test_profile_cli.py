@@ -96,15 +96,14 @@ def test_ctrl_c_keeps_the_steps_measured_so_far(tmp_path):
     reader = threading.Thread(target=lambda: seen.extend(iter(lambda: proc.stderr.read(1), "")))
     reader.start()
     deadline = time.monotonic() + 120
-    while "profiling mlp" not in "".join(seen) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(2)  # some steps into the first batch size
+    while "n=" not in "".join(seen) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the progress bar shows a step count once steps are being timed
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     reader.join(10)
     assert proc.returncode == 130, "".join(seen)[-2000:]
     kept = validate_measurements(read_table(tmp_path / "p.csv"))
-    assert len(kept) > 10
+    assert len(kept) >= 1 and (kept["step_time_s"] > 0).all()
     assert "interrupted" in "".join(seen)
 
 
