@@ -17,6 +17,7 @@ def _notebook(path, body: str):
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[params, new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.metadata["language_info"] = {"name": "python"}  # papermill needs the language
     nbformat.write(nb, path)
     return path
 
