@@ -194,7 +194,7 @@ def test_ctrl_c_keeps_every_step_so_far_and_writes_them(tmp_path):
 
     out = tmp_path / "p.csv"
     result = profile_model(model, make_batch, loss_until_interrupted, opt, [4, 8],
-                           target_precision=0.001, max_seconds=2, min_steps=30,
+                           target_precision=0.001, max_seconds=60, min_steps=30,
                            max_steps=30, out=out, **FAST)
     assert result.interrupted
     kept = read_table(out)
