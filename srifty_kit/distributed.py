@@ -38,7 +38,7 @@ from . import machine
 from .distributed_worker import Layout, Plan, init_group, run
 from .errors import InputError
 from .launch import measure_world
-from .profile import check_batch_sizes
+from .profile import check_batch_sizes, check_out_path
 from .schemas import validate_measurements
 from .tables import write_table
 from .zoo import load_spec
@@ -128,6 +128,8 @@ def profile_distributed(
     """
     import torch
 
+    check_out_path(out)
+    check_out_path(collectives_out)
     if model is not None:
         load_spec(model)  # an unknown name fails here, before any process starts
     batches = check_batch_sizes(batch_sizes) if model is not None else []

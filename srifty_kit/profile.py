@@ -62,6 +62,13 @@ def check_batch_sizes(batch_sizes: Iterable[int], what: str = "batch sizes") -> 
     return sorted({int(b) for b in sizes})
 
 
+def check_out_path(path: str | os.PathLike | None) -> None:
+    """Refuse an output name that write_table cannot write, before anything is measured."""
+    if path is not None and Path(path).suffix.lower() not in (".csv", ".parquet", ".json"):
+        raise InputError(f"cannot write a table to {Path(path).name!r}", source=str(path),
+                         fix="name the output .csv, .parquet or .json")
+
+
 def facts_path(path: str | os.PathLike) -> Path:
     """Where the facts JSON of a measurement table lives: ``p.csv`` -> ``p.facts.json``."""
     path = Path(path)
@@ -269,6 +276,7 @@ def profile_model(
     if not max_seconds > 0:
         raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
     pair = _noise_pair(sizes, noise_batch_sizes)
+    check_out_path(out)
     dev = resolve_device(device)
     wall0 = time.perf_counter()
     saved = _snapshot(model)
