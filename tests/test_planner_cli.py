@@ -44,6 +44,15 @@ def reference_model(tmp_path_factory) -> Path:
     return fit(path, tmp_path_factory.mktemp("reference"))
 
 
+@pytest.fixture(scope="module")
+def sample_model(tmp_path_factory) -> Path:
+    """Fitted on the profiles this project's profiler made here (one process and DDP)."""
+    tmp = tmp_path_factory.mktemp("sample")
+    parts = [pd.read_csv(REPO / "data" / f"sample_profile_{k}.csv") for k in ("single", "dist")]
+    pd.concat(parts, ignore_index=True).to_csv(tmp / "measured.csv", index=False)
+    return fit(tmp / "measured.csv", tmp)
+
+
 def ask(model: Path, tmp: Path, workload: str, *extra: str) -> dict:
     done = srifty("search", "--model", str(model), "--workload", workload, "--format", "json",
                   "--max-nodes", "8", *extra, cwd=tmp)
@@ -54,11 +63,14 @@ def ask(model: Path, tmp: Path, workload: str, *extra: str) -> dict:
 WORK = {"resnet": ("--epochs", "90", "--dataset-size", "1281167", "--reference-bsz", "256",
                    "--noise-scale", "4096", "--local-bsz", "16,32,64"),
         "bert": ("--samples", "2e7", "--reference-bsz", "96", "--noise-scale", "2000",
-                 "--local-bsz", "4,8,12")}
+                 "--local-bsz", "4,8,12"),
+        "cnn": ("--samples", "5e7", "--reference-bsz", "64", "--noise-scale", "500",
+                "--local-bsz", "8,16,32,64")}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("which", "workload"), [("synthetic", "resnet"), ("reference", "bert")])
+@pytest.mark.parametrize(("which", "workload"), [
+    ("synthetic", "resnet"), ("reference", "bert"), ("sample", "cnn")])
 def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
     model = request.getfixturevalue(f"{which}_model")
     work = WORK[workload]
@@ -84,17 +96,6 @@ def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
     assert len(front) >= 2 and front["time_hi_h"].is_monotonic_increasing
     assert front["cost_hi_usd"].is_monotonic_decreasing
     assert (front["time_hi_h"] == whole["knee"]["time_hi_h"]).any()
-
-
-@pytest.mark.slow
-def test_sample_profiles_answer_too(tmp_path):
-    profiles = sorted((REPO / "data").glob("sample_profile*.csv"))
-    if not profiles:
-        pytest.skip("no data/sample_profile*.csv yet (made by the profiler)")
-    model = fit(profiles[0], tmp_path)
-    workload = str(pd.read_csv(profiles[0])["model"].iloc[0])
-    answer = ask(model, tmp_path, workload, "--samples", "1e7", "--objective", "knee")
-    assert answer["feasible"] or answer["infeasible_reason"]
 
 
 @pytest.mark.slow
