@@ -41,7 +41,7 @@ from .batch_fix import BatchCorrection
 from .beliefs import LogBeliefs
 from .errors import InputError
 from .step_fit import CONFIG_KEYS, aggregate, with_per_node
-from .step_physics import StepParams, overlap, sync_share, sync_time, underlap
+from .step_physics import StepParams, compute_time, overlap, sync_share, sync_time, underlap
 
 PEAK_COLUMN = "gpu_fp32_tflops"  # dense fp32 peak per GPU: training without mixed precision
 MEMORY_COLUMN = "gpu_mem_bw_gbps"  # memory bandwidth per GPU
@@ -61,6 +61,12 @@ HOST_RATIO = (1.0, np.log(2.0))
 #   (dispatch per op, the optimizer's loop over parameters), part of it arithmetic a GPU would
 #   do faster, while a GPU adds a launch per op: median 1, a factor 2.5 at one sd
 HOST_FLOPS = (1.0, np.log(2.5))
+# - the host floor is never below the host work of the smallest eager training step: ~20 ops
+#   (one layer's forward, the loss, autograd's backward, an optimizer step) at ~5 us of
+#   dispatch and launch each, unless a measured step was quicker (CUDA graphs, a compiled
+#   step). A fitted intercept below it is noise, or was fixed at 0 when a single batch size
+#   was measured; a carried step must not become nanoseconds through it
+HOST_FLOOR_MIN_S = 1e-4
 # - achieved fraction of the dense fp32 peak in training: ~0.15-0.8 across CNNs and
 #   transformers (e.g. ResNet-50 on a T4 reaches ~0.6 of 8.1 TFLOP/s in the Pollux g4dn traces:
 #   ~24.6 GFLOP per sample fwd+bwd at ~210 samples/s); median 0.4, a factor 2 either way at 1 sd
@@ -85,14 +91,16 @@ _SIGN = np.array([1.0, -1.0, -1.0])
 class TransferFit:
     """A step-time model carried to another instance type: constants plus their beliefs.
 
-    ``base`` holds the constants at factor 1: alpha_c the host floor, beta_c the device seconds
-    per sample, the sync terms at network efficiency 1; ``device_intercept`` is the device
-    line's intercept (ratio route; 0 for the flops route), from which the host floor is taken
-    out by the smooth max. The point prediction applies the beliefs' medians.
+    ``base`` holds the constants at factor 1: alpha_c the host floor, beta_c the device line's
+    seconds per sample, the sync terms at network efficiency 1. The point prediction applies
+    the beliefs' medians.
     """
 
     base: StepParams
+    # D1 = ((device_intercept + beta_c*b)**g - device_hidden**g)**(1/g): the source's line at
+    # the target's speed, less the host floor it contained (both 0 on the flops route)
     device_intercept: float
+    device_hidden: float
     beliefs: LogBeliefs
     source: str  # where the constants came from, for the user
     n_observed: int = 0
@@ -110,8 +118,8 @@ class TransferFit:
             line = line * self.correction.factor(b)
         scale = np.exp(_SIGN * theta)
         host = self.base.alpha_c * scale[0]
-        if self.device_intercept > 0:
-            line = underlap(line, self.device_intercept, HOST_GAMMA)
+        if self.device_hidden > 0:
+            line = underlap(line, self.device_hidden, HOST_GAMMA)
         device = line * scale[1]
         sync = sync_time(self.base, num_nodes, num_workers, per_node) * scale[2]
         return host, device, sync
@@ -169,6 +177,7 @@ class TransferFit:
         return TransferFit(
             self.base,
             self.device_intercept,
+            self.device_hidden,
             self.beliefs.update(residuals, STEP_NOISE),
             self.source,
             self.n_observed + len(rows),
@@ -184,6 +193,7 @@ class TransferFit:
             "kind": "transfer",
             "base": self.base._asdict(),
             "device_intercept": self.device_intercept,
+            "device_hidden": self.device_hidden,
             "beliefs": self.beliefs.to_json(),
             "source": self.source,
             "n_observed": self.n_observed,
@@ -202,6 +212,7 @@ class TransferFit:
         return cls(
             base=StepParams(**{k: float(v) for k, v in data["base"].items()}),
             device_intercept=float(data["device_intercept"]),
+            device_hidden=float(data["device_hidden"]),
             beliefs=beliefs,
             source=str(data["source"]),
             n_observed=int(data["n_observed"]),
@@ -238,7 +249,7 @@ def _compute_route(
     dst: pd.Series,
     flops_per_sample: float | None,
 ) -> tuple[float, float, dict[str, tuple[float, float]], list[str]] | None:
-    """(beta_c, device intercept, priors of host and compute, notes), or None if no route."""
+    """(beta_c, scale of the source line, priors of host and compute, notes), or None."""
     peak_src = _number(src, PEAK_COLUMN)
     if peak_src is not None:
         scale = peak_src / peak_dst
@@ -254,7 +265,7 @@ def _compute_route(
             compute_sd = float(np.hypot(compute_sd, gap))
             notes.append(f"and by {MEMORY_COLUMN} {mem_src:g} -> {mem_dst:g} (geometric mean)")
         priors = {"host": HOST_RATIO, "compute": (EFFICIENCY_RATIO[0], compute_sd)}
-        return params.beta_c * scale, params.alpha_c * scale, priors, notes
+        return params.beta_c * scale, scale, priors, notes
     if flops_per_sample:
         notes = [f"device work from {flops_per_sample:.3g} FLOP/sample at {peak_dst:g} TFLOP/s"]
         priors = {"host": HOST_FLOPS, "compute": COMPUTE_EFFICIENCY}
@@ -280,6 +291,18 @@ def _sync_route(
     return None
 
 
+def _host_floor(
+    params: StepParams, correction: BatchCorrection | None, min_bsz: float | None
+) -> float:
+    """The fitted intercept, raised to the smallest eager step's host work unless a measured
+    step (at ``min_bsz``, the smallest batch measured) was quicker than that."""
+    if min_bsz is not None:
+        factor = 1.0 if correction is None else float(correction.factor(min_bsz))
+        if float(compute_time(params, min_bsz)) * factor < HOST_FLOOR_MIN_S:
+            return params.alpha_c  # e.g. CUDA graphs or a compiled step: less host work
+    return max(params.alpha_c, HOST_FLOOR_MIN_S)
+
+
 def build_transfer(
     params: StepParams,
     source_type: str,
@@ -288,10 +311,13 @@ def build_transfer(
     flops_per_sample: float | None = None,
     grad_bytes: float | None = None,
     correction: BatchCorrection | None = None,
+    min_bsz: float | None = None,
 ) -> TransferFit:
     """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
 
-    Raises InputError naming the missing figure when neither route is possible.
+    ``min_bsz``, the smallest local batch measured on the source, caps the assumed smallest
+    host floor: host work never exceeds a measured step. Raises InputError naming the missing
+    figure when neither route is possible.
     """
     dst = _figures(catalog, target_type)
     src = _figures(catalog, source_type)
@@ -331,19 +357,22 @@ def build_transfer(
             column="grad_bytes",
             fix="profile with srifty profile (it records grad_bytes) or measure a multi-worker run",
         )
-    beta, intercept, priors, notes = compute
+    beta, scale, priors, notes = compute
     bw_intra, bw_inter, network, sync_note = sync
+    host = _host_floor(params, correction, min_bsz)
+    kept = "kept" if host == params.alpha_c else f"below the smallest eager step's: {host:.3g} s"
     notes = [
-        f"host floor alpha_c {params.alpha_c * 1e3:.3g} ms kept (not scaled by the accelerator)",
+        f"host floor alpha_c {params.alpha_c:.3g} s {kept} (not scaled by the accelerator)",
         *notes,
         sync_note,
     ]
-    base = params._replace(beta_c=beta, bw_intra=bw_intra, bw_inter=bw_inter)
+    base = params._replace(alpha_c=host, beta_c=beta, bw_intra=bw_intra, bw_inter=bw_inter)
     # base holds the constants at factor 1; the beliefs' medians are applied when predicting
     beliefs = LogBeliefs.prior(**priors, network=network)
     return TransferFit(
         base,
-        intercept,
+        params.alpha_c * scale,
+        host * scale,
         beliefs,
         f"{source_type} -> {target_type}",
         0,

@@ -299,6 +299,7 @@ class StepTimeModel(BaseEstimator):
             facts.get("flops_per_sample"),
             facts.get("grad_bytes"),
             fit.correction,
+            self.local_bsz_range_[(model, source_type)][0],
         )
 
     def _source(self, model: str, instance_type: str, exclude: str | None = None) -> str:

@@ -13,9 +13,15 @@ from scipy.stats import norm
 
 from srifty_kit import InputError, StepTimeModel, load_catalog
 from srifty_kit.beliefs import LogBeliefs
-from srifty_kit.hardware import HOST_FLOPS, HOST_RATIO, STEP_NOISE, build_transfer
+from srifty_kit.hardware import (
+    HOST_FLOOR_MIN_S,
+    HOST_FLOPS,
+    HOST_RATIO,
+    STEP_NOISE,
+    build_transfer,
+)
 from srifty_kit.schemas import validate_catalog
-from srifty_kit.step_physics import StepParams, simulate
+from srifty_kit.step_physics import StepParams, simulate, step_time
 
 SOURCE = StepParams(0.02, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 
@@ -101,6 +107,15 @@ def test_a_type_with_the_source_figures_gets_the_source_prediction_back(source_m
     there = source_model.predict_arrays("resnet", "g4dn.twin", k, n, b, catalog=cat)
     for key in ("step_time_s", "compute_s", "sync_s"):
         np.testing.assert_allclose(there[key], here[key], rtol=1e-9)
+    # also when the host floor was raised above a fitted intercept, at the batches measured
+    small = SOURCE._replace(alpha_c=2e-5, beta_c=1e-4)
+    carried = build_transfer(small, "g4dn.12xlarge", "g4dn.twin", cat, min_bsz=8)
+    assert carried.base.alpha_c == HOST_FLOOR_MIN_S
+    np.testing.assert_allclose(
+        carried.predict(k, n, b, np.ceil(n / k), 0.9)["step_time_s"],
+        step_time(small, k, n, b, np.ceil(n / k))[0],
+        rtol=1e-9,
+    )
 
 
 def test_without_memory_bandwidth_device_work_moves_with_peak_alone(source_model):
@@ -210,6 +225,28 @@ def test_a_small_model_profiled_on_a_cpu_never_steps_faster_than_its_host_floor_
         assert (pred["step_time_lo"] >= floor_lo * (1 - 1e-12)).all(), itype
         assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
         assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
+
+
+def test_a_profile_of_one_batch_size_still_carries_a_host_floor():
+    # one batch size: the intercept cannot be fitted and is fixed at 0
+    model = cpu_profile(0.01, 0.05, 1.2e9, 4.5e7)
+    rows = table(SOURCE._replace(alpha_c=0.01, beta_c=0.05), "local-cpu-amd-epyc-2c", 1)
+    rows = rows.query("num_workers == 1 and local_bsz == 16")
+    rows = rows.assign(flops_per_sample=2e6, grad_bytes=1.6e6, gpus_per_node=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(rows)
+    assert model.groups_[("resnet", "local-cpu-amd-epyc-2c")].params.alpha_c == 0.0
+    pred = model.predict_arrays("resnet", "p4d.24xlarge", 1, 1, np.array([1, 16]))
+    assert (pred["step_time_s"] >= HOST_FLOOR_MIN_S).all()
+    assert "host floor" in model._transfer("resnet", "p4d.24xlarge", None).notes[0]
+
+
+def test_steps_measured_quicker_than_eager_host_work_are_believed():
+    # a CUDA-graph step: 20 us at batch 1 on the source; the assumed eager floor gives way
+    graphed = SOURCE._replace(alpha_c=1.5e-5, beta_c=5e-6)
+    fit = build_transfer(graphed, "g4dn.12xlarge", "p3.8xlarge", catalog(), min_bsz=1)
+    assert fit.predict(1, 1, 1, 1, 0.9)["step_time_s"] < 2e-5
 
 
 gpu_pairs = st.tuples(st.sampled_from(GPU_TYPES), st.sampled_from(GPU_TYPES))
