@@ -5,7 +5,8 @@ A carried step splits compute into a host part and a device part (symbols as in 
     H   = alpha_c * h                      host: Python, the dispatcher, one kernel launch per
                                            op, the optimizer's loop. The measured intercept, kept
                                            at the source's value times a host factor h: a faster
-                                           accelerator does not remove it
+                                           accelerator does not remove it (never below
+                                           HOST_FLOOR_MIN_S unless a measured step was quicker)
     D   = D1(b) / e                        device: the batch's work at efficiency 1 over the
                                            achieved efficiency e
     T_c = (H**g + D**g) ** (1/g)           g = HOST_GAMMA: CUDA runs asynchronously, the device
@@ -26,7 +27,8 @@ D1 moves by one of two routes, the better one available taken:
          D1 = flops_per_sample * b / peak_dst.
 h, e and n are a joint lognormal belief (``beliefs.LogBeliefs``): wide before the target type
 is measured, narrowed by its measured steps (``TransferFit.update``), so the interval shrinks
-with evidence.
+with evidence. The interval is the delta method's in the logs, widened where needed so that
+neither end lies below that end of any part's own interval: a smooth max is at least each part.
 """
 
 from __future__ import annotations
@@ -360,9 +362,10 @@ def build_transfer(
     beta, scale, priors, notes = compute
     bw_intra, bw_inter, network, sync_note = sync
     host = _host_floor(params, correction, min_bsz)
-    kept = "kept" if host == params.alpha_c else f"below the smallest eager step's: {host:.3g} s"
+    raised = "" if host == params.alpha_c else f" raised to {host:.3g} s (smallest eager step)"
     notes = [
-        f"host floor alpha_c {params.alpha_c:.3g} s {kept} (not scaled by the accelerator)",
+        f"host floor: fitted intercept {params.alpha_c:.3g} s{raised}, not scaled by the "
+        "accelerator",
         *notes,
         sync_note,
     ]
