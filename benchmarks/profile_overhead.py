@@ -117,7 +117,13 @@ def main() -> int:
         for name in MODELS:
             rows += [{**r, "rep": rep} for r in (_ours(name), *_timer(name))]
     runs = pd.DataFrame(rows)
-    table = runs.groupby(["model", "tool"], sort=False).median(numeric_only=True).reset_index()
+    # per model and tool, the round with the median wall time (its numbers belong together)
+    pick = runs.groupby(["model", "tool"], sort=False)["wall_s"].transform(
+        lambda w: w.index == (w - w.median()).abs().idxmin())
+    table = runs[pick.astype(bool)].copy()
+    order = {t: i for i, t in enumerate(runs["tool"].unique())}
+    table = table.sort_values(["model", "tool"], key=lambda c: c.map(
+        order if c.name == "tool" else {m: i for i, m in enumerate(MODELS)})).reset_index(drop=True)
     ours = table[table["tool"] == "srifty profile_model"].set_index("model")
     table["steps_vs_ours"] = table["steps"] / table["model"].map(ours["steps"])
     table["wall_vs_ours"] = table["wall_s"] / table["model"].map(ours["wall_s"])
@@ -131,8 +137,9 @@ def main() -> int:
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     text = (
         "# Profiler overhead and steps to a precision\n\n"
-        f"Batch size {BATCH}, target: 95% CI of the mean within +-{TARGET:.0%}; medians of "
-        f"{REPEATS} rounds. torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"Batch size {BATCH}, target: 95% CI of the mean within +-{TARGET:.0%}; of "
+        f"{REPEATS} rounds, the one with the median wall time per model and tool. "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"load average {load} (a machine shared with other jobs: step times are noisy).\n\n"
         "`overhead` = 1 - time inside measured steps / wall time of the whole call (ours: "
         "warm-up, FLOP count, gradient noise scale and memory probe included); "
