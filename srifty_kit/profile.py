@@ -364,7 +364,8 @@ def _noise_pair(sizes: list[int], given: tuple[int, int] | None) -> tuple[int, i
         return noise_scale.noise_batch_sizes(sizes)
     pair = check_batch_sizes(given, what="noise batch sizes")
     if len(pair) != 2:
-        raise InputError(f"noise batch sizes {list(given)} are not two different sizes",
+        raise InputError("noise batch sizes " + ",".join(f"{g:g}" for g in given)
+                         + " are not two different sizes",
                          fix="give a small and a large batch size, e.g. 8,1024")
     return pair[0], pair[1]
 

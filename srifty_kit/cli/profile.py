@@ -82,6 +82,14 @@ def register(subparsers: Any) -> None:
         default=None,
         help="memory budget for the largest batch (default: all of the device's)",
     )
+    p.add_argument(
+        "--noise-batch-sizes",
+        type=_ints,
+        default=None,
+        help="small,large batch sizes for the gradient noise scale (default: the smallest and "
+        "largest profiled; a large one is accumulated from micro-batches and is best near the "
+        "noise scale itself, e.g. 8,1024)",
+    )
     p.set_defaults(func=_profile)
 
     d = subparsers.add_parser(
@@ -141,6 +149,7 @@ def _profile(args: argparse.Namespace) -> int:
         memory_budget_bytes=budget,
         out=args.out,
         progress=not args.quiet,
+        noise_batch_sizes=tuple(args.noise_batch_sizes) if args.noise_batch_sizes else None,
     )
     f = result.facts
     print(
