@@ -50,7 +50,7 @@ def run_demo(
     out_dir: str | os.PathLike = "reports/demo",
     model: str = "mlp",
     seconds: float = 20.0,
-    samples: float = 5e7,
+    samples: float = 1e9,
     deadline_h: float = 1.0,
     progress: bool = True,
 ) -> Demo:

@@ -125,8 +125,9 @@ def measure_world(
         while len(group.done) < world:
             if group.drain(sink, timeout=0.2):
                 last = time.monotonic()
-                bar.set_postfix(
-                    world=world, steps=len(sink["row"]), samples=len(sink["collective"])
+                bar.set_postfix(  # refresh=False: tqdm's own rate limit decides when to draw
+                    world=world, steps=len(sink["row"]), samples=len(sink["collective"]),
+                    refresh=False,
                 )
             if group.errors or group.dead():
                 group.drain(sink, timeout=_GRACE_S)  # a "done" in flight, or the others' causes

@@ -43,13 +43,10 @@ def default_measurements() -> Path:
     reference = shared / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
     if reference.is_file():
         return reference
-    samples = sorted(
-        p
-        for p in resources.files("srifty_kit.data").iterdir()
-        if p.name.startswith("sample_profile") and p.name.endswith(".csv")
-    )
-    if samples:
-        return Path(str(samples[0]))
+    # the DDP profile (world sizes 1, 2, 4): the packaged table that exercises every term
+    sample = resources.files("srifty_kit.data").joinpath("sample_profile_dist.csv")
+    if sample.is_file():
+        return Path(str(sample))
     raise InputError(
         "no default measurements: neither the shared reference nor a packaged "
         "sample profile is present",

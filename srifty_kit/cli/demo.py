@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="demo model to profile (default mlp)")
     p.add_argument("--seconds", type=float, default=20.0,
                    help="measuring budget in seconds, split between the two profiles")
-    p.add_argument("--samples", type=float, default=5e7,
-                   help="training samples to the target accuracy (default 5e7)")
+    p.add_argument("--samples", type=float, default=1e9,
+                   help="training samples to the target accuracy (default 1e9)")
     p.add_argument("--deadline-h", type=float, default=1.0, help="deadline in hours")
     p.set_defaults(func=_demo)
