@@ -16,13 +16,6 @@ NOTEBOOK = REPO / "notebooks" / "01_profile_model.ipynb"
 pytestmark = pytest.mark.slow
 
 
-def test_notebook_is_committed_without_outputs_and_has_a_parameters_cell():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    assert any("parameters" in c.metadata.get("tags", []) for c in code)
-
-
 def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
     out = tmp_path / "profile.csv"
     executed = tmp_path / "01.ipynb"

@@ -16,14 +16,13 @@ NOTEBOOK = REPO / "notebooks" / "03_search_ec2.ipynb"
 pytestmark = pytest.mark.slow
 
 
-def test_notebook_is_clean_and_its_parameters_are_the_questions_knobs():
+def test_notebook_parameters_are_the_questions_knobs():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
     names = {line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line}
     assert {"model_path", "workload", "samples", "deadline_h", "budget_usd", "confidence",
             "objective", "spot", "hetero"} <= names
-    assert not any(c.get("outputs") or c.get("execution_count") for c in nb.cells)
 
 
 def _text(nb) -> str:
