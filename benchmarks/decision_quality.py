@@ -37,27 +37,18 @@ where efficiency halves), standing in for a profiled one.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
+from common import markdown_table, reference_measurements, write_report
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+from srifty_kit.catalog import load_catalog
+from srifty_kit.model import StepTimeModel
+from srifty_kit.online import CONFIG_KEYS, MeasuredTable, online_search
+from srifty_kit.planner import Constraints, Job, evaluate_configs, known_outcomes
 
-from model_accuracy import to_markdown  # noqa: E402  (one markdown writer for all benchmarks)
-
-from srifty_kit.catalog import load_catalog  # noqa: E402
-from srifty_kit.model import StepTimeModel  # noqa: E402
-from srifty_kit.online import CONFIG_KEYS, MeasuredTable, online_search  # noqa: E402
-from srifty_kit.planner import Constraints, Job, evaluate_configs, known_outcomes  # noqa: E402
-
-REPORT = REPO / "reports" / "benchmarks" / "decision_quality.md"
 LEVEL = 0.9
 # samples to the target = dataset size x epochs at the reference global batch (common recipes)
 WORK = {
@@ -72,8 +63,7 @@ METHODS = ("ours", "scavenger", "online", "cheapest/h", "largest")
 
 
 def _measurements() -> pd.DataFrame:
-    shared = Path(os.environ.get("SRIFTY_SHARED", REPO.parent / "shared"))
-    path = shared / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    path = reference_measurements()
     if not path.is_file():
         raise SystemExit(f"reference measurements not found at {path} (set SRIFTY_SHARED)")
     return pd.read_csv(path)
@@ -222,13 +212,11 @@ def main() -> None:
     detail = frame.drop(columns=["nearest"])
     for col in ("true_cost_usd", "true_time_h", "ratio_to_oracle"):
         detail[col] = detail[col].map(lambda x: "" if pd.isna(x) else f"{x:.4g}")
-    text = ("## Summary over 6 training models x 2 questions\n\n" + to_markdown(summary)
-            + "\n\n## Per model and question\n\n" + to_markdown(detail) + "\n")
+    text = ("## Summary over 6 training models x 2 questions\n\n" + markdown_table(summary)
+            + "\n\n## Per model and question\n\n" + markdown_table(detail) + "\n")
     print(text)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text("# Decision quality (benchmarks/decision_quality.py)\n\n"
-                      + __doc__.split("\n\n", 1)[1].split("    .venv")[0] + text)
-    print(f"wrote {REPORT}")
+    write_report("decision_quality", "# Decision quality (benchmarks/decision_quality.py)\n\n"
+                 + __doc__.split("\n\n", 1)[1].split("    .venv")[0] + text)
 
 
 if __name__ == "__main__":

@@ -22,24 +22,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.utils.benchmark as tb
+from common import markdown_table, write_report
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from srifty_kit.profile import profile_spec
+from srifty_kit.stopping import PrecisionTracker
+from srifty_kit.zoo import load_spec
 
-from srifty_kit.profile import profile_spec  # noqa: E402
-from srifty_kit.stopping import PrecisionTracker  # noqa: E402
-from srifty_kit.zoo import load_spec  # noqa: E402
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from model_accuracy import to_markdown  # noqa: E402  (one markdown writer for all benchmarks)
-
-REPORT = REPO / "reports" / "benchmarks" / "profile_overhead.md"
 TARGET = 0.02
 REPEATS = 3
 MAX_SECONDS = 25.6  # budget of either tool per model (blocked_autorange: 0.2 s doubled 7 times)
@@ -146,11 +139,10 @@ def main() -> int:
         "`overhead_wo_noise`: the same without the noise-scale measurement (`noise_scale_s`, "
         "a measurement of its own); `loop_overhead`: the timing loop alone. "
         "blocked_autorange's precision is the t interval over its block means.\n\n"
-        + to_markdown(shown) + "\n"
+        + markdown_table(shown) + "\n"
     )
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(text)
     print(text)
+    write_report("profile_overhead", text)
     print(f"median_loop_overhead: {np.median(ours['loop_overhead']):.3f}")
     return 0
 

@@ -29,29 +29,21 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import markdown_table, reference_measurements, write_report
 from paretoset import paretoset
 from scipy import stats
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from srifty_kit import candidates as cand
+from srifty_kit.catalog import load_catalog
+from srifty_kit.model import StepTimeModel
+from srifty_kit.planner import Constraints, Job, search
+from srifty_kit.spot import BUCKET_MONTHLY_PROBABILITY, HOURS_PER_MONTH
 
-from srifty_kit import candidates as cand  # noqa: E402
-from srifty_kit.catalog import load_catalog  # noqa: E402
-from srifty_kit.model import StepTimeModel  # noqa: E402
-from srifty_kit.planner import Constraints, Job, search  # noqa: E402
-from srifty_kit.spot import BUCKET_MONTHLY_PROBABILITY, HOURS_PER_MONTH  # noqa: E402
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from model_accuracy import to_markdown  # noqa: E402  (one markdown writer for all benchmarks)
-
-REPORT = REPO / "reports" / "benchmarks" / "search_speed.md"
 RUNS = 5
 SUBSAMPLE = 20_000
 
@@ -62,8 +54,7 @@ CONSTRAINTS = Constraints(deadline_h=2.0, budget_usd=60.0, confidence=0.9, spot=
 
 
 def _measurements() -> pd.DataFrame:
-    shared = Path(os.environ.get("SRIFTY_SHARED", REPO.parent / "shared"))
-    path = shared / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    path = reference_measurements()
     if path.is_file():
         return pd.read_csv(path)
     rng = np.random.default_rng(0)
@@ -177,7 +168,7 @@ def main() -> None:
          "seconds": f"{row_s:,.1f} (timed on {len(idx):,})",
          "candidates/s": f"{n / row_s:,.0f}", "ratio to ours (time)": f"{row_s / ours_s:,.0f}"},
     ])
-    text = to_markdown(table)
+    text = markdown_table(table)
     notes = (
         f"\nFeasible: {result.n_feasible:,}; Pareto front: {len(result.pareto)} points; "
         f"pick: {result.pick['num_nodes']} x {result.pick['instance_type']} "
@@ -191,10 +182,9 @@ def main() -> None:
     )
     print(text)
     print(notes)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
     about = "\n\n".join(__doc__.split("\n\n")[1:4])
-    REPORT.write_text("# Search speed (benchmarks/search_speed.py)\n\n" + about + "\n\n"
-                      + text + "\n" + notes)
+    write_report("search_speed", "# Search speed (benchmarks/search_speed.py)\n\n" + about
+                 + "\n\n" + text + "\n" + notes)
     print(f"candidates_per_second: {cps:.0f}")
 
 
