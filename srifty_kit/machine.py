@@ -114,6 +114,22 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
+def busy_message() -> str | None:
+    """A warning when other processes already keep the CPU cores busy, else None.
+
+    Torch's intra-op threads spin while they wait: on a loaded machine a CPU step can take many
+    times longer than on a quiet one, and the fitted constants inherit that.
+    """
+    if not hasattr(os, "getloadavg"):
+        return None
+    load, cores = os.getloadavg()[0], cpu_cores()
+    if load < cores:
+        return None
+    return (f"this machine is busy (load average {load:.1f} on {cores} cores): CPU step times "
+            "include other processes' work; profile on a quiet machine, or pin torch threads "
+            "(torch.set_num_threads / OMP_NUM_THREADS) to the idle cores")
+
+
 def fingerprint(device: str = "cpu") -> dict[str, Any]:
     """Hardware and software facts that make a profile reproducible (and comparable)."""
     import psutil

@@ -278,6 +278,9 @@ def profile_model(
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
     dev = resolve_device(device)
+    busy = machine.busy_message() if dev.type == "cpu" else None
+    if busy:
+        warnings.warn(busy, ProfileWarning, stacklevel=2)
     wall0 = time.perf_counter()
     saved = _snapshot(model)
     model.to(dev).train()
@@ -287,7 +290,8 @@ def profile_model(
     run = _Run(spec, dev, opts)
     facts: dict[str, Any] = {**run.constant, **parameter_facts(model),
                              "target_precision": target_precision, "level": level,
-                             "max_seconds": max_seconds, "memory_method": run.mem.method}
+                             "max_seconds": max_seconds, "memory_method": run.mem.method,
+                             "busy_note": busy}
     interrupted = False
     phases = facts["phase_seconds"] = {}  # where the wall time went: is the overhead small?
     mark = time.perf_counter()

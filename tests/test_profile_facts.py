@@ -168,3 +168,14 @@ def test_fingerprint_has_what_makes_a_profile_comparable():
                 "loadavg_1_5_15", "torch_threads"):
         assert key in fp
     assert fp["torch"] == torch.__version__
+
+
+def test_a_busy_machine_is_said_and_recorded(monkeypatch, tmp_path):
+    import os
+
+    from srifty_kit.profile import ProfileWarning, profile_spec
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    with pytest.warns(ProfileWarning, match="busy"):
+        result = profile_spec("mlp", [4], max_seconds=1, progress=False)
+    assert "load average 64.0" in result.facts["busy_note"]
