@@ -114,20 +114,43 @@ def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
-def busy_message() -> str | None:
-    """A warning when other processes already keep the CPU cores busy, else None.
+class CpuWatch:
+    """CPU time that other processes took while we measured: contention we cannot subtract.
 
-    Torch's intra-op threads spin while they wait: on a loaded machine a CPU step can take many
-    times longer than on a quiet one, and the fitted constants inherit that.
+    Torch's intra-op threads spin while they wait, so on a loaded machine a CPU step can take
+    many times longer than on a quiet one, and the fitted constants inherit that. The load
+    average cannot tell: it counts our own threads too.
     """
-    if not hasattr(os, "getloadavg"):
-        return None
-    load, cores = os.getloadavg()[0], cpu_cores()
-    if load < cores:
-        return None
-    return (f"this machine is busy (load average {load:.1f} on {cores} cores): CPU step times "
-            "include other processes' work; profile on a quiet machine, or pin torch threads "
-            "(torch.set_num_threads / OMP_NUM_THREADS) to the idle cores")
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float]:
+        import time
+
+        import psutil
+
+        t = psutil.cpu_times()
+        busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+        own = psutil.Process().cpu_times()
+        mine = own.user + own.system + own.children_user + own.children_system
+        return time.monotonic(), busy, mine
+
+    def others_cores(self) -> float:
+        """Cores' worth of CPU other processes used since the watch started."""
+        t1, busy1, mine1 = self._read()
+        t0, busy0, mine0 = self._start
+        return max(0.0, ((busy1 - busy0) - (mine1 - mine0)) / max(t1 - t0, 1e-9))
+
+    def busy_message(self, threshold_cores: float = 0.5) -> str | None:
+        """A warning when other processes took more than ``threshold_cores``, else None."""
+        others = self.others_cores()
+        if others <= threshold_cores:
+            return None
+        return (f"other processes kept {others:.1f} of {cpu_cores()} cores busy while this "
+                "profile measured: CPU step times include their work; profile on a quiet "
+                "machine, or pin torch threads (torch.set_num_threads) to the idle cores")
 
 
 def fingerprint(device: str = "cpu") -> dict[str, Any]:

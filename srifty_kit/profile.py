@@ -278,9 +278,7 @@ def profile_model(
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
     dev = resolve_device(device)
-    busy = machine.busy_message() if dev.type == "cpu" else None
-    if busy:
-        warnings.warn(busy, ProfileWarning, stacklevel=2)
+    watch = machine.CpuWatch()
     wall0 = time.perf_counter()
     saved = _snapshot(model)
     model.to(dev).train()
@@ -290,8 +288,7 @@ def profile_model(
     run = _Run(spec, dev, opts)
     facts: dict[str, Any] = {**run.constant, **parameter_facts(model),
                              "target_precision": target_precision, "level": level,
-                             "max_seconds": max_seconds, "memory_method": run.mem.method,
-                             "busy_note": busy}
+                             "max_seconds": max_seconds, "memory_method": run.mem.method}
     interrupted = False
     phases = facts["phase_seconds"] = {}  # where the wall time went: is the overhead small?
     mark = time.perf_counter()
@@ -319,6 +316,11 @@ def profile_model(
                 if out is not None:
                     _result(run, facts, False, wall0).save(out)
         phase("timing")
+        facts["other_processes_cores"] = round(watch.others_cores(), 2)
+        busy = watch.busy_message() if dev.type == "cpu" else None
+        if busy:
+            facts["busy_note"] = busy
+            warnings.warn(busy, ProfileWarning, stacklevel=2)
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
         noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
         facts.update(_noise(run, pair, max(sizes), noise_repeats, noise_time))
