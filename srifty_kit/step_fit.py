@@ -104,8 +104,11 @@ def unidentified(configs: pd.DataFrame) -> Fixed:
     else:
         if inter["per_node"].nunique() < 2:
             fixed.fix("share", 0.0, "one workers-per-node count across nodes: contention unknown")
-        if len(inter) < 3:
-            fixed.fix("lat_inter", 0.0, "fewer than 3 multi-node shapes: latency not separable")
+        if np.unique(k[k > 1]).size < 2:
+            # 2(k-1) * lat_inter is one constant over a single node count: only the bandwidth
+            # term's 2(n-1)/n would tell them apart, and it barely moves; held at NCCL's
+            # network latency scale (tens of microseconds per step, tuning.cc), i.e. ~0
+            fixed.fix("lat_inter", 0.0, "one multi-node count: latency not separable")
     if configs["sync"].isna().all() and len(configs) < 12:
         fixed.fix("gamma", 1.0, "no sync_time_s and few configurations: overlap not separable")
     return fixed

@@ -8,16 +8,22 @@ A step on ``n`` workers spread over ``k`` nodes, at most ``g`` workers on one no
 local batch of ``b`` samples per worker, takes
 
     T_c = alpha_c + beta_c * b                                   (forward + backward)
-    T_s = 2(g-1) * lat_intra + 2(g-1)/g * bw_intra               if k == 1   (PCIe/NVLink ring)
-    T_s = 2(n-1) * lat_inter + 2(n-1)/n * bw_inter * g**share    if k > 1    (ring over the NIC)
-    T   = (T_c**gamma + T_s**gamma) ** (1/gamma)                 (overlap, as Pollux, OSDI'21)
+    T_s = 2(g-1) * lat_intra + 2(g-1)/g * bw_intra                  if k == 1  (PCIe/NVLink ring)
+    T_s = 2(n-k) * lat_intra + 2(k-1) * lat_inter
+          + 2(n-1)/n * bw_inter * g**share                             if k > 1   (ring over NICs)
+    T   = (T_c**gamma + T_s**gamma) ** (1/gamma)                    (overlap, as Pollux, OSDI'21)
 
 The ring all-reduce cost 2(n-1)/n * bytes / bandwidth + 2(n-1) * latency is the standard
 alpha-beta model (Thakur, Rabenseifner & Gropp, "Optimization of collective communication
 operations in MPICH", IJHPCA 2005). ``bw_*`` fold the gradient bytes into the inverse
-bandwidth, so they are seconds. ``g**share`` is the NIC contention seen on PCIe-only nodes
-(g4dn): with ``share=0`` a topology-aware ring crosses the NIC once per node whatever ``g``
-is; with ``share=1`` every worker on the node pushes its own flow through the NIC.
+bandwidth, so they are seconds. Across nodes the ring's 2(n-1) steps are not alike: NCCL's
+own cost model (src/graph/tuning.cc, ring all-reduce) charges the network latency only to
+the 2(k-1) steps that cross a node boundary and the PCIe/NVLink latency to the other 2(n-k),
+so the inter-node latency grows with the number of NODES, not of workers. The bandwidth term
+saturates: 2(n-1)/n is 1 at n=2 and below 2 at any n. ``g**share`` is the NIC contention
+seen on PCIe-only nodes (g4dn): with ``share=0`` a topology-aware ring crosses the NIC once
+per node whatever ``g`` is; with ``share=1`` every worker on the node pushes its own flow
+through the NIC.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ class StepParams(NamedTuple):
     beta_c: float  # ... + beta_c * b: seconds per sample of local batch
     lat_intra: float  # T_s = 2(g-1) * lat_intra + ...: one ring step inside a node
     bw_intra: float  # ... + 2(g-1)/g * bw_intra: gradient bytes / intra-node bandwidth
-    lat_inter: float  # T_s = 2(n-1) * lat_inter + ...: one ring step when nodes > 1
+    lat_inter: float  # T_s = 2(k-1) * lat_inter + ...: one ring step across nodes
     bw_inter: float  # ... + 2(n-1)/n * bw_inter * g**share: gradient bytes / NIC bandwidth
     share: float  # exponent of g in the NIC term, in [0, 1] (contention on the NIC)
     gamma: float  # T = (T_c**gamma + T_s**gamma)**(1/gamma), >= 1; 1 means no overlap
@@ -94,7 +100,9 @@ def sync_time(
     k = np.asarray(num_nodes, float)
     g = np.asarray(per_node, float)
     intra = 2.0 * (g - 1.0) * p.lat_intra + 2.0 * (g - 1.0) / g * p.bw_intra
-    inter = 2.0 * (n - 1.0) * p.lat_inter + 2.0 * (n - 1.0) / n * p.bw_inter * g**p.share
+    # 2(n-k) ring steps stay inside a node, 2(k-1) cross the network (NCCL tuning.cc)
+    hops = 2.0 * (k - 1.0) * p.lat_inter
+    inter = hops + 2.0 * (n - 1.0) / n * p.bw_inter * g**p.share
     return np.where(k > 1, inter, intra)
 
 

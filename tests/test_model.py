@@ -168,6 +168,31 @@ def test_too_few_configurations_fix_terms_and_say_which():
     assert np.isfinite(pred[["step_time_s", "step_time_lo", "step_time_hi"]]).all().all()
 
 
+@given(
+    nodes=st.integers(2, 64),
+    per_node=st.integers(1, 8),
+    lat=st.floats(1e-6, 5e-3),
+    bw=st.floats(1e-4, 10.0),
+)
+def test_network_latency_grows_with_nodes_and_bandwidth_term_saturates(nodes, per_node, lat, bw):
+    from srifty_kit.step_physics import sync_time
+
+    p = StepParams(0.0, 0.0, 0.0, 0.0, lat, bw, 0.0, 1.0)
+    n = nodes * per_node
+    t_s = float(sync_time(p, np.array(nodes), np.array(n), np.array(per_node)))
+    # the ring crosses the network 2(k-1) times whatever the GPUs per node (NCCL's cost model)
+    latency_only = float(sync_time(p._replace(bw_inter=0.0), nodes, n, per_node))
+    assert latency_only == pytest.approx(2 * (nodes - 1) * lat)
+    # 2(n-1)/n of the gradient bytes per link: between 1x (two workers) and 2x the bytes
+    assert bw * (1 - 1e-9) <= t_s - latency_only < 2 * bw
+
+
+def test_one_multi_node_count_fixes_network_latency_and_says_why():
+    with pytest.warns(UserWarning, match="lat_inter: one multi-node count"):
+        model = StepTimeModel().fit(measurements(2))
+    assert model.groups_[("resnet", "g4dn.12xlarge")].params.lat_inter == 0.0
+
+
 def test_missing_inter_node_terms_are_borrowed_from_another_model_with_wider_intervals():
     table = pd.concat([measurements(2, model="bert"), measurements(1, model="resnet")])
     with warnings.catch_warnings():
