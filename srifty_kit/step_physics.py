@@ -9,8 +9,7 @@ local batch of ``b`` samples per worker, takes
 
     T_c = alpha_c + beta_c * b                                   (forward + backward)
     T_s = 2(g-1) * lat_intra + 2(g-1)/g * bw_intra                  if k == 1  (PCIe/NVLink ring)
-    T_s = 2(n-k) * lat_intra + 2(k-1) * lat_inter
-          + 2(n-1)/n * bw_inter * g**share                             if k > 1   (ring over NICs)
+    T_s = 2(k-1) * lat_inter + 2(n-1)/n * bw_inter * g**share       if k > 1   (ring over NICs)
     T   = (T_c**gamma + T_s**gamma) ** (1/gamma)                    (overlap, as Pollux, OSDI'21)
 
 The ring all-reduce cost 2(n-1)/n * bytes / bandwidth + 2(n-1) * latency is the standard
@@ -18,8 +17,11 @@ alpha-beta model (Thakur, Rabenseifner & Gropp, "Optimization of collective comm
 operations in MPICH", IJHPCA 2005). ``bw_*`` fold the gradient bytes into the inverse
 bandwidth, so they are seconds. Across nodes the ring's 2(n-1) steps are not alike: NCCL's
 own cost model (src/graph/tuning.cc, ring all-reduce) charges the network latency only to
-the 2(k-1) steps that cross a node boundary and the PCIe/NVLink latency to the other 2(n-k),
-so the inter-node latency grows with the number of NODES, not of workers. The bandwidth term
+the 2(k-1) steps that cross a node boundary and the PCIe/NVLink latency (microseconds) to the
+other 2(n-k), so the inter-node latency grows with the number of NODES, not of workers. The
+intra-node hops are left out across nodes: a fitted ``lat_intra`` is PCIe sharing of a ring
+confined to one node (it often sits at MAX_LATENCY_S, far above a real PCIe hop), and in a
+pipelined ring that spans nodes the slowest link, the NIC, sets the pace. The bandwidth term
 saturates: 2(n-1)/n is 1 at n=2 and below 2 at any n. ``g**share`` is the NIC contention
 seen on PCIe-only nodes (g4dn): with ``share=0`` a topology-aware ring crosses the NIC once
 per node whatever ``g`` is; with ``share=1`` every worker on the node pushes its own flow
@@ -100,9 +102,8 @@ def sync_time(
     k = np.asarray(num_nodes, float)
     g = np.asarray(per_node, float)
     intra = 2.0 * (g - 1.0) * p.lat_intra + 2.0 * (g - 1.0) / g * p.bw_intra
-    # 2(n-k) ring steps stay inside a node, 2(k-1) cross the network (NCCL tuning.cc)
-    hops = 2.0 * (k - 1.0) * p.lat_inter
-    inter = hops + 2.0 * (n - 1.0) / n * p.bw_inter * g**p.share
+    # 2(k-1) ring steps cross the network (NCCL tuning.cc); the 2(n-k) PCIe hops: see above
+    inter = 2.0 * (k - 1.0) * p.lat_inter + 2.0 * (n - 1.0) / n * p.bw_inter * g**p.share
     return np.where(k > 1, inter, intra)
 
 
