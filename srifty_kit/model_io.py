@@ -17,7 +17,9 @@ if TYPE_CHECKING:  # pragma: no cover
 FORMAT = "srifty_kit.StepTimeModel"
 # 2: carried groups split host and device compute (joint beliefs); every group records the
 # local batch range it was fitted on
-VERSION = 2
+# 3: lat_inter is paid on the 2(k-1) ring steps that cross nodes (was 2(n-1)), so a version-2
+# file's constants would predict other times
+VERSION = 3
 _FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 
