@@ -41,6 +41,12 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     return table
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Write to a temporary file beside ``path`` and rename it over: readers never see half."""
     path = Path(path)
@@ -49,6 +55,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
     os.close(fd)
     try:
         write(Path(tmp))
+        # mkstemp makes the file private (0600); give it the mode any new file would get
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

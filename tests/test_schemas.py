@@ -175,11 +175,21 @@ def test_step_times_are_accepted_exactly_when_positive(values):
             validate_measurements(table)
 
 
+def _current_umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_write_table_is_atomic_and_round_trips(tmp_path):
     path = tmp_path / "out" / "m.parquet"
     write_table(measurements(), path)
     assert read_table(path)["step_time_s"].tolist() == [0.5, 0.7, 0.9]
     assert [p.name for p in path.parent.iterdir()] == ["m.parquet"]
+    # readable like any other new file (the umask decides), not private to the writer
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
     with pytest.raises(InputError, match=r"\.xlsx"):
         write_table(measurements(), tmp_path / "m.xlsx")
 
