@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from .batch_fix import BatchCorrection
 from .beliefs import LogBeliefs
 from .errors import InputError
+from .intervals import two_sided_z
 from .step_fit import CONFIG_KEYS, aggregate, with_per_node
 from .step_physics import StepParams, compute_time, overlap, sync_share, sync_time, underlap
 
@@ -140,7 +140,7 @@ class TransferFit:
         w = sync_share(parts[1], parts[0], HOST_GAMMA)
         s = sync_share(t_c, parts[2], self.base.gamma)
         grads = [(1.0 - s) * w * _SIGN[0], (1.0 - s) * (1.0 - w) * _SIGN[1], s * _SIGN[2]]
-        z = norm.ppf(0.5 + level / 2)
+        z = two_sided_z(level)
         spread = np.exp(z * np.sqrt(self.beliefs.log_sd(grads) ** 2 + STEP_NOISE**2))
         lo, hi = total / spread, total * spread
         # a smooth max is at least each of its parts, so every quantile of the step is at

@@ -18,6 +18,7 @@ validated; a stated prior on the network time of an unmeasured node count is add
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,13 @@ PRIOR_SD = 0.2
 # (Srifty, MLSys'22) and, in the reference g4dn.12xlarge traces, the 2-node runs moved each
 # gradient byte 1.8x slower than the 3- and 4-node runs.
 NODE_COUNT_SD = float(np.log(2.0) / norm.ppf(0.95))
+
+
+@functools.lru_cache(maxsize=64)
+def two_sided_z(level: float) -> float:
+    """Gaussian quantile of a central interval at ``level``, cached: scipy's ppf costs more
+    than the rest of a prediction call, and a search asks at one level many times."""
+    return float(norm.ppf(0.5 + level / 2))
 
 
 def extrapolation_distance(
@@ -53,12 +61,12 @@ def conformal_quantile(scores: np.ndarray, level: float) -> float:
     """
     scores = np.sort(np.asarray(scores, float))
     m = scores.size
-    z = float(norm.ppf(0.5 + level / 2))
+    z = two_sided_z(level)
     if m == 0:
         return z
     rank = int(np.ceil((m + 1) * level))
     if rank > m:
-        return float(scores[-1] * z / norm.ppf(0.5 + (m / (m + 1)) / 2))
+        return float(scores[-1] * z / two_sided_z(m / (m + 1)))
     return float(scores[rank - 1])
 
 
@@ -81,10 +89,10 @@ class Spread:
         """Half-width in log space of the interval at ``level`` for each configuration."""
         q = conformal_quantile(self.scores, level)
         h = q * self.sigma(share, distance)
+        z = two_sided_z(level)
         if self.node_prior:
-            z = norm.ppf(0.5 + level / 2)
             h = np.sqrt(h**2 + np.where(new_nodes, z * share * NODE_COUNT_SD, 0.0) ** 2)
-        return np.maximum(h, norm.ppf(0.5 + level / 2) * NOISE_FLOOR)
+        return np.maximum(h, z * NOISE_FLOOR)
 
     def to_json(self) -> dict:
         """Plain JSON-ready dict."""
