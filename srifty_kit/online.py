@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from .catalog import hourly_price
 from .errors import InputError
 from .model import StepTimeModel
 from .planner import Constraints, Job, evaluate_configs, known_outcomes
@@ -80,8 +81,7 @@ class MeasuredTable:
         for k in CONFIG_KEYS:
             hit &= (rows[k] == config[k]).to_numpy()
         found = rows[hit]
-        price = float(self.catalog.set_index("instance_type").loc[config["instance_type"],
-                                                                   "ondemand_usd_per_hr"])
+        price = hourly_price(self.catalog, config["instance_type"])
         hours = self.startup_h + self.steps * float(found["step_time_s"].mean()) / 3600
         return found, hours * int(config["num_nodes"]) * price
 
