@@ -34,6 +34,8 @@ _BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
 # a group measured on fewer configurations than this is carried over from a better-measured
 # instance type and updated with its rows, when the catalog has the figures to do so
 THIN_GROUP = 8
+# the ``correction`` parameter: whether the per-batch compute correction is tried / kept
+_CORRECTIONS = {"auto": (False, True), "none": (False,), "batch": (True,)}
 
 
 def default_measurements() -> Path:
@@ -90,6 +92,15 @@ class StepTimeModel(BaseEstimator):
         """Fit every (model, instance_type) group of a measurement table; returns self."""
         table = with_per_node(validate_measurements(measurements, catalog=catalog))
         self._check_level(self.level)
+        for value, allowed, what in (
+            (self.structure, ("auto", *VARIANTS), "structure"),
+            (self.correction, tuple(_CORRECTIONS), "correction"),
+        ):
+            if value not in allowed:
+                raise InputError(
+                    f"unknown {what} {value!r}{did_you_mean(value, allowed)}",
+                    fix="use one of " + ", ".join(allowed),
+                )
         fits: dict[tuple[str, str], GroupFit] = {}
         borrowed: dict[tuple[str, str], set] = {}
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
@@ -134,18 +145,8 @@ class StepTimeModel(BaseEstimator):
         configs = aggregate(rows)
         base = unidentified(configs)
         variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
-        corrections = {"auto": (False, True), "none": (False,), "batch": (True,)}
-        for value, allowed, what in (
-            (self.structure, ("auto", *VARIANTS), "structure"),
-            (self.correction, tuple(corrections), "correction"),
-        ):
-            if value not in allowed:
-                raise InputError(
-                    f"unknown {what} {value!r}{did_you_mean(value, allowed)}",
-                    fix="use one of " + ", ".join(allowed),
-                )
         structure, correct, held = choose_structure(
-            rows, configs, variants, corrections[self.correction]
+            rows, configs, variants, _CORRECTIONS[self.correction]
         )
         params = fit_group(configs, with_variant(base, structure))
         correction = learn(params, rows) if correct else None
@@ -163,7 +164,7 @@ class StepTimeModel(BaseEstimator):
             structure=structure,
             cv_error=held.error,
             n_configs=len(configs),
-            fixed={k: v for k, v in base.reasons.items()},
+            fixed=dict(base.reasons),
             correction=correction,
         )
         if held.log_ratio.size < intervals.MIN_SCORES:
@@ -184,7 +185,11 @@ class StepTimeModel(BaseEstimator):
         level: float | None = None,
         catalog: pd.DataFrame | None = None,
     ) -> dict[str, np.ndarray]:
-        """Vectorised prediction for one model and instance type; no table, no validation."""
+        """Vectorised prediction for one model and instance type; no table, no validation.
+
+        The busiest node holds ceil(workers / nodes) workers. ``gpus_per_node`` is accepted
+        for callers that pass the type's figure (the planner) and does not change the result.
+        """
         fit = self._group(model, instance_type, catalog)
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         b = np.asarray(local_bsz)
