@@ -28,9 +28,6 @@ CONFIG_KEYS = ("num_nodes", "num_workers", "local_bsz", "per_node")
 NOISE_FLOOR = 0.03  # relative step-time noise between campaigns (reference measurements README)
 _F_SCALE = 0.05  # soft-L1 turns from quadratic to linear at a 5% relative residual
 
-# the value a term takes when it is switched off or cannot be identified
-NEUTRAL = {"lat_intra": 0.0, "lat_inter": 0.0, "share": 0.0, "gamma": 1.0, "alpha_c": 0.0}
-
 
 @dataclass
 class Fixed:
@@ -96,15 +93,15 @@ def unidentified(configs: pd.DataFrame) -> Fixed:
             fixed.borrowed.add(name)
     elif intra_g.size < 2:
         fixed.fix("lat_intra", 0.0, "one single-node worker count only: latency not separable")
-    inter = configs.loc[k > 1, ["num_workers", "per_node"]].drop_duplicates()
-    if inter.empty:
+    multi = k > 1
+    if not multi.any():
         for name in INTER_TERMS:
             fixed.fix(name, 0.0, "no multi-node measurements")
             fixed.borrowed.add(name)
     else:
-        if inter["per_node"].nunique() < 2:
+        if np.unique(g[multi]).size < 2:
             fixed.fix("share", 0.0, "one workers-per-node count across nodes: contention unknown")
-        if np.unique(k[k > 1]).size < 2:
+        if np.unique(k[multi]).size < 2:
             # 2(k-1) * lat_inter is one constant over a single node count: only the bandwidth
             # term's 2(n-1)/n would tell them apart, and it barely moves; held at NCCL's
             # network latency scale (tens of microseconds per step, tuning.cc), i.e. ~0

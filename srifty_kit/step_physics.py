@@ -68,7 +68,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 # terms that only matter for some configurations: which rows identify each one
-COMPUTE_TERMS = ("alpha_c", "beta_c")
 INTRA_TERMS = ("lat_intra", "bw_intra")
 INTER_TERMS = ("lat_inter", "bw_inter", "share")
 
