@@ -209,9 +209,10 @@ def _next_score(table: pd.DataFrame, constraints: Constraints, objective: str) -
     return np.where(possible, width * closeness, -np.inf)
 
 
-def _next_config(model, env, job, constraints, objective, space, done) -> pd.Series | None:
+def _next_config(predicted: pd.DataFrame, job: Job, constraints: Constraints, objective: str,
+                 done: set[tuple]) -> pd.Series | None:
     """The untried configuration with the best uncertainty x closeness score (None: all tried)."""
-    table = _evaluate(model, env, job, constraints, space).assign(model=job.model)
+    table = predicted.assign(model=job.model)
     untried = ~pd.MultiIndex.from_frame(table[CONFIG_KEYS]).isin(list(done))
     if not untried.any():
         return None
@@ -250,12 +251,14 @@ def online_search(
     spent, stable, last, stopped = 0.0, 0, None, "max_profiles"
     queue = [row for _, row in _seed(space).iterrows()]
     model = StepTimeModel()
-    rec = nearest = None
+    rec = nearest = predicted = None  # predicted: the space under the latest fitted model
     bar = tqdm(total=limit, desc="online search", disable=not progress)
     try:
         while len(done) < limit:
+            if not queue and predicted is None:
+                predicted = _evaluate(model, env, job, constraints, space)
             config = queue.pop(0) if queue else _next_config(
-                model, env, job, constraints, objective, space, done)
+                predicted, job, constraints, objective, done)
             if config is None:
                 stopped = "everything profiled"
                 break
@@ -270,10 +273,10 @@ def online_search(
                     warnings.simplefilter("ignore")
                     model = StepTimeModel().fit(pd.concat(measured, ignore_index=True),
                                                 env.catalog)
-                table = _evaluate(model, env, job, constraints, space)
-                best = _best(table, constraints, objective)
-                rec = None if best is None else table.iloc[best]
-                nearest = table.iloc[int(np.argmin(_violation(table, constraints, "hi")))]
+                predicted = _evaluate(model, env, job, constraints, space)
+                best = _best(predicted, constraints, objective)
+                rec = None if best is None else predicted.iloc[best]
+                nearest = predicted.iloc[int(np.argmin(_violation(predicted, constraints, "hi")))]
                 now = None if rec is None else tuple(
                     rec[k] for k in ("instance_type", "num_nodes", "num_workers", "local_bsz",
                                      "pricing"))
