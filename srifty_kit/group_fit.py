@@ -14,7 +14,7 @@ import pandas as pd
 from . import intervals
 from .batch_fix import BatchCorrection
 from .hardware import TransferFit
-from .step_fit import CONFIG_KEYS
+from .scale_cv import predict_rows
 from .step_physics import INTER_TERMS, INTRA_TERMS, StepParams, step_time, sync_share
 
 # how much wider intervals get where a regime's terms were borrowed from other training models
@@ -102,9 +102,7 @@ def single_worker_spread(
     one = rows[rows["num_workers"] == 1]
     if len(one) < 3:
         return 0.0
-    factor = 1.0 if correction is None else correction.factor(one["local_bsz"].to_numpy())
-    shape = (one[c].to_numpy(float) for c in CONFIG_KEYS)
-    pred = step_time(params, *shape, compute_factor=factor)[0]
+    pred, _ = predict_rows(params, one, correction)
     r = np.log(one["step_time_s"].to_numpy() / pred)
     return float(1.4826 * np.median(np.abs(r - np.median(r))))
 
