@@ -189,8 +189,9 @@ def simulate(
     while running.any():
         idx = np.flatnonzero(running)
         left = work_h - done[idx]
-        scale = 1.0 / cluster_hazard if cluster_hazard > 0 else np.inf
-        gap = rng.exponential(scale, idx.size) if cluster_hazard > 0 else np.full(idx.size, np.inf)
+        # time to the next reclaim, never for a zero hazard
+        gap = (rng.exponential(1.0 / cluster_hazard, idx.size) if cluster_hazard > 0
+               else np.full(idx.size, np.inf))
         finishes = gap >= left
         spot_h[idx[finishes]] += left[finishes]
         running[idx[finishes]] = False
