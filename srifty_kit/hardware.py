@@ -33,7 +33,7 @@ neither end lies below that end of any part's own interval: a smooth max is at l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -176,17 +176,13 @@ class TransferFit:
             exposed = (total - t_c - sync) / step
             return np.concatenate([np.log(total / step), exposed[has_sync]])
 
-        return TransferFit(
-            self.base,
-            self.device_intercept,
-            self.device_hidden,
-            self.beliefs.update(residuals, STEP_NOISE),
-            self.source,
-            self.n_observed + len(rows),
-            [*self.notes, f"updated with {len(rows)} measured steps of the target type"],
-            max(self.max_nodes, int(k.max())),
-            max(self.max_workers, int(n.max())),
-            self.correction,
+        return replace(
+            self,
+            beliefs=self.beliefs.update(residuals, STEP_NOISE),
+            n_observed=self.n_observed + len(rows),
+            notes=[*self.notes, f"updated with {len(rows)} measured steps of the target type"],
+            max_nodes=max(self.max_nodes, int(k.max())),
+            max_workers=max(self.max_workers, int(n.max())),
         )
 
     def to_json(self) -> dict:
