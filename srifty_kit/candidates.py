@@ -263,7 +263,7 @@ def predict(
     return {**{k: v[ok] for k, v in cfg.items()}, **{k: v[ok] for k, v in out.items()}}
 
 
-def _per_cluster(cfg: dict[str, np.ndarray], per_node: np.ndarray) -> np.ndarray:
+def per_cluster(cfg: dict[str, np.ndarray], per_node: np.ndarray) -> np.ndarray:
     """A per-node figure summed over the cluster: n_a x f(a) (+ n_b x f(b) for a mix)."""
     mixed = cfg["type2"] >= 0
     second = per_node[np.where(mixed, cfg["type2"], 0)]
@@ -283,7 +283,7 @@ def price(
     """
     work = job.work
     n = cfg["type"].size
-    sp = _per_cluster(cfg, types.spot)
+    sp = per_cluster(cfg, types.spot)
     on_spot = np.flatnonzero(np.isfinite(sp)) if constraints.spot else np.zeros(0, np.int64)
     rows = np.concatenate([np.arange(n), on_spot])
     out = {k: v[rows] for k, v in cfg.items()} if on_spot.size else dict(cfg)
@@ -292,7 +292,7 @@ def price(
     steps = work.steps_at(big)
     hours = steps * ((1.0 + job.checkpoint_write_h / job.checkpoint_interval_h)
                      / SECONDS_PER_HOUR)
-    od = _per_cluster(cfg, types.ondemand)[rows]
+    od = per_cluster(cfg, types.ondemand)[rows]
     usd = np.where(is_spot, sp[rows], od)
     throughput = big / out["step_time_s"]
     eff = efficiency(big, work.noise_scale)
@@ -305,7 +305,7 @@ def price(
                cost_hi_usd=run["time_hi_h"] * usd, spot_overhead_h=np.zeros(rows.size),
                expected_reclaims=np.zeros(rows.size))
     if on_spot.size:
-        hazard = _per_cluster(cfg, types.hazard)[on_spot]
+        hazard = per_cluster(cfg, types.hazard)[on_spot]
         tail = slice(n, None)
         mean = spot.expected_run(run["time_h"][tail], hazard, job.spot_policy,
                                  usd[tail], od[tail])

@@ -80,12 +80,14 @@ class SearchResult:
             raise InputError("spot runs need a spot configuration",
                              fix="pass a row whose pricing is 'spot' (search with spot=True)")
         types = self.candidates.types
+        mixed = isinstance(row.get("instance_type_2"), str)
+        cfg = {"type": np.array([_position(types, row, "instance_type")]),
+               "nodes": np.array([row["num_nodes"]]),
+               "type2": np.array([_position(types, row, "instance_type_2") if mixed else -1]),
+               "nodes2": np.array([row["num_nodes_2"] if mixed else 0])}
 
         def cluster(per_node: np.ndarray) -> float:
-            total = row["num_nodes"] * per_node[_position(types, row, "instance_type")]
-            if isinstance(row.get("instance_type_2"), str):
-                total += row["num_nodes_2"] * per_node[_position(types, row, "instance_type_2")]
-            return float(total)
+            return float(cand.per_cluster(cfg, per_node)[0])
 
         work_h = float(row["time_h"] - row["spot_overhead_h"])
         return spot.simulate(work_h, cluster(types.hazard), self.job.spot_policy,
