@@ -14,6 +14,11 @@ from ..errors import InputError
 _SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search", "demo")
 
 
+def comma_list(text: str | None) -> tuple[str, ...] | None:
+    """'g5, p4d' -> ('g5', 'p4d'): a flag's comma list, blanks dropped; None when not given."""
+    return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(

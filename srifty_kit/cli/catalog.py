@@ -8,6 +8,7 @@ import sys
 import pandas as pd
 
 from ..catalog import filter_catalog, load_catalog
+from . import comma_list
 
 # what fits a terminal; csv and json carry every column
 _TABLE_COLUMNS = [
@@ -25,15 +26,14 @@ _TABLE_COLUMNS = [
 ]
 
 
-def _names(text: str | None) -> list[str] | None:
-    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
-
-
 def _show(args: argparse.Namespace) -> int:
     # no --region: us-east-1 for the embedded catalog, every row of a --catalog file
     table = load_catalog(region=args.region, path=args.catalog)
     table = filter_catalog(
-        table, gpu=_names(args.gpu), family=_names(args.family), min_gpu_mem_gib=args.min_gpu_mem
+        table,
+        gpu=comma_list(args.gpu),
+        family=comma_list(args.family),
+        min_gpu_mem_gib=args.min_gpu_mem,
     )
     if args.format == "csv":
         table.to_csv(sys.stdout, index=False)
@@ -59,7 +59,7 @@ def _refresh(args: argparse.Namespace) -> int:
         pricing_endpoint_url=args.pricing_endpoint_url,
         max_attempts=args.max_attempts,
         spot_window_days=args.spot_window_days,
-        families=_names(args.families),
+        families=comma_list(args.families),
     )
     print(
         f"wrote {len(table)} instance types of {args.region} to {args.out} "

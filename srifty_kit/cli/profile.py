@@ -7,6 +7,8 @@ import os
 import sys
 from typing import Any
 
+from . import comma_list
+
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
     "arguments that returns srifty_kit.zoo.ModelSpec(model, make_batch, loss_fn, "
@@ -30,7 +32,7 @@ across EC2 nodes, run the same command under torchrun on every node, e.g. two no
 def _ints(text: str) -> list[float]:
     """'4,8,16' -> [4, 8, 16]; whether they are whole and positive the library checks."""
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        return [float(v) for v in comma_list(text)]
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected numbers like 4,8,16, got {text!r}") from err
 

@@ -12,6 +12,7 @@ import pandas as pd
 from ..errors import InputError
 from ..planner import OBJECTIVES, Constraints, Job, search
 from ..tables import write_json, write_table
+from . import comma_list
 
 # columns shown on the terminal (the files carry all of them)
 _SHOWN = ("instance_type", "num_nodes", "num_workers", "local_bsz", "pricing", "instance_type_2",
@@ -20,10 +21,7 @@ _SHOWN = ("instance_type", "num_nodes", "num_workers", "local_bsz", "pricing", "
 
 
 def _names(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    items = tuple(s.strip() for s in text.split(",") if s.strip())
-    return items or None
+    return comma_list(text) or None  # an empty list means no filter here
 
 
 def _whole(text: str | None, flag: str) -> tuple[int, ...] | None:
