@@ -100,8 +100,7 @@ def _sample(
         if lay.rank == 0:
             emit(kind, {**row(values), "repeat": tracker.n, "timestamp": machine.now()})
         tracker.add(values[0])
-        precise = tracker.n >= least and tracker.precision() <= plan.target_precision
-        if precise or time_up or tracker.n >= plan.max_steps:
+        if tracker.stop_reason(plan.target_precision, least, plan.max_steps, time_up):
             return
 
 

@@ -164,22 +164,18 @@ class _Run:
                 if now - shown > 0.5:
                     bar.set_postfix(bsz=b, n=tracker.n, precision=f"{tracker.precision():.3f}")
                     shown = now
-                if tracker.n >= o["min_steps"] and tracker.precision() <= o["target_precision"]:
-                    summary["stop_reason"] = "precision reached"
-                    break
-                if tracker.n >= o["max_steps"]:
-                    summary["stop_reason"] = "step limit"
-                    break
-                if now >= end:
-                    summary["stop_reason"] = "time budget"
+                reason = tracker.stop_reason(o["target_precision"], o["min_steps"],
+                                             o["max_steps"], now >= end)
+                if reason:
+                    summary["stop_reason"] = reason
                     break
         finally:
-            half = tracker.half_width()
+            lo, hi = tracker.interval()
             summary.update({
                 "n": tracker.n,
                 "mean": tracker.mean if tracker.n else math.nan,
-                "mean_lo": tracker.mean - half if tracker.n > 1 else math.nan,
-                "mean_hi": tracker.mean + half if tracker.n > 1 else math.nan,
+                "mean_lo": lo,
+                "mean_hi": hi,
                 "precision": tracker.precision(),
                 "peak_memory_bytes": self.mem.peak_bytes(),
                 "wall_s": time.perf_counter() - start,

@@ -41,6 +41,25 @@ class PrecisionTracker:
             return math.inf
         return t_quantile(self.n, self.level) * self.std / math.sqrt(self.n)
 
+    def interval(self) -> tuple[float, float]:
+        """The t confidence interval of the mean (nan below two samples)."""
+        if self.n < 2:
+            return math.nan, math.nan
+        half = self.half_width()
+        return self.mean - half, self.mean + half
+
     def precision(self) -> float:
         """Half-width of the interval relative to the mean (0.02 = within +-2%)."""
         return self.half_width() / self.mean if self.n >= 2 and self.mean > 0 else math.inf
+
+    def stop_reason(
+        self, target_precision: float, min_steps: int, max_steps: int, time_up: bool
+    ) -> str | None:
+        """Why sampling stops now ("precision reached", "step limit", "time budget"), or None."""
+        if self.n >= min_steps and self.precision() <= target_precision:
+            return "precision reached"
+        if self.n >= max_steps:
+            return "step limit"
+        if time_up:
+            return "time budget"
+        return None
