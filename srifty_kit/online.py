@@ -175,12 +175,18 @@ def _evaluate(model, env, job, constraints, space) -> pd.DataFrame:
         return evaluate_configs(model, env.catalog, job, constraints, space)
 
 
-def _best(table: pd.DataFrame, constraints: Constraints, objective: str) -> int | None:
+def _meets(table: pd.DataFrame, constraints: Constraints, time: str, cost: str) -> np.ndarray:
+    """Rows whose ``time`` column is within the deadline and ``cost`` within the budget."""
     ok = np.ones(len(table), bool)
     if constraints.deadline_h is not None:
-        ok &= (table["time_hi_h"] <= constraints.deadline_h).to_numpy()
+        ok &= (table[time] <= constraints.deadline_h).to_numpy()
     if constraints.budget_usd is not None:
-        ok &= (table["cost_hi_usd"] <= constraints.budget_usd).to_numpy()
+        ok &= (table[cost] <= constraints.budget_usd).to_numpy()
+    return ok
+
+
+def _best(table: pd.DataFrame, constraints: Constraints, objective: str) -> int | None:
+    ok = _meets(table, constraints, "time_hi_h", "cost_hi_usd")
     if not ok.any():
         return None
     score = table[_OBJECTIVE_COLUMN[objective]].to_numpy()
@@ -307,11 +313,7 @@ def regret(result: OnlineResult, env: MeasuredTable, job: Job,
     constraints = constraints or Constraints()
     truth = known_outcomes(env.catalog, job, constraints, env.truth())
     column = "cost_usd" if objective == "cost" else "time_h"
-    ok = np.ones(len(truth), bool)
-    if constraints.deadline_h is not None:
-        ok &= (truth["time_h"] <= constraints.deadline_h).to_numpy()
-    if constraints.budget_usd is not None:
-        ok &= (truth["cost_usd"] <= constraints.budget_usd).to_numpy()
+    ok = _meets(truth, constraints, "time_h", "cost_usd")
     oracle = float(truth.loc[ok, column].min())
     r = result.recommendation
     if r is None:
