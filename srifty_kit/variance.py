@@ -21,12 +21,17 @@ from .stopping import PrecisionTracker
 CONFIG_KEYS = ("model", "instance_type", "num_nodes", "num_workers", "local_bsz", "placement")
 
 
-def precision(values: Sequence[float] | np.ndarray, level: float = 0.95) -> float:
-    """Relative half-width of the t confidence interval of the mean of ``values``."""
+def _tracker(values: Sequence[float] | np.ndarray, level: float) -> PrecisionTracker:
+    """The stopping rule's tracker fed ``values``: the same interval the profiler stops on."""
     tracker = PrecisionTracker(level)
     for v in np.asarray(values, dtype=float):
         tracker.add(float(v))
-    return tracker.precision()
+    return tracker
+
+
+def precision(values: Sequence[float] | np.ndarray, level: float = 0.95) -> float:
+    """Relative half-width of the t confidence interval of the mean of ``values``."""
+    return _tracker(values, level).precision()
 
 
 def samples_needed(
@@ -108,14 +113,6 @@ def _p95(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.percentile(x, 95, axis=axis)
 
 
-def _t_interval(x: np.ndarray, level: float) -> tuple[float, float]:
-    tracker = PrecisionTracker(level)
-    for v in x:
-        tracker.add(float(v))
-    half = tracker.half_width()
-    return (tracker.mean - half, tracker.mean + half) if len(x) > 1 else (math.nan, math.nan)
-
-
 def describe(
     table: pd.DataFrame,
     by: Sequence[str] | None = None,
@@ -135,11 +132,12 @@ def describe(
     for key, x in groups:
         mean = float(np.mean(x))
         std = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+        tracker = _tracker(x, level)
         if n_resamples:
             mean_lo, mean_hi = _bootstrap(x, np.mean, level, n_resamples, rng)
             p95_lo, p95_hi = _bootstrap(x, _p95, level, n_resamples, rng)
         else:
-            (mean_lo, mean_hi), p95_lo, p95_hi = _t_interval(x, level), math.nan, math.nan
+            (mean_lo, mean_hi), p95_lo, p95_hi = tracker.interval(), math.nan, math.nan
         rows.append({
             **dict(zip(keys, key, strict=True)),
             "n": len(x),
@@ -153,7 +151,7 @@ def describe(
             "mean_hi": mean_hi,
             "p95_lo": p95_lo,
             "p95_hi": p95_hi,
-            "precision": precision(x, level),
+            "precision": tracker.precision(),
         })
     out = pd.DataFrame(rows)
     out.attrs["level"] = level
