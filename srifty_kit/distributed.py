@@ -40,6 +40,7 @@ from .errors import InputError
 from .launch import measure_world
 from .profile import check_batch_sizes, check_out_path
 from .schemas import validate_measurements
+from .steps import resolve_device
 from .tables import write_table
 from .zoo import load_spec
 
@@ -126,8 +127,6 @@ def profile_distributed(
     ``max_seconds`` is the measuring budget, shared equally by every (world size, batch size)
     and (world size, message size); process start-up and warm-up come on top.
     """
-    import torch
-
     check_out_path(out)
     check_out_path(collectives_out)
     if model is not None:
@@ -138,13 +137,7 @@ def profile_distributed(
         raise InputError("nothing to measure", fix="give a model and batch sizes, or sizes_bytes")
     if not 0 < target_precision < 1 or not max_seconds > 0:
         raise InputError("target precision must be in (0, 1) and max seconds positive")
-    cuda = torch.cuda.is_available()
-    device_type = "cuda" if device.startswith("cuda") or (device == "auto" and cuda) else "cpu"
-    if device_type == "cuda" and not cuda:
-        raise InputError(
-            "device 'cuda' asked for, but this torch sees no CUDA GPU",
-            fix="use --device cpu (gloo)",
-        )
+    device_type = resolve_device(device).type
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"
     if backend not in ("gloo", "nccl") or (backend == "nccl" and device_type != "cuda"):
