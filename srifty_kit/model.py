@@ -271,12 +271,15 @@ class StepTimeModel(BaseEstimator):
         key = (model, instance_type)
         if key in self.groups_:
             return self.groups_[key]
-        # carried fits are cached per catalog: a search asks for the same type a million times
-        cache = self.__dict__.setdefault("_transfers", {})
-        slot = (*key, id(catalog))
-        if slot not in cache:  # the catalog is kept alive with it, so its id is not reused
-            cache[slot] = (catalog, self._transfer(model, instance_type, catalog))
-        return cache[slot][1]
+        # carried fits are cached for the catalog last asked about (a search asks for the same
+        # type a million times); one catalog at a time, so repeated searches do not pile up
+        held = self.__dict__.get("_transfers")
+        if held is None or held[0] is not catalog:
+            held = self.__dict__["_transfers"] = (catalog, {})
+        fits = held[1]
+        if key not in fits:
+            fits[key] = self._transfer(model, instance_type, catalog)
+        return fits[key]
 
     def _transfer(
         self,
