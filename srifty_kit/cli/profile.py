@@ -37,7 +37,7 @@ def _ints(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected numbers like 4,8,16, got {text!r}") from err
 
 
-def _common(p: argparse.ArgumentParser, max_seconds: float) -> None:
+def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="mlp", help=_MODEL_HELP)
     p.add_argument(
         "--batch-sizes",
@@ -56,7 +56,7 @@ def _common(p: argparse.ArgumentParser, max_seconds: float) -> None:
     p.add_argument(
         "--max-seconds",
         type=float,
-        default=max_seconds,
+        default=60.0,
         help="measuring budget for the whole run (default %(default)s)",
     )
     p.add_argument(
@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
         "batch under a memory budget and the gradient noise scale (written beside --out as "
         "NAME.facts.json). Every step is one row of the measurement table.",
     )
-    _common(p, 60.0)
+    _common(p)
     p.add_argument(
         "--memory-budget-gib",
         type=float,
@@ -104,7 +104,7 @@ def register(subparsers: Any) -> None:
         epilog=_TORCHRUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _common(d, 60.0)
+    _common(d)
     d.add_argument(
         "--world-sizes",
         type=_ints,
