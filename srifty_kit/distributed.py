@@ -38,7 +38,7 @@ from . import machine
 from .distributed_worker import Layout, Plan, init_group, run
 from .errors import InputError
 from .launch import measure_world
-from .profile import check_batch_sizes, check_out_path
+from .profile import check_batch_sizes, check_budget, check_out_path
 from .schemas import validate_measurements
 from .steps import resolve_device
 from .tables import write_table
@@ -135,8 +135,7 @@ def profile_distributed(
     sizes = check_batch_sizes(sizes_bytes, what="message sizes") if sizes_bytes else []
     if not batches and not sizes:
         raise InputError("nothing to measure", fix="give a model and batch sizes, or sizes_bytes")
-    if not 0 < target_precision < 1 or not max_seconds > 0:
-        raise InputError("target precision must be in (0, 1) and max seconds positive")
+    check_budget(target_precision, max_seconds)
     device_type = resolve_device(device).type
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"

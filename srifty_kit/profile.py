@@ -62,6 +62,15 @@ def check_batch_sizes(batch_sizes: Iterable[int], what: str = "batch sizes") -> 
     return sorted({int(b) for b in sizes})
 
 
+def check_budget(target_precision: float, max_seconds: float) -> None:
+    """A target precision in (0, 1) and a positive time budget, or an InputError."""
+    if not 0 < target_precision < 1:
+        raise InputError(f"target precision {target_precision} is not in (0, 1)",
+                         fix="e.g. 0.02 for +-2%")
+    if not max_seconds > 0:
+        raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
+
+
 def check_out_path(path: str | os.PathLike | None) -> None:
     """Refuse an output name that write_table cannot write, before anything is measured."""
     if path is not None and Path(path).suffix.lower() not in (".csv", ".parquet", ".json"):
@@ -266,11 +275,7 @@ def profile_model(
     table and its facts JSON are written after each batch size and when interrupted.
     """
     sizes = check_batch_sizes(batch_sizes)
-    if not 0 < target_precision < 1:
-        raise InputError(f"target precision {target_precision} is not in (0, 1)",
-                         fix="e.g. 0.02 for +-2%")
-    if not max_seconds > 0:
-        raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
+    check_budget(target_precision, max_seconds)
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
     dev = resolve_device(device)
