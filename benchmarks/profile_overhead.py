@@ -32,7 +32,7 @@ import torch.utils.benchmark as tb
 from common import markdown_table, write_report
 
 from srifty_kit.profile import profile_spec
-from srifty_kit.stopping import PrecisionTracker
+from srifty_kit.variance import precision
 from srifty_kit.zoo import load_spec
 
 TARGETS = (0.02, 0.005)
@@ -40,13 +40,6 @@ REPEATS = 3
 MAX_SECONDS = 25.6  # budget of either tool per model (blocked_autorange: 0.2 s doubled 7 times)
 BATCH = 16
 MODELS = ("mlp", "cnn", "transformer")
-
-
-def _blocks_precision(m: tb.Measurement) -> float:
-    tracker = PrecisionTracker(0.95)
-    for t in m.times:  # per-step time of each block
-        tracker.add(t)
-    return tracker.precision()
 
 
 def _ours(name: str, target: float) -> dict:
@@ -90,7 +83,7 @@ def _timer(name: str, target: float) -> list[dict]:
             "in_steps_s": inside,
             "overhead": 1 - inside / wall, "overhead_wo_noise": 1 - inside / wall,
             "noise_scale_s": float("nan"), "loop_overhead": float("nan"),
-            "precision": _blocks_precision(m), "mean_step_ms": 1e3 * m.mean,
+            "precision": precision(m.times), "mean_step_ms": 1e3 * m.mean,
             "min_run_time": run_time,
         }
         if run_time == 0.2:
