@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import pandas as pd
-
 from ..catalog import filter_catalog, load_catalog
 from . import comma_list
 
@@ -43,8 +41,7 @@ def _show(args: argparse.Namespace) -> int:
         print("no instance type matches", file=sys.stderr)
     else:
         shown = table[[c for c in _TABLE_COLUMNS if c in table.columns]]
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(shown.to_string(index=False, na_rep=""))
+        print(shown.to_string(index=False, na_rep=""))  # to_string prints every row
     return 0
 
 

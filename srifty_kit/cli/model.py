@@ -6,8 +6,6 @@ import argparse
 import sys
 import warnings
 
-import pandas as pd
-
 from ..tables import read_table, write_table
 
 
@@ -25,8 +23,7 @@ def _fit(args: argparse.Namespace) -> int:
     model.save(args.out)
     for note in notes:
         print(f"srifty fit: note: {note.message}", file=sys.stderr)
-    with pd.option_context("display.width", 160, "display.max_colwidth", 60):
-        print(model.summary().to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(model.summary().to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print(f"wrote {args.out}")
     return 0
 

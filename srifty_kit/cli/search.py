@@ -112,17 +112,16 @@ def _run(args: argparse.Namespace) -> int:
         else:
             result.ranked.to_csv(sys.stdout, index=False)
     else:
-        with pd.option_context("display.width", 200, "display.max_columns", 30):
-            if result.feasible:
-                shown = result.ranked[list(_SHOWN)].dropna(axis=1, how="all")
-                print(shown.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-                print()
-                front = result.pareto[["instance_type", "num_nodes", "num_workers", "local_bsz",
-                                       "pricing", "time_hi_h", "cost_hi_usd"]]
-                print(f"Pareto front ({len(front)} of {result.n_feasible:,} feasible, "
-                      f"{result.n_candidates:,} evaluated):")
-                print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-                print()
+        if result.feasible:
+            shown = result.ranked[list(_SHOWN)].dropna(axis=1, how="all")
+            print(shown.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+            print()
+            front = result.pareto[["instance_type", "num_nodes", "num_workers", "local_bsz",
+                                   "pricing", "time_hi_h", "cost_hi_usd"]]
+            print(f"Pareto front ({len(front)} of {result.n_feasible:,} feasible, "
+                  f"{result.n_candidates:,} evaluated):")
+            print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+            print()
         if args.out:
             write_table(result.ranked, args.out)
     if args.format == "table" or args.out:
