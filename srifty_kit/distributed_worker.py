@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from . import machine
 from .errors import InputError
-from .steps import count_flops, parameter_facts, split_batch, timed_step, to_device, train_step
+from .steps import count_flops, device_batch, parameter_facts, timed_step, train_step
 from .stopping import PrecisionTracker
 from .zoo import load_spec
 
@@ -152,9 +152,7 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
     spec = load_spec(plan.model)
     model = spec.model.to(device).train()
     first = plan.batch_sizes[0]
-    flops = count_flops(
-        model, to_device(split_batch(spec.make_batch(first), first), device), spec.loss_fn, first
-    )
+    flops = count_flops(model, device_batch(spec.make_batch, first, device), spec.loss_fn, first)
     ddp = DDP(model, device_ids=[device.index or 0] if device.type == "cuda" else None)
     optimizer = spec.optimizer_fn(ddp.parameters())
     base = {
@@ -165,7 +163,7 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
     }
     for b in plan.batch_sizes:
         emit("config", {"what": f"DDP steps at batch size {b}", "rank": lay.rank})
-        batch = to_device(split_batch(spec.make_batch(b), b), device)
+        batch = device_batch(spec.make_batch, b, device)
 
         def synced(batch: Any = batch) -> None:
             train_step(ddp, batch, spec.loss_fn, optimizer)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .steps import forward_loss, grad_sq_norm, split_batch, to_device
+from .steps import device_batch, forward_loss, grad_sq_norm
 
 
 def simple_noise_scale(
@@ -158,7 +158,7 @@ def measure(
             # gradient is the size-weighted mean of the micro-batch means
             for start in range(0, b, micro):
                 size = min(micro, b - start)
-                batch = to_device(split_batch(make_batch(size), size), device)
+                batch = device_batch(make_batch, size, device)
                 (forward_loss(model, batch, loss_fn) * (size / b)).backward()
             sq[b].append(grad_sq_norm(model))
         if r >= 1 and time.perf_counter() > deadline:

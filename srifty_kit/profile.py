@@ -29,12 +29,11 @@ from .errors import InputError
 from .schemas import validate_measurements
 from .steps import (
     count_flops,
+    device_batch,
     parameter_facts,
     resolve_device,
-    split_batch,
     synchronize,
     timed_step,
-    to_device,
     train_step,
 )
 from .stopping import PrecisionTracker
@@ -151,7 +150,7 @@ class _Run:
     def time_batch(self, b: int, seconds: float, bar: Any) -> None:
         """Warm up, then time steps at batch size ``b`` until precise or out of time."""
         o = self.opts
-        batch = to_device(split_batch(self.spec.make_batch(b), b), self.dev)
+        batch = device_batch(self.spec.make_batch, b, self.dev)
         for _ in range(o["warmup"]):
             self.step(batch)
         synchronize(self.dev)
@@ -212,7 +211,7 @@ class _Run:
 
     def _try_step(self, b: int) -> bool:
         try:
-            batch = to_device(split_batch(self.spec.make_batch(b), b), self.dev)
+            batch = device_batch(self.spec.make_batch, b, self.dev)
             self.step(batch)
             synchronize(self.dev)
         except torch.OutOfMemoryError:
@@ -351,7 +350,7 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
     causes = []
     for b in sizes:
         try:
-            batch = to_device(split_batch(run.spec.make_batch(b), b), run.dev)
+            batch = device_batch(run.spec.make_batch, b, run.dev)
         except InputError:
             raise
         except Exception as err:

@@ -56,6 +56,13 @@ def split_batch(batch: Any, batch_size: int) -> tuple[Any, Any]:
     return batch[0], batch[1]
 
 
+def device_batch(
+    make_batch: Callable[[int], Any], batch_size: int, device: torch.device
+) -> tuple[Any, Any]:
+    """``make_batch(batch_size)`` checked to be ``(inputs, targets)`` and moved to ``device``."""
+    return to_device(split_batch(make_batch(batch_size), batch_size), device)
+
+
 def forward_loss(
     model: torch.nn.Module, batch: tuple[Any, Any], loss_fn: Callable[[Any, Any], Any]
 ) -> torch.Tensor:
