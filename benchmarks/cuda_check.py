@@ -71,8 +71,7 @@ def main() -> int:
         summary["models"][name] = {
             **{k: v for k, v in r.facts.items() if not isinstance(v, dict)},
             "errors": {str(k): v for k, v in r.errors.items()},
-            "summary": r.summary.astype(object).where(r.summary.notna(), None)
-            .to_dict(orient="records"),
+            "summary": r.summary_records(),
             "check_wall_s": time.perf_counter() - start,
         }
         print(f"{name}: max batch {r.facts.get('max_batch_size')} "

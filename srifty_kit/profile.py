@@ -100,6 +100,11 @@ class ProfileResult:
             return facts[name]
         raise AttributeError(name)
 
+    def summary_records(self) -> list[dict[str, Any]]:
+        """The summary as JSON-ready records (missing values as None)."""
+        return self.summary.astype(object).where(self.summary.notna(), None).to_dict(
+            orient="records")
+
     def save(self, path: str | os.PathLike) -> tuple[Path, Path]:
         """Write the table (CSV/Parquet by suffix) and the facts JSON beside it, atomically."""
         table = write_table(self.measurements, path)
@@ -107,8 +112,7 @@ class ProfileResult:
             **self.facts,
             "errors": {str(k): v for k, v in self.errors.items()},
             "interrupted": self.interrupted,
-            "summary": self.summary.astype(object).where(self.summary.notna(), None)
-            .to_dict(orient="records"),
+            "summary": self.summary_records(),
         }
         return table, write_json(doc, facts_path(path))
 
