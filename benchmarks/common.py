@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 
+from srifty_kit.data import reference_measurements  # noqa: F401 (for the scripts)
 from srifty_kit.tables import atomic_write
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports" / "benchmarks"
-
-
-def shared_dir() -> Path:
-    """$SRIFTY_SHARED, else ../shared beside the repository (as tests/conftest.py)."""
-    return Path(os.environ.get("SRIFTY_SHARED", REPO.parent / "shared"))
-
-
-def reference_measurements() -> Path:
-    """The real EC2 g4dn.12xlarge step times (it may be absent: callers say what to do)."""
-    return shared_dir() / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

@@ -9,7 +9,6 @@ It saves to versioned, checksummed JSON (``model_io``).
 
 from __future__ import annotations
 
-import os
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -41,8 +40,9 @@ _CORRECTIONS = {"auto": (False, True), "none": (False,), "batch": (True,)}
 def default_measurements() -> Path:
     """The measurements notebooks start from: the shared EC2 reference when present (set
     SRIFTY_SHARED or keep ../shared beside the repository), else the packaged sample profile."""
-    shared = Path(os.environ.get("SRIFTY_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-    reference = shared / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    from .data import reference_measurements
+
+    reference = reference_measurements()
     if reference.is_file():
         return reference
     # the DDP profile (world sizes 1, 2, 4): the packaged table that exercises every term

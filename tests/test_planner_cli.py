@@ -36,9 +36,9 @@ def synthetic_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference_model(tmp_path_factory) -> Path:
-    from conftest import shared_dir
+    from srifty_kit.data import reference_measurements
 
-    path = shared_dir() / "reference" / "measurements" / "aws_g4dn12xlarge_placements.csv"
+    path = reference_measurements()
     if not path.is_file():
         pytest.skip(f"reference measurements not found at {path} (set SRIFTY_SHARED)")
     return fit(path, tmp_path_factory.mktemp("reference"))
