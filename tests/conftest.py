@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,14 @@ from srifty_kit.data import reference_measurements as _reference_measurements
 from srifty_kit.data import shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
+# the console script installed beside this interpreter: what a user runs
+SRIFTY = str(Path(sys.executable).with_name("srifty"))
+
+
+def run_srifty(*args: str, cwd=None, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
+    """Run the installed ``srifty`` console script as a user would, capturing its output."""
+    return subprocess.run([SRIFTY, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, run_srifty
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +25,6 @@ from srifty_kit.catalog import (
 )
 from srifty_kit.schemas import CATALOG
 
-SRIFTY = REPO / ".venv" / "bin" / "srifty"
 CATALOG_CSV = REPO / "data" / "ec2_catalog_us-east-1.csv"
 G4DN_SIZES = {
     "g4dn.xlarge",
@@ -41,9 +39,7 @@ G4DN_SIZES = {
 
 def srifty(*args: str) -> subprocess.CompletedProcess:
     """Run the installed console script, as a user would."""
-    exe = str(SRIFTY) if SRIFTY.exists() else None
-    cmd = [exe] if exe else [sys.executable, "-m", "srifty_kit"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+    return run_srifty(*args, timeout=120)
 
 
 @pytest.fixture(scope="module")

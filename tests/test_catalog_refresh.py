@@ -13,7 +13,6 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,7 +22,7 @@ import boto3
 import pandas as pd
 import pytest
 from botocore.stub import Stubber
-from conftest import REPO
+from conftest import REPO, run_srifty
 
 from srifty_kit import InputError, load_catalog
 from srifty_kit.aws_catalog import (
@@ -43,7 +42,6 @@ KEY_ID = "AKIA" + "SRIFTYFAKEKEY7Q2"
 SECRET = "sRiFtY/fake+Secret/0123456789abcdefGHIJKLm"
 TOKEN = "IQoJb3JpZ2luX2VjEsriftyFakeSessionToken0123456789xyz"
 SECRETS = (KEY_ID, SECRET, TOKEN)
-SRIFTY = REPO / ".venv" / "bin" / "srifty"
 # the filters the issue asks for, written out here rather than imported
 PRICING_FILTERS = [
     {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-east-1"},
@@ -216,9 +214,8 @@ def assert_no_secret(*texts: str | bytes) -> None:
 
 
 def srifty_refresh(*args: str) -> subprocess.CompletedProcess:
-    exe = [str(SRIFTY)] if SRIFTY.exists() else [sys.executable, "-m", "srifty_kit"]
-    cmd = [*exe, "catalog", "refresh", "--region", "us-east-1", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    return run_srifty("catalog", "refresh", "--region", "us-east-1", *args, timeout=120,
+                      env=dict(os.environ))
 
 
 # ------------------------------------------------------------------ success

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import SRIFTY
 
 from srifty_kit.cli import build_parser, main
 
@@ -41,9 +40,8 @@ def test_every_command_has_help(command, capsys):
 
 
 def _srifty() -> str:
-    found = shutil.which("srifty", path=str(Path(sys.executable).parent))
-    assert found, "the srifty console script is not installed next to this python"
-    return found
+    assert Path(SRIFTY).is_file(), "the srifty console script is not installed next to this python"
+    return SRIFTY
 
 
 def test_console_script_reports_bad_input_in_one_line_with_exit_2(tmp_path):

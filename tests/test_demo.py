@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import SRIFTY
 
 from srifty_kit.model import StepTimeModel
 
@@ -16,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
-    srifty = shutil.which("srifty", path=str(Path(sys.executable).parent))
+    srifty = SRIFTY
     out = tmp_path / "demo"
     done = subprocess.run(
         [srifty, "demo", "--out", str(out), "--seconds", "6"],

@@ -6,7 +6,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SRIFTY
 
 from srifty_kit import InputError, machine
 from srifty_kit.distributed import profile_distributed
@@ -57,7 +57,7 @@ def test_torchrun_runs_the_same_entry_point(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [str(REPO / ".venv/bin/torchrun"), "--standalone", "--nproc-per-node", "2",
-         "--no-python", str(REPO / ".venv/bin/srifty"), "profile-dist", "--model", "mlp",
+         "--no-python", SRIFTY, "profile-dist", "--model", "mlp",
          "--batch-sizes", "4", "--max-seconds", "3", "--device", "cpu", "--quiet",
          "--out", str(out)],
         capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import run_srifty
 
 from srifty_kit.step_physics import StepParams, simulate
 
-SRIFTY = str(Path(sys.executable).with_name("srifty"))
 TRUE = StepParams(0.03, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 
 
 def srifty(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([SRIFTY, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return run_srifty(*args, cwd=cwd, timeout=120)
 
 
 def write_inputs(folder: Path, itype: str = "onprem-a100-box") -> tuple[Path, Path]:

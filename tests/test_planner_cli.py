@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO
+from conftest import REPO, run_srifty
 from test_planner import synthetic_measurements
-
-SRIFTY = str(Path(sys.executable).with_name("srifty"))
 
 
 def srifty(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([SRIFTY, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return run_srifty(*args, cwd=cwd, timeout=300)
 
 
 def fit(measurements: Path, tmp: Path) -> Path:

@@ -10,18 +10,16 @@ import threading
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, SRIFTY, run_srifty
 
 from srifty_kit.schemas import MEASUREMENTS, validate_measurements
 from srifty_kit.tables import read_table
 
-SRIFTY = str(REPO / ".venv" / "bin" / "srifty")
 pytestmark = pytest.mark.slow
 
 
 def _run(args, cwd, timeout=240):
-    return subprocess.run([SRIFTY, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout)
+    return run_srifty(*args, cwd=cwd, timeout=timeout)
 
 
 def test_profile_writes_one_row_per_step_and_prints_the_precision(tmp_path):
