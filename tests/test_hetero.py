@@ -72,3 +72,19 @@ def test_controller_settles_despite_timing_noise_inside_its_deadband():
     tail = trace[trace["step"] >= 30].groupby("step")["step_time_s"].first()
     head = trace[trace["step"] == 0]["step_time_s"].iloc[0]
     assert tail.max() < head
+
+
+def test_convergence_figure_draws_every_worker_and_the_falling_step_time():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from srifty_kit.plots import controller_convergence
+
+    alpha = np.array([0.01] * 2 + [0.012] * 2)
+    beta = np.array([0.001] * 2 + [0.0035] * 2)
+    trace = simulate_controller(alpha, beta, global_bsz=128, steps=20)
+    ax = controller_convergence(trace)
+    assert len(ax.lines) == 4  # one local-batch line per worker
+    step_line = ax.figure.axes[1].lines[0]  # the step time, on the twin axis
+    times = step_line.get_ydata()
+    assert times[-1] < times[0]  # the split the controller reaches is faster than the even one
