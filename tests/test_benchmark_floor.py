@@ -1,0 +1,48 @@
+"""The model-accuracy benchmark's floor: the claim "no monotone model can do better" must hold."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        "model_accuracy", REPO / "benchmarks" / "model_accuracy.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(*rows):
+    columns = ["model", "num_nodes", "placement", "local_bsz", "step_time_s"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_floor_counts_only_larger_clusters_that_ran_faster_than_a_contained_one(bench):
+    train = _rows(
+        ("m", 2, "44", 8, 2.0),
+        ("m", 2, "11", 8, 1.0),
+        ("m", 1, "4", 8, 0.5),  # not the largest fitted node count: ignored
+    )
+    test = _rows(
+        ("m", 3, "444", 8, 1.0),  # holds 44 (2.0 s) but ran in 1.0 s: any monotone model errs 100%
+        ("m", 3, "111", 8, 2.0),  # holds only 11 (1.0 s) and is slower: no forced error
+        ("m", 3, "444", 16, 1.0),  # no measured cluster at this batch: no constraint
+    )
+    assert bench.monotone_bound(train, test)["m"] == pytest.approx(1.0 / 3)
+    # with 3% slack the forced error shrinks to (0.97 * 2.0 - 1.0) / 1.0
+    assert bench.monotone_bound(train, test, 0.03)["m"] == pytest.approx(0.94 / 3)
+
+
+def test_placement_containment_is_node_by_node(bench):
+    assert bench._contains((4, 4), (4, 4, 1))
+    assert bench._contains((2, 1), (3, 1))
+    assert not bench._contains((4, 4), (4, 3, 3))  # the second node is not as full
+    assert not bench._contains((1, 1, 1), (4, 4))  # fewer nodes cannot hold more
+    assert bench._nodes_sorted(1324) == (4, 3, 2, 1)  # pandas reads placements as integers
