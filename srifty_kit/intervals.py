@@ -78,6 +78,16 @@ class Spread:
     sigma1: float  # ... per unit of sync share times extrapolation distance
     scores: np.ndarray  # |log ratio| / sigma of held-out steps: the conformal scores
     node_prior: bool = False  # add NODE_COUNT_SD beyond the fitted node counts
+    moves: tuple[str, ...] = ()  # what the calibration folds held out, in words
+
+    def basis(self, max_nodes: int) -> str:
+        """Where the width comes from, in words: the folds, the prior, or neither."""
+        if self.scores.size == 0:
+            return "prior width: too few held-out steps to calibrate on"
+        said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
+        if self.node_prior:
+            said += f"; beyond {max_nodes} nodes a prior (network time x2 at one sd)"
+        return said
 
     def sigma(self, share: np.ndarray, distance: np.ndarray) -> np.ndarray:
         """sigma(x) of each configuration."""
@@ -101,6 +111,7 @@ class Spread:
             "sigma1": self.sigma1,
             "scores": [float(s) for s in self.scores],
             "node_prior": bool(self.node_prior),
+            "moves": list(self.moves),
         }
 
     @classmethod
@@ -111,6 +122,7 @@ class Spread:
             float(data["sigma1"]),
             np.asarray(data["scores"], float),
             bool(data["node_prior"]),
+            tuple(str(m) for m in data.get("moves", ())),
         )
 
 
@@ -120,6 +132,7 @@ def calibrate(
     distance: np.ndarray,
     node_prior: bool,
     sigma0: float = NOISE_FLOOR,
+    moves: tuple[str, ...] = (),
 ) -> Spread:
     """Fit sigma1 to held-out residuals (sigma0 given) and keep their normalized scores.
 
@@ -129,12 +142,12 @@ def calibrate(
     log_ratio = np.asarray(log_ratio, float)
     sigma0 = max(float(sigma0), NOISE_FLOOR)
     if log_ratio.size < MIN_SCORES:
-        return Spread(max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), node_prior)
+        return Spread(max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), node_prior, moves)
     x2 = (np.asarray(share, float) * np.asarray(distance, float)) ** 2
     # least squares of r^2 - sigma0^2 = sigma1^2 x^2, sigma1^2 >= 0
     sigma1_sq = float(np.sum(x2 * (log_ratio**2 - sigma0**2)) / max(np.sum(x2**2), 1e-300))
     spread = Spread(
-        sigma0, max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR), np.array([]), node_prior
+        sigma0, max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR), np.array([]), node_prior, moves
     )
     spread.scores = np.abs(log_ratio) / spread.sigma(share, distance)
     return spread
@@ -171,6 +184,21 @@ def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndar
             continue
         folds.append((train, test))
     return folds[:max_folds]
+
+
+def fold_move(train: pd.DataFrame, test: pd.DataFrame) -> str:
+    """What a fold asked of the fit, in words: '1-2 -> 3-4 nodes' (fitted -> predicted) or
+    '<=8 -> 9-12 workers on 3 nodes'."""
+    k_fit, k_new = int(train["num_nodes"].max()), test["num_nodes"]
+    if (k_new > k_fit).all():
+        return f"{_span(train['num_nodes'])} -> {_span(k_new)} nodes"
+    n_fit = int(train.loc[train["num_nodes"] == k_fit, "num_workers"].max())
+    return f"<={n_fit} -> {_span(test['num_workers'])} workers on {k_fit} nodes"
+
+
+def _span(values: pd.Series) -> str:
+    lo, hi = int(values.min()), int(values.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 def node_moves_validated(configs: pd.DataFrame) -> bool:

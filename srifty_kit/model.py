@@ -158,6 +158,7 @@ class StepTimeModel(BaseEstimator):
                 held.distance,
                 node_prior=not intervals.node_moves_validated(configs),
                 sigma0=single_worker_spread(params, correction, rows),
+                moves=held.moves,
             ),
             max_nodes=int(configs["num_nodes"].max()),
             max_workers=int(configs["num_workers"].max()),
@@ -243,7 +244,8 @@ class StepTimeModel(BaseEstimator):
         return out
 
     def summary(self) -> pd.DataFrame:
-        """One row per fitted group: how it was fitted and its held-out-scale error."""
+        """One row per fitted group: how it was fitted, its held-out-scale error and what its
+        interval widths were calibrated on."""
         self._check_fitted()
         rows = []
         for (m, t), fit in sorted(self.groups_.items()):
@@ -258,6 +260,9 @@ class StepTimeModel(BaseEstimator):
                     "configs": fit.n_observed if carried else fit.n_configs,
                     "max_nodes": fit.max_nodes,
                     "held_out_error": np.nan if carried else np.expm1(fit.cv_error),
+                    "interval_from": "the carried belief, narrowed by these measurements"
+                    if carried
+                    else fit.spread.basis(fit.max_nodes),
                     "fixed": ", ".join(self.fixed_terms_.get(f"{m}/{t}", {})),
                 }
             )

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .batch_fix import BatchCorrection, learn
-from .intervals import extrapolation_distance, scale_folds
+from .intervals import extrapolation_distance, fold_move, scale_folds
 from .step_fit import CONFIG_KEYS, Fixed, fit_group, unidentified
 from .step_physics import StepParams, step_time, sync_share
 
@@ -33,6 +33,7 @@ class HeldOut:
     log_ratio: np.ndarray  # log(observed / predicted) of each held-out step
     distance: np.ndarray  # extrapolation distance of its configuration from its fold's fit
     share: np.ndarray  # synchronisation's share of its predicted step (intervals.Spread)
+    moves: tuple[str, ...] = ()  # what each fold held out, in words (intervals.fold_move)
 
     @property
     def error(self) -> float:
@@ -69,9 +70,10 @@ def held_out(
     rows: pd.DataFrame, configs: pd.DataFrame, variant: str, correct: bool = False
 ) -> HeldOut:
     """Fit on the small part of each fold, keep the residuals of the large part's steps."""
-    ratios, distances, shares = [], [], []
+    ratios, distances, shares, moves = [], [], [], []
     for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
+        moves.append(fold_move(part, configs[test]))
         params = fit_group(part, with_variant(unidentified(part), variant))
         correction = learn(params, _rows_of(rows, part)) if correct else None
         test_rows = _rows_of(rows, configs[test])
@@ -88,7 +90,7 @@ def held_out(
         )
     if not ratios:
         return _EMPTY
-    return HeldOut(*(np.concatenate(a) for a in (ratios, distances, shares)))
+    return HeldOut(*(np.concatenate(a) for a in (ratios, distances, shares)), tuple(moves))
 
 
 def choose_structure(

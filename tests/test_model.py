@@ -214,6 +214,18 @@ def test_save_and_load_give_the_same_predictions(fitted, tmp_path):
     cfg = configs(measurements(4, seed=9))
     pd.testing.assert_frame_equal(fitted.predict(cfg), again.predict(cfg))
     assert again.models_ == ["resnet"] and again.instance_types_ == ["g4dn.12xlarge"]
+    assert again.summary()["interval_from"].tolist() == fitted.summary()["interval_from"].tolist()
+
+
+def test_summary_says_what_the_interval_widths_were_calibrated_on(fitted):
+    # fitted on 1-2 nodes: no fold could move to a new node count, so a prior covers 3+ nodes
+    said = fitted.summary()["interval_from"].iloc[0]
+    assert said.startswith("held out <=") and "workers on 2 nodes" in said
+    assert "beyond 2 nodes a prior" in said
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wider = StepTimeModel().fit(measurements(3)).summary()["interval_from"].iloc[0]
+    assert wider.startswith("held out 1-2 -> 3 nodes; ") and "prior" not in wider
 
 
 def test_a_hand_edited_model_file_is_refused(fitted, tmp_path):

@@ -74,6 +74,9 @@ def test_fit_prints_what_it_fitted(tmp_path):
     done = srifty("fit", "--measurements", str(measured), "--out", "m.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "resnet" in done.stdout and "wrote m.json" in done.stdout
+    # and where the interval widths come from: 1-2 nodes measured, so a prior beyond 2
+    assert "intervals of resnet on onprem-a100-box: held out" in done.stdout
+    assert "beyond 2 nodes a prior" in done.stdout
     assert json.loads((tmp_path / "m.json").read_text())["format"] == "srifty_kit.StepTimeModel"
 
 

@@ -23,7 +23,11 @@ def _fit(args: argparse.Namespace) -> int:
     model.save(args.out)
     for note in notes:
         print(f"srifty fit: note: {note.message}", file=sys.stderr)
-    print(model.summary().to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    summary = model.summary()
+    table = summary.drop(columns="interval_from")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    for row in summary.itertuples():
+        print(f"intervals of {row.model} on {row.instance_type}: {row.interval_from}")
     print(f"wrote {args.out}")
     return 0
 
