@@ -57,6 +57,9 @@ def test_summary_precision_is_the_t_interval_of_the_kept_steps(mlp_result):
     for row in mlp_result.summary.itertuples():
         steps = mlp_result.measurements.query("local_bsz == @row.local_bsz")["step_time_s"]
         assert row.precision == pytest.approx(precision(steps.to_numpy()))
+        if row.n < 2:  # a busy machine can leave one step in the budget: no interval, said so
+            assert np.isnan(row.mean_lo) and np.isnan(row.mean_hi) and row.precision == np.inf
+            continue
         assert row.mean_lo <= row.mean <= row.mean_hi
         if row.stop_reason == "precision reached":
             assert row.precision <= 0.05 and row.n >= 10
