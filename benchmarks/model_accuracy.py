@@ -382,8 +382,8 @@ def main() -> int:
         "Narrowing them means ignoring the one node-count move the fit has seen, which "
         "only the held-out 4-node rows justify; we keep them. On the first split no fold can "
         "move to a new node count at all, so the stated prior `intervals.NODE_COUNT_SD` "
-        "(network time a factor 2 at one sd) applies. Its size was read off the 2- against "
-        "3-4-node gap in these same traces, so the first split's coverage is not an "
+        "(network time within a factor 2 either way at 90%) applies. Its size was read off "
+        "the 2- against 3-4-node gap in these same traces, so the first split's coverage is not an "
         "independent check of it.\n\n"
         + markdown_table(floors)
         + "\n\nWhat our structure assumes (`srifty_kit/step_physics.py`): across nodes the "

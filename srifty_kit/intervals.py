@@ -31,9 +31,10 @@ MIN_SCORES = 10  # below this a group's own scores do not calibrate an interval
 # log-sd of the error when nothing calibrates it (a handful of configurations): ~ +-40% at 90%
 PRIOR_SD = 0.2
 # Network time at a node count never measured, when no fold could validate such a move:
-# lognormal with a factor 2 at one sd. An assumption: cloud networks vary between clusters
-# (Srifty, MLSys'22) and, in the reference g4dn.12xlarge traces, the 2-node runs moved each
-# gradient byte 1.8x slower than the 3- and 4-node runs.
+# lognormal, within a factor 2 either way at 90% (1.5 at one sd). An assumption: cloud
+# networks vary between clusters (Srifty, MLSys'22). Its size was read off the reference
+# g4dn.12xlarge traces, where the 2-node runs moved each gradient byte ~1.8x slower than the
+# 3- and 4-node runs: benchmarks/model_accuracy.py says so beside the coverage it gives.
 NODE_COUNT_SD = float(np.log(2.0) / norm.ppf(0.95))
 
 
@@ -86,7 +87,7 @@ class Spread:
             return "prior width: too few held-out steps to calibrate on"
         said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
         if self.node_prior:
-            said += f"; beyond {max_nodes} nodes a prior (network time x2 at one sd)"
+            said += f"; beyond {max_nodes} nodes a prior (network time within x2 at 90%)"
         return said
 
     def sigma(self, share: np.ndarray, distance: np.ndarray) -> np.ndarray:
