@@ -1,4 +1,4 @@
-"""The model-accuracy benchmark's floor: the claim "no monotone model can do better" must hold."""
+"""The model-accuracy benchmark's own arithmetic: the floor it claims and its stress test."""
 
 from __future__ import annotations
 
@@ -46,3 +46,14 @@ def test_placement_containment_is_node_by_node(bench):
     assert not bench._contains((4, 4), (4, 3, 3))  # the second node is not as full
     assert not bench._contains((1, 1, 1), (4, 4))  # fewer nodes cannot hold more
     assert bench._nodes_sorted(1324) == (4, 3, 2, 1)  # pandas reads placements as integers
+
+
+def test_shifted_coverage_moves_the_sync_part_by_the_last_node_count_move(bench):
+    pred = pd.DataFrame({"step_time_lo": [0.9, 0.9], "step_time_hi": [1.3, 1.3]})
+    held = pd.DataFrame({"step_time_s": [1.0, 1.0], "sync_time_s": [0.0, 0.5]})
+    network = pd.Series({2: 1.0, 3: 0.5, 4: 0.5})  # 2 -> 3 nodes halved the time per byte
+    faster, slower = bench._shifted_coverage(pred, held, network, fit_nodes=3)
+    # faster: 1.0 + 0.5 * (0.5 - 1) = 0.75 leaves the interval; slower: 1.0 + 0.5 = 1.5 too
+    assert (faster, slower) == (0.5, 0.5)
+    # a fit on 1-2 nodes saw no move between two multi-node counts: nothing to replay
+    assert all(v != v for v in bench._shifted_coverage(pred, held, network, fit_nodes=2))
