@@ -166,15 +166,15 @@ def monotone_bound(train, test, tolerance: float = 0.0):
     return pd.Series(out)
 
 
-def evaluate(table):
-    """Rows of (split, model, contender, MAPE, coverage) and, for ours, interval widths."""
+def evaluate(table, network):
+    """Rows of (split, model, contender, MAPE, coverage) and, for ours, interval widths;
+    ``network`` is ``network_by_node_count(table)``."""
     import numpy as np
     import pandas as pd
 
     from srifty_kit import StepTimeModel
 
     results, limits = [], []
-    network = network_by_node_count(table)
     for split, (fit_nodes, test_nodes) in SPLITS.items():
         train = table[table["num_nodes"] <= fit_nodes].reset_index(drop=True)
         test = table[table["num_nodes"].isin(test_nodes)].reset_index(drop=True)
@@ -357,13 +357,13 @@ def main() -> int:
             file=sys.stderr,
         )
     table = pd.read_csv(data)
-    results, limits = evaluate(table)
+    rel = network_by_node_count(table)
+    results, limits = evaluate(table, rel)
     both = with_ours(results, limits)
     frame, floors = side_by_side(results), limits_table(both)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(frame.to_string(index=False))
         print(floors.to_string(index=False))
-    rel = network_by_node_count(table)
     network = (
         f"sync per unit of ring traffic at {', '.join(map(str, rel.columns))} nodes "
         "(relative to 2 nodes, one worker per node): "
