@@ -29,6 +29,12 @@ h, e and n are a joint lognormal belief (``beliefs.LogBeliefs``): wide before th
 is measured, narrowed by its measured steps (``TransferFit.update``), so the interval shrinks
 with evidence. The interval is the delta method's in the logs, widened where needed so that
 neither end lies below that end of any part's own interval: a smooth max is at least each part.
+
+Known limits, measured against real g4dn.12xlarge runs (benchmarks/transfer_accuracy.py): a
+host-bound model's GPU step (many small kernels) is far above the CPU intercept carried as its
+host floor; after an update the device line stays linear in the batch while a GPU's time per
+sample falls as it fills up; and NETWORK_EFFICIENCY's median sits well above the rate those
+traces reached. Updated intervals can then be too narrow away from the measured batches.
 """
 
 from __future__ import annotations
