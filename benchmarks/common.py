@@ -13,6 +13,14 @@ REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports" / "benchmarks"
 
 
+def one_worker_per_node(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """Multi-node rows with one worker per node, and each row's ring all-reduce traffic per
+    gradient byte, 2(n-1)/n: where the traced sync time is network time and nothing else."""
+    rows = table[(table["num_workers"] == table["num_nodes"]) & (table["num_nodes"] > 1)]
+    n = rows["num_workers"]
+    return rows, 2 * (n - 1) / n
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """A GitHub markdown table of ``frame``, cells as they are printed."""
     return frame.to_markdown(index=False, disable_numparse=True)

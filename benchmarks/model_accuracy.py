@@ -286,9 +286,10 @@ def network_by_node_count(table):
 
     Read from the data, not assumed: it shows why fitting on 1-2 nodes mispredicts 3-4.
     """
-    one_per_node = table[(table["num_workers"] == table["num_nodes"]) & (table["num_nodes"] > 1)]
-    n = one_per_node["num_workers"]
-    per_unit = one_per_node["sync_time_s"] / (2 * (n - 1) / n)
+    from common import one_worker_per_node
+
+    one_per_node, ring = one_worker_per_node(table)
+    per_unit = one_per_node["sync_time_s"] / ring
     ratio = per_unit.groupby([one_per_node["model"], one_per_node["num_nodes"]]).median()
     ratio = ratio.unstack("num_nodes")
     return ratio.div(ratio[2], axis=0)
@@ -341,6 +342,8 @@ def main() -> int:
     """Run every contender on both splits; print and write the side-by-side table."""
     import pandas as pd
     from common import markdown_table, reference_measurements, write_report
+
+    from srifty_kit.intervals import NODE_COUNT_FACTOR90
 
     data = reference_measurements()
     if not data.is_file():
@@ -415,7 +418,8 @@ def main() -> int:
         "Narrowing them means ignoring the one node-count move the fit has seen, which "
         "only the held-out 4-node rows justify; we keep them. On the first split no fold can "
         "move to a new node count at all, so the stated prior `intervals.NODE_COUNT_SD` "
-        "(network time within a factor 2 either way at 90%) applies. Its size was read off "
+        f"(network time within a factor {NODE_COUNT_FACTOR90:g} either way at 90%) applies. "
+        "Its size was read off "
         "the 2- against 3-4-node gap in these same traces, so the first split's coverage is not an "
         "independent check of it.\n\n"
         + markdown_table(floors)

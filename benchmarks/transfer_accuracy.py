@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
-from common import markdown_table, reference_measurements, write_report
+from common import markdown_table, one_worker_per_node, reference_measurements, write_report
 from trace_models import TRACE_MODELS
 
 from srifty_kit import StepTimeModel, load_catalog
@@ -96,14 +96,9 @@ def achieved_network(traces: pd.DataFrame, profiles: pd.DataFrame, model: str) -
     """Median rate, in Gbit/s, that ``model``'s traced all-reduce reached with one worker per
     node: ring traffic 2(n-1)/n x gradient bytes (profiled here) over the measured sync time.
     The traces time the sync left exposed after overlap, so this is a floor on the rate."""
-    one = traces[
-        (traces["model"] == model)
-        & (traces["num_nodes"] > 1)
-        & (traces["num_workers"] == traces["num_nodes"])
-    ]
+    one, ring = one_worker_per_node(traces[traces["model"] == model])
     grad = float(profiles.loc[profiles["model"] == model, "grad_bytes"].iloc[0])
-    n = one["num_workers"]
-    return float((2 * (n - 1) / n * grad / one["sync_time_s"] * 8 / 1e9).median())
+    return float((ring * grad / one["sync_time_s"] * 8 / 1e9).median())
 
 
 def score(traces: pd.DataFrame, pred: pd.DataFrame, label: str) -> pd.DataFrame:

@@ -35,7 +35,8 @@ PRIOR_SD = 0.2
 # networks vary between clusters (Srifty, MLSys'22). Its size was read off the reference
 # g4dn.12xlarge traces, where the 2-node runs moved each gradient byte ~1.8x slower than the
 # 3- and 4-node runs: benchmarks/model_accuracy.py says so beside the coverage it gives.
-NODE_COUNT_SD = float(np.log(2.0) / norm.ppf(0.95))
+NODE_COUNT_FACTOR90 = 2.0
+NODE_COUNT_SD = float(np.log(NODE_COUNT_FACTOR90) / norm.ppf(0.95))
 
 
 @functools.lru_cache(maxsize=64)
@@ -87,7 +88,10 @@ class Spread:
             return "prior width: too few held-out steps to calibrate on"
         said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
         if self.node_prior:
-            said += f"; beyond {max_nodes} nodes a prior (network time within x2 at 90%)"
+            said += (
+                f"; beyond {max_nodes} nodes a prior (network time within "
+                f"x{NODE_COUNT_FACTOR90:g} at 90%)"
+            )
         return said
 
     def sigma(self, share: np.ndarray, distance: np.ndarray) -> np.ndarray:
