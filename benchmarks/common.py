@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from srifty_kit.data import reference_measurements  # noqa: F401 (for the scripts)
-from srifty_kit.tables import atomic_write
+from srifty_kit.tables.files import atomic_write
+from srifty_kit.tables.reference import reference_measurements  # noqa: F401 (for the scripts)
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports" / "benchmarks"

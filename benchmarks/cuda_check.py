@@ -50,20 +50,26 @@ def main() -> int:
     _fail_without_cuda()
     import pandas as pd
 
-    from srifty_kit import machine
-    from srifty_kit.distributed import DEFAULT_SIZES, profile_distributed
-    from srifty_kit.profile import profile_spec
-    from srifty_kit.tables import write_json, write_table
+    from srifty_kit.measure import host
+    from srifty_kit.measure.distributed.profile import DEFAULT_SIZES, profile_distributed
+    from srifty_kit.measure.profile import profile_spec
+    from srifty_kit.tables.files import write_json, write_table
 
     out = Path(os.environ.get("OUT") or REPO / "reports" / "cuda_check")
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"fingerprint": machine.fingerprint("cuda"), "models": {}, "failures": []}
+    summary: dict = {"fingerprint": host.fingerprint("cuda"), "models": {}, "failures": []}
     tables = []
     for name in ("mlp", "cnn", "transformer"):
         start = time.perf_counter()
         try:
-            r = profile_spec(name, BATCHES, device="cuda", max_seconds=SECONDS,
-                             memory_budget_bytes=BUDGET, progress=False)
+            r = profile_spec(
+                name,
+                BATCHES,
+                device="cuda",
+                max_seconds=SECONDS,
+                memory_budget_bytes=BUDGET,
+                progress=False,
+            )
         except Exception:  # keep going: the other models still tell something
             summary["failures"].append(f"profile {name}: {traceback.format_exc(limit=3)}")
             continue
@@ -74,27 +80,42 @@ def main() -> int:
             "summary": r.summary_records(),
             "check_wall_s": time.perf_counter() - start,
         }
-        print(f"{name}: max batch {r.facts.get('max_batch_size')} "
-              f"({r.facts.get('max_batch_method')}), {r.facts.get('max_batch_trials')} trials")
-        print(r.summary[["local_bsz", "n", "mean", "precision", "peak_memory_bytes",
-                         "stop_reason"]].to_string(index=False))
+        print(
+            f"{name}: max batch {r.facts.get('max_batch_size')} "
+            f"({r.facts.get('max_batch_method')}), {r.facts.get('max_batch_trials')} trials"
+        )
+        print(
+            r.summary[
+                ["local_bsz", "n", "mean", "precision", "peak_memory_bytes", "stop_reason"]
+            ].to_string(index=False)
+        )
         if r.facts.get("max_batch_method") != "bisection on CUDA out-of-memory":
             summary["failures"].append(f"profile {name}: no bisection ({r.facts})")
     if tables:
         write_table(pd.concat(tables, ignore_index=True), out / "profile.csv")
     try:
         dist = profile_distributed(
-            "mlp", [1], [64], backend="nccl", device="cuda", max_seconds=SECONDS,
-            sizes_bytes=DEFAULT_SIZES, timeout_s=120, progress=False,
-            out=out / "dist.csv", collectives_out=out / "allreduce.csv",
+            "mlp",
+            [1],
+            [64],
+            backend="nccl",
+            device="cuda",
+            max_seconds=SECONDS,
+            sizes_bytes=DEFAULT_SIZES,
+            timeout_s=120,
+            progress=False,
+            out=out / "dist.csv",
+            collectives_out=out / "allreduce.csv",
         )
         coll = dist.collectives
         summary["nccl"] = {
             "ddp_steps": len(dist.measurements),
             "ddp_mean_step_s": float(dist.measurements["step_time_s"].mean()),
             "allreduce_samples": len(coll),
-            "allreduce_median_s": coll.groupby("bytes")["seconds"].median()
-            .rename(index=str).to_dict(),
+            "allreduce_median_s": coll.groupby("bytes")["seconds"]
+            .median()
+            .rename(index=str)
+            .to_dict(),
         }
         print(f"nccl: {len(dist.measurements)} DDP steps, {len(coll)} all-reduce samples")
     except Exception:

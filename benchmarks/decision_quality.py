@@ -19,7 +19,7 @@ Methods
               local batches at the smallest scale (1 node: 1 and 4 workers), regress step time
               on local batch and the ring factor 2(n-1)/n (statsmodels OLS, 90% prediction
               interval), same rule
-  online      srifty_kit.online: Scavenger-style black-box search from nothing, profiling one
+  online      srifty_kit.decide.online: Scavenger-style black-box search from nothing, profiling one
               configuration at a time (uncertainty x closeness) until its pick is stable
   cheapest/h  the cheapest cluster per hour (1 node), with its best batch (by true cost:
               generous to it)
@@ -44,10 +44,10 @@ import pandas as pd
 import statsmodels.api as sm
 from common import markdown_table, reference_measurements, write_report
 
-from srifty_kit.catalog import load_catalog
-from srifty_kit.model import StepTimeModel
-from srifty_kit.online import CONFIG_KEYS, MeasuredTable, online_search
-from srifty_kit.planner import Constraints, Job, evaluate_configs, known_outcomes
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.online import CONFIG_KEYS, MeasuredTable, online_search
+from srifty_kit.decide.planner import Constraints, Job, evaluate_configs, known_outcomes
+from srifty_kit.model.estimator import StepTimeModel
 
 LEVEL = 0.9
 # samples to the target = dataset size x epochs at the reference global batch (common recipes)
@@ -104,8 +104,9 @@ def _scavenger(env: MeasuredTable, truth: pd.DataFrame) -> tuple[pd.DataFrame, f
 
     def design(t: pd.DataFrame) -> pd.DataFrame:
         n = t["num_workers"].to_numpy(float)
-        return pd.DataFrame({"const": 1.0, "local_bsz": t["local_bsz"].to_numpy(float),
-                             "ring": 2 * (n - 1) / n})
+        return pd.DataFrame(
+            {"const": 1.0, "local_bsz": t["local_bsz"].to_numpy(float), "ring": 2 * (n - 1) / n}
+        )
 
     fit_rows = pd.concat(measured, ignore_index=True)
     ols = sm.OLS(fit_rows["step_time_s"].to_numpy(), design(fit_rows)).fit()
@@ -114,7 +115,8 @@ def _scavenger(env: MeasuredTable, truth: pd.DataFrame) -> tuple[pd.DataFrame, f
     pred = truth[[*CONFIG_KEYS, "gpus_per_node"]].assign(
         step_time_s=np.maximum(frame["mean"].to_numpy(), floor),
         step_time_lo=np.maximum(frame["obs_ci_lower"].to_numpy(), floor),
-        step_time_hi=np.maximum(frame["obs_ci_upper"].to_numpy(), floor))
+        step_time_hi=np.maximum(frame["obs_ci_upper"].to_numpy(), floor),
+    )
     return pred, spent
 
 
@@ -131,8 +133,10 @@ def _evaluate_model(name: str, rows: pd.DataFrame, catalog: pd.DataFrame) -> lis
         warnings.simplefilter("ignore")
         small = env.measurements[env.measurements["num_nodes"] <= 2]
         model = StepTimeModel(level=LEVEL).fit(small, catalog)
-    ours_cost = sum(env.measure(pd.Series(c._asdict()))[1]
-                    for c in small[CONFIG_KEYS].drop_duplicates().itertuples(index=False))
+    ours_cost = sum(
+        env.measure(pd.Series(c._asdict()))[1]
+        for c in small[CONFIG_KEYS].drop_duplicates().itertuples(index=False)
+    )
     space = env.configurations()
     scav_pred, scav_cost = _scavenger(env, truth_steps)
 
@@ -144,8 +148,11 @@ def _evaluate_model(name: str, rows: pd.DataFrame, catalog: pd.DataFrame) -> lis
         online = online_search(env, job, cons, max_profiles=16)
         ok = free if d is None else free[free["time_h"] <= d]
         oracle = ok.loc[ok["cost_usd"].idxmin()]
-        online_pick = (online.recommendation, False) if online.recommendation is not None else (
-            online.nearest, True)
+        online_pick = (
+            (online.recommendation, False)
+            if online.recommendation is not None
+            else (online.nearest, True)
+        )
         picks = {
             "ours": (*_choose(ours_table, d), ours_cost),
             "scavenger": (*_choose(scav_table, d), scav_cost),
@@ -159,24 +166,40 @@ def _evaluate_model(name: str, rows: pd.DataFrame, catalog: pd.DataFrame) -> lis
             pick, near, spent = picks[method]
             true = truth[_key(pick)]
             met = bool(d is None or true["time_h"] <= d)
-            out.append({
-                "model": name, "question": question,
-                "deadline_h": "" if d is None else f"{d:.3g}", "method": method,
-                "pick": f"{int(pick['num_nodes'])}n x {int(pick['num_workers'])}w x "
-                        f"b{int(pick['local_bsz'])}" + (" (nearest)" if near else ""),
-                "true_cost_usd": float(true["cost_usd"]), "true_time_h": float(true["time_h"]),
-                "meets_deadline": met, "nearest": near,
-                "ratio_to_oracle": float(true["cost_usd"]) / float(oracle["cost_usd"])
-                if met else np.nan,
-                "profiling_usd": f"{spent:.2f}"})
-        out.append({"model": name, "question": question,
-                    "deadline_h": "" if d is None else f"{d:.3g}", "method": "oracle",
-                    "pick": f"{int(oracle['num_nodes'])}n x {int(oracle['num_workers'])}w x "
-                            f"b{int(oracle['local_bsz'])}",
-                    "true_cost_usd": float(oracle["cost_usd"]),
-                    "true_time_h": float(oracle["time_h"]), "meets_deadline": True,
-                    "nearest": False,
-                    "ratio_to_oracle": 1.0, "profiling_usd": ""})
+            out.append(
+                {
+                    "model": name,
+                    "question": question,
+                    "deadline_h": "" if d is None else f"{d:.3g}",
+                    "method": method,
+                    "pick": f"{int(pick['num_nodes'])}n x {int(pick['num_workers'])}w x "
+                    f"b{int(pick['local_bsz'])}" + (" (nearest)" if near else ""),
+                    "true_cost_usd": float(true["cost_usd"]),
+                    "true_time_h": float(true["time_h"]),
+                    "meets_deadline": met,
+                    "nearest": near,
+                    "ratio_to_oracle": float(true["cost_usd"]) / float(oracle["cost_usd"])
+                    if met
+                    else np.nan,
+                    "profiling_usd": f"{spent:.2f}",
+                }
+            )
+        out.append(
+            {
+                "model": name,
+                "question": question,
+                "deadline_h": "" if d is None else f"{d:.3g}",
+                "method": "oracle",
+                "pick": f"{int(oracle['num_nodes'])}n x {int(oracle['num_workers'])}w x "
+                f"b{int(oracle['local_bsz'])}",
+                "true_cost_usd": float(oracle["cost_usd"]),
+                "true_time_h": float(oracle["time_h"]),
+                "meets_deadline": True,
+                "nearest": False,
+                "ratio_to_oracle": 1.0,
+                "profiling_usd": "",
+            }
+        )
     return out
 
 
@@ -186,16 +209,20 @@ def _summary(frame: pd.DataFrame) -> pd.DataFrame:
         part = frame[frame["method"] == method]
         ratio = part["ratio_to_oracle"].dropna()
         deadline = part[part["question"] == "deadline"]
-        rows.append({
-            "method": method,
-            "geomean cost / oracle (met)": f"{math.exp(np.log(ratio).mean()):.3f}"
-            if len(ratio) else "",
-            "worst cost / oracle (met)": f"{ratio.max():.3f}" if len(ratio) else "",
-            "deadline met (true)": f"{int(deadline['meets_deadline'].sum())}/{len(deadline)}",
-            "nothing feasible at 90% (nearest given)": int(part["nearest"].sum()),
-            "profiling $ (mean)": "" if method == "oracle" else
-            f"{pd.to_numeric(part['profiling_usd'], errors='coerce').mean():.2f}",
-        })
+        rows.append(
+            {
+                "method": method,
+                "geomean cost / oracle (met)": f"{math.exp(np.log(ratio).mean()):.3f}"
+                if len(ratio)
+                else "",
+                "worst cost / oracle (met)": f"{ratio.max():.3f}" if len(ratio) else "",
+                "deadline met (true)": f"{int(deadline['meets_deadline'].sum())}/{len(deadline)}",
+                "nothing feasible at 90% (nearest given)": int(part["nearest"].sum()),
+                "profiling $ (mean)": ""
+                if method == "oracle"
+                else f"{pd.to_numeric(part['profiling_usd'], errors='coerce').mean():.2f}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -212,11 +239,20 @@ def main() -> None:
     detail = frame.drop(columns=["nearest"])
     for col in ("true_cost_usd", "true_time_h", "ratio_to_oracle"):
         detail[col] = detail[col].map(lambda x: "" if pd.isna(x) else f"{x:.4g}")
-    text = ("## Summary over 6 training models x 2 questions\n\n" + markdown_table(summary)
-            + "\n\n## Per model and question\n\n" + markdown_table(detail) + "\n")
+    text = (
+        "## Summary over 6 training models x 2 questions\n\n"
+        + markdown_table(summary)
+        + "\n\n## Per model and question\n\n"
+        + markdown_table(detail)
+        + "\n"
+    )
     print(text)
-    write_report("decision_quality", "# Decision quality (benchmarks/decision_quality.py)\n\n"
-                 + __doc__.split("\n\n", 1)[1].split("    .venv")[0] + text)
+    write_report(
+        "decision_quality",
+        "# Decision quality (benchmarks/decision_quality.py)\n\n"
+        + __doc__.split("\n\n", 1)[1].split("    .venv")[0]
+        + text,
+    )
 
 
 if __name__ == "__main__":

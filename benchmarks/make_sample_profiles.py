@@ -24,10 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from srifty_kit import machine  # noqa: E402
-from srifty_kit.distributed import DEFAULT_SIZES, profile_distributed  # noqa: E402
-from srifty_kit.profile import profile_spec  # noqa: E402
-from srifty_kit.tables import write_json, write_table  # noqa: E402
+from srifty_kit.measure import host  # noqa: E402
+from srifty_kit.measure.distributed.profile import DEFAULT_SIZES, profile_distributed  # noqa: E402
+from srifty_kit.measure.profile import profile_spec  # noqa: E402
+from srifty_kit.tables.files import write_json, write_table  # noqa: E402
 
 DATA = REPO / "data"
 SINGLE = {"mlp": [8, 32, 128], "cnn": [4, 8, 16, 32], "transformer": [4, 8, 16, 32]}
@@ -35,10 +35,23 @@ SINGLE = {"mlp": [8, 32, 128], "cnn": [4, 8, 16, 32], "transformer": [4, 8, 16, 
 NOISE_PAIRS = {"mlp": (32, 8192), "cnn": (8, 256), "transformer": (4, 64)}
 DIST = {"mlp": [8, 32], "cnn": [8, 16], "transformer": [8, 16]}
 KEEP_FACTS = (
-    "flops_per_sample", "param_count", "grad_bytes", "noise_scale", "noise_scale_std",
-    "noise_scale_lo", "noise_scale_hi", "noise_scale_level", "noise_scale_batch_sizes",
-    "noise_scale_repeats", "noise_scale_note", "max_batch_size", "max_batch_method",
-    "memory_budget_bytes", "memory_bytes_per_sample", "memory_base_bytes", "memory_method",
+    "flops_per_sample",
+    "param_count",
+    "grad_bytes",
+    "noise_scale",
+    "noise_scale_std",
+    "noise_scale_lo",
+    "noise_scale_hi",
+    "noise_scale_level",
+    "noise_scale_batch_sizes",
+    "noise_scale_repeats",
+    "noise_scale_note",
+    "max_batch_size",
+    "max_batch_method",
+    "memory_budget_bytes",
+    "memory_bytes_per_sample",
+    "memory_base_bytes",
+    "memory_method",
     "torch_threads",
 )
 
@@ -47,30 +60,47 @@ def main() -> int:
     """Profile the demo models single-process and distributed; write data/sample_profile_*."""
     import pandas as pd
 
-    fingerprint = machine.fingerprint("cpu")
+    fingerprint = host.fingerprint("cpu")
     fingerprint["loadavg_before"] = fingerprint.pop("loadavg_1_5_15")
     fingerprint.pop("host", None)  # the sample says what machine, not which one
     single, facts = [], {}
     for name, sizes in SINGLE.items():
-        r = profile_spec(name, sizes, device="cpu", max_seconds=20, max_steps=150,
-                         noise_batch_sizes=NOISE_PAIRS[name], noise_seconds=10)
+        r = profile_spec(
+            name,
+            sizes,
+            device="cpu",
+            max_seconds=20,
+            max_steps=150,
+            noise_batch_sizes=NOISE_PAIRS[name],
+            noise_seconds=10,
+        )
         single.append(r.measurements)
-        summary = r.summary[["local_bsz", "n", "mean", "precision", "peak_memory_bytes",
-                             "stop_reason"]]
-        facts[name] = {**{k: r.facts.get(k) for k in KEEP_FACTS},
-                       "summary": summary.astype(object).to_dict(orient="records")}
+        summary = r.summary[
+            ["local_bsz", "n", "mean", "precision", "peak_memory_bytes", "stop_reason"]
+        ]
+        facts[name] = {
+            **{k: r.facts.get(k) for k in KEEP_FACTS},
+            "summary": summary.astype(object).to_dict(orient="records"),
+        }
         print(summary.to_string(index=False))
     write_table(pd.concat(single, ignore_index=True), DATA / "sample_profile_single.csv")
     write_json(facts, DATA / "sample_profile_facts.json")
 
     dist = []
     for name, sizes in DIST.items():
-        r = profile_distributed(name, [1, 2, 4], sizes, device="cpu", max_seconds=30,
-                                max_steps=60)
+        r = profile_distributed(name, [1, 2, 4], sizes, device="cpu", max_seconds=30, max_steps=60)
         dist.append(r.measurements)
     write_table(pd.concat(dist, ignore_index=True), DATA / "sample_profile_dist.csv")
-    coll = profile_distributed(None, [2, 4], (), device="cpu", max_seconds=40, max_steps=30,
-                               sizes_bytes=DEFAULT_SIZES, target_precision=0.05).collectives
+    coll = profile_distributed(
+        None,
+        [2, 4],
+        (),
+        device="cpu",
+        max_seconds=40,
+        max_steps=30,
+        sizes_bytes=DEFAULT_SIZES,
+        target_precision=0.05,
+    ).collectives
     write_table(coll, DATA / "sample_profile_allreduce.csv")
 
     fingerprint["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]

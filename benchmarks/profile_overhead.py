@@ -1,6 +1,6 @@
 """Profiler overhead, and steps needed for a precision, against torch.utils.benchmark.
 
-Ours: ``srifty_kit.profile.profile_model`` on each demo model at one batch size, at targets
+Ours: ``srifty_kit.measure.profile.profile_model`` on each demo model at one batch size, at targets
 2% and 0.5% (95% confidence interval of the mean within that fraction): the fixed costs of a
 call weigh on a run of a fraction of a second and are amortised by a longer one. Reported:
 its whole wall time against the time spent inside the measured steps (goal: overhead at most
@@ -31,9 +31,9 @@ import torch
 import torch.utils.benchmark as tb
 from common import markdown_table, write_report
 
-from srifty_kit.profile import profile_spec
-from srifty_kit.variance import precision
-from srifty_kit.zoo import load_spec
+from srifty_kit.measure.profile import profile_spec
+from srifty_kit.measure.variance import precision
+from srifty_kit.measure.zoo import load_spec
 
 TARGETS = (0.02, 0.005)
 REPEATS = 3
@@ -44,18 +44,26 @@ MODELS = ("mlp", "cnn", "transformer")
 
 def _ours(name: str, target: float) -> dict:
     start = time.perf_counter()
-    r = profile_spec(name, [BATCH], target_precision=target, max_seconds=MAX_SECONDS,
-                     progress=False)
+    r = profile_spec(
+        name, [BATCH], target_precision=target, max_seconds=MAX_SECONDS, progress=False
+    )
     wall = time.perf_counter() - start
     s = r.summary.iloc[0]
     inside = float(r.measurements["step_time_s"].sum())
     noise = r.facts["phase_seconds"]["noise_scale"]  # a measurement of its own, not overhead
     return {
-        "target": target, "model": name, "tool": "srifty profile_model", "steps": int(s["n"]),
-        "wall_s": wall, "in_steps_s": inside, "overhead": 1 - inside / wall,
-        "overhead_wo_noise": 1 - inside / (wall - noise), "noise_scale_s": noise,
+        "target": target,
+        "model": name,
+        "tool": "srifty profile_model",
+        "steps": int(s["n"]),
+        "wall_s": wall,
+        "in_steps_s": inside,
+        "overhead": 1 - inside / wall,
+        "overhead_wo_noise": 1 - inside / (wall - noise),
+        "noise_scale_s": noise,
         "loop_overhead": 1 - inside / float(s["wall_s"]),
-        "precision": float(s["precision"]), "mean_step_ms": 1e3 * float(s["mean"]),
+        "precision": float(s["precision"]),
+        "mean_step_ms": 1e3 * float(s["mean"]),
     }
 
 
@@ -79,11 +87,17 @@ def _timer(name: str, target: float) -> list[dict]:
         steps = m.number_per_run * len(m.times)
         inside = steps * m.mean
         row = {
-            "target": target, "model": name, "steps": steps, "wall_s": wall,
+            "target": target,
+            "model": name,
+            "steps": steps,
+            "wall_s": wall,
             "in_steps_s": inside,
-            "overhead": 1 - inside / wall, "overhead_wo_noise": 1 - inside / wall,
-            "noise_scale_s": float("nan"), "loop_overhead": float("nan"),
-            "precision": precision(m.times), "mean_step_ms": 1e3 * m.mean,
+            "overhead": 1 - inside / wall,
+            "overhead_wo_noise": 1 - inside / wall,
+            "noise_scale_s": float("nan"),
+            "loop_overhead": float("nan"),
+            "precision": precision(m.times),
+            "mean_step_ms": 1e3 * m.mean,
             "min_run_time": run_time,
         }
         if run_time == 0.2:
@@ -109,11 +123,15 @@ def main() -> int:
     runs = pd.DataFrame(rows)
     # per model and tool, the round with the median wall time (its numbers belong together)
     pick = runs.groupby(["target", "model", "tool"], sort=False)["wall_s"].transform(
-        lambda w: w.index == (w - w.median()).abs().idxmin())
+        lambda w: w.index == (w - w.median()).abs().idxmin()
+    )
     table = runs[pick.astype(bool)].copy()
     order = {t: i for i, t in enumerate(runs["tool"].unique())}
-    ranks = {"tool": order, "model": {m: i for i, m in enumerate(MODELS)},
-             "target": {t: i for i, t in enumerate(TARGETS)}}
+    ranks = {
+        "tool": order,
+        "model": {m: i for i, m in enumerate(MODELS)},
+        "target": {t: i for i, t in enumerate(TARGETS)},
+    }
     table = table.sort_values(["target", "model", "tool"], key=lambda c: c.map(ranks[c.name]))
     table = table.reset_index(drop=True)
     ours = table[table["tool"] == "srifty profile_model"].set_index(["target", "model"])
@@ -123,15 +141,23 @@ def main() -> int:
     shown = table.drop(columns="rep").copy()
     for col in ("target", "overhead", "overhead_wo_noise", "loop_overhead", "precision"):
         shown[col] = _fmt(table[col], "{:.1%}")
-    for col, spec in (("wall_s", "{:.2f}"), ("in_steps_s", "{:.2f}"), ("noise_scale_s", "{:.2f}"),
-                      ("mean_step_ms", "{:.3f}"), ("min_run_time", "{:g}"), ("steps", "{:.0f}"),
-                      ("steps_vs_ours", "{:.2f}"), ("wall_vs_ours", "{:.2f}")):
+    for col, spec in (
+        ("wall_s", "{:.2f}"),
+        ("in_steps_s", "{:.2f}"),
+        ("noise_scale_s", "{:.2f}"),
+        ("mean_step_ms", "{:.3f}"),
+        ("min_run_time", "{:g}"),
+        ("steps", "{:.0f}"),
+        ("steps_vs_ours", "{:.2f}"),
+        ("wall_vs_ours", "{:.2f}"),
+    ):
         shown[col] = _fmt(table[col], spec)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     text = (
         "# Profiler overhead and steps to a precision\n\n"
         f"Batch size {BATCH}, targets: 95% CI of the mean within "
-        + " and ".join(f"+-{t:.1%}" for t in TARGETS) + "; of "
+        + " and ".join(f"+-{t:.1%}" for t in TARGETS)
+        + "; of "
         f"{REPEATS} rounds, the one with the median wall time per model and tool. "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"load average {load} (a machine shared with other jobs: step times are noisy).\n\n"
@@ -140,7 +166,8 @@ def main() -> int:
         "`overhead_wo_noise`: the same without the noise-scale measurement (`noise_scale_s`, "
         "a measurement of its own); `loop_overhead`: the timing loop alone. "
         "blocked_autorange's precision is the t interval over its block means.\n\n"
-        + markdown_table(shown) + "\n"
+        + markdown_table(shown)
+        + "\n"
     )
     print(text)
     write_report("profile_overhead", text)

@@ -38,19 +38,25 @@ from common import markdown_table, reference_measurements, write_report
 from paretoset import paretoset
 from scipy import stats
 
-from srifty_kit import candidates as cand
-from srifty_kit.catalog import load_catalog
-from srifty_kit.model import StepTimeModel
-from srifty_kit.planner import Constraints, Job, search
-from srifty_kit.spot import BUCKET_MONTHLY_PROBABILITY, HOURS_PER_MONTH
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide import candidates as cand
+from srifty_kit.decide.planner import Constraints, Job, search
+from srifty_kit.decide.spot import BUCKET_MONTHLY_PROBABILITY, HOURS_PER_MONTH
+from srifty_kit.model.estimator import StepTimeModel
 
 RUNS = 5
 SUBSAMPLE = 20_000
 
-JOB = Job("cifar10", epochs=200, dataset_size=50_000, reference_bsz=128, noise_scale=4000,
-          local_bsz=tuple(range(8, 1025, 8)), checkpoint_gb=0.05)
-CONSTRAINTS = Constraints(deadline_h=2.0, budget_usd=60.0, confidence=0.9, spot=True,
-                          max_nodes=40)
+JOB = Job(
+    "cifar10",
+    epochs=200,
+    dataset_size=50_000,
+    reference_bsz=128,
+    noise_scale=4000,
+    local_bsz=tuple(range(8, 1025, 8)),
+    checkpoint_gb=0.05,
+)
+CONSTRAINTS = Constraints(deadline_h=2.0, budget_usd=60.0, confidence=0.9, spot=True, max_nodes=40)
 
 
 def _measurements() -> pd.DataFrame:
@@ -58,18 +64,29 @@ def _measurements() -> pd.DataFrame:
     if path.is_file():
         return pd.read_csv(path)
     rng = np.random.default_rng(0)
-    rows = [{"model": "cifar10", "instance_type": "g4dn.12xlarge", "gpus_per_node": 4,
-             "num_nodes": k, "num_workers": k * w, "local_bsz": b,
-             "step_time_s": (0.01 + 0.0004 * b + (0.03 * (k > 1) + 0.01 * (w > 1)))
-             * rng.lognormal(0, 0.02)}
-            for k in (1, 2) for w in (1, 2, 4) for b in (32, 64, 128, 256)]
+    rows = [
+        {
+            "model": "cifar10",
+            "instance_type": "g4dn.12xlarge",
+            "gpus_per_node": 4,
+            "num_nodes": k,
+            "num_workers": k * w,
+            "local_bsz": b,
+            "step_time_s": (0.01 + 0.0004 * b + (0.03 * (k > 1) + 0.01 * (w > 1)))
+            * rng.lognormal(0, 0.02),
+        }
+        for k in (1, 2)
+        for w in (1, 2, 4)
+        for b in (32, 64, 128, 256)
+    ]
     return pd.DataFrame(rows)
 
 
 def _rowwise(model, catalog, job, cons, configs: pd.DataFrame) -> pd.DataFrame:
     """The straightforward version: one predict call, then row by row, then paretoset."""
-    pred = model.predict(configs.drop(columns=["pricing"]).assign(model=job.model),
-                         level=cons.confidence)
+    pred = model.predict(
+        configs.drop(columns=["pricing"]).assign(model=job.model), level=cons.confidence
+    )
     pred["pricing"] = configs["pricing"].to_numpy()
     cat = catalog.set_index("instance_type")
     work = job.work
@@ -87,9 +104,11 @@ def _rowwise(model, catalog, job, cons, configs: pd.DataFrame) -> pd.DataFrame:
         od = row["ondemand_usd_per_hr"] * r["num_nodes"]
         if r["pricing"] == "spot":
             price = row["spot_usd_per_hr"] * r["num_nodes"]
-            p = BUCKET_MONTHLY_PROBABILITY[row["spot_interruption_bucket"]
-                                           if isinstance(row["spot_interruption_bucket"], str)
-                                           else ">20%"]
+            p = BUCKET_MONTHLY_PROBABILITY[
+                row["spot_interruption_bucket"]
+                if isinstance(row["spot_interruption_bucket"], str)
+                else ">20%"
+            ]
             lam = -np.log(1 - p) / HOURS_PER_MONTH * r["num_nodes"]
             time_h = mid + lam * mid * (policy.restart_h + policy.checkpoint_period_h / 2)
             first = stats.poisson.ppf(q, lam * hi)
@@ -99,15 +118,23 @@ def _rowwise(model, catalog, job, cons, configs: pd.DataFrame) -> pd.DataFrame:
             price, time_h, time_hi = od, mid, hi
         cost, cost_hi = time_h * price, time_hi * price
         ok = time_hi <= cons.deadline_h and cost_hi <= cons.budget_usd
-        return pd.Series({"time_h": time_h, "time_hi_h": time_hi, "cost_usd": cost,
-                          "cost_hi_usd": cost_hi, "feasible": ok})
+        return pd.Series(
+            {
+                "time_h": time_h,
+                "time_hi_h": time_hi,
+                "cost_usd": cost,
+                "cost_hi_usd": cost_hi,
+                "feasible": ok,
+            }
+        )
 
     out = pred.apply(one, axis=1)
     feasible = out[out["feasible"]]
     out["pareto"] = False
     if len(feasible):
-        front = paretoset(feasible[["time_hi_h", "cost_hi_usd"]], sense=["min", "min"],
-                          use_numba=False)
+        front = paretoset(
+            feasible[["time_hi_h", "cost_hi_usd"]], sense=["min", "min"], use_numba=False
+        )
         out.loc[feasible.index[front], "pareto"] = True
     return out
 
@@ -120,7 +147,8 @@ def _check_agreement(ours: pd.DataFrame, rows: pd.DataFrame, front_ours: np.ndar
     if worst > 1e-9:
         raise SystemExit(f"row-wise and vectorised evaluations disagree (max rel. diff {worst})")
     feasible = (ours["time_hi_h"] <= CONSTRAINTS.deadline_h) & (
-        ours["cost_hi_usd"] <= CONSTRAINTS.budget_usd)
+        ours["cost_hi_usd"] <= CONSTRAINTS.budget_usd
+    )
     if not (feasible.to_numpy() == rows["feasible"].to_numpy()).all():
         raise SystemExit("row-wise and vectorised feasibility disagree")
     if not (front_ours == rows["pareto"].to_numpy()).all():
@@ -146,28 +174,41 @@ def main() -> None:
     rng = np.random.default_rng(0)
     idx = np.sort(rng.choice(n, min(SUBSAMPLE, n), replace=False))
     ours = cand.to_frame(c, idx)
-    configs = ours[["instance_type", "num_nodes", "num_workers", "local_bsz", "gpus_per_node",
-                    "pricing"]]
+    configs = ours[
+        ["instance_type", "num_nodes", "num_workers", "local_bsz", "gpus_per_node", "pricing"]
+    ]
     start = time.perf_counter()
     rows = _rowwise(model, catalog, JOB, CONSTRAINTS, configs)
     row_s = (time.perf_counter() - start) * n / len(idx)
-    from srifty_kit.pareto import pareto_mask
+    from srifty_kit.decide.pareto import pareto_mask
 
-    ok = ((ours["time_hi_h"] <= CONSTRAINTS.deadline_h)
-          & (ours["cost_hi_usd"] <= CONSTRAINTS.budget_usd)).to_numpy()
+    ok = (
+        (ours["time_hi_h"] <= CONSTRAINTS.deadline_h)
+        & (ours["cost_hi_usd"] <= CONSTRAINTS.budget_usd)
+    ).to_numpy()
     front = np.zeros(len(ours), bool)
     front[np.flatnonzero(ok)] = pareto_mask(ours["time_hi_h"][ok], ours["cost_hi_usd"][ok])
     worst = _check_agreement(ours, rows, front)
 
     cps = n / ours_s
-    table = pd.DataFrame([
-        {"contender": "ours (srifty_kit.search)", "candidates": f"{n:,}",
-         "seconds": f"{ours_s:.3f} (median of {RUNS}; min {min(times):.3f})",
-         "candidates/s": f"{cps:,.0f}", "ratio to ours (time)": "1.0"},
-        {"contender": "pandas row-wise (extrapolated)", "candidates": f"{n:,}",
-         "seconds": f"{row_s:,.1f} (timed on {len(idx):,})",
-         "candidates/s": f"{n / row_s:,.0f}", "ratio to ours (time)": f"{row_s / ours_s:,.0f}"},
-    ])
+    table = pd.DataFrame(
+        [
+            {
+                "contender": "ours (srifty_kit.search)",
+                "candidates": f"{n:,}",
+                "seconds": f"{ours_s:.3f} (median of {RUNS}; min {min(times):.3f})",
+                "candidates/s": f"{cps:,.0f}",
+                "ratio to ours (time)": "1.0",
+            },
+            {
+                "contender": "pandas row-wise (extrapolated)",
+                "candidates": f"{n:,}",
+                "seconds": f"{row_s:,.1f} (timed on {len(idx):,})",
+                "candidates/s": f"{n / row_s:,.0f}",
+                "ratio to ours (time)": f"{row_s / ours_s:,.0f}",
+            },
+        ]
+    )
     text = markdown_table(table)
     notes = (
         f"\nFeasible: {result.n_feasible:,}; Pareto front: {len(result.pareto)} points; "
@@ -183,8 +224,10 @@ def main() -> None:
     print(text)
     print(notes)
     about = "\n\n".join(__doc__.split("\n\n")[1:4])
-    write_report("search_speed", "# Search speed (benchmarks/search_speed.py)\n\n" + about
-                 + "\n\n" + text + "\n" + notes)
+    write_report(
+        "search_speed",
+        "# Search speed (benchmarks/search_speed.py)\n\n" + about + "\n\n" + text + "\n" + notes,
+    )
     print(f"candidates_per_second: {cps:.0f}")
 
 

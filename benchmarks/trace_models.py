@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from srifty_kit.zoo import ModelSpec
+from srifty_kit.measure.zoo import ModelSpec
 
 
 def _sgd(params):

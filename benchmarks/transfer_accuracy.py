@@ -1,6 +1,6 @@
 """Carrying a profile taken here (CPU) to EC2 g4dn.12xlarge, checked against real runs.
 
-``srifty_kit.hardware`` predicts an instance type nobody measured from a profile on another
+``srifty_kit.model.transfer`` predicts an instance type nobody measured from a profile on another
 machine plus catalog figures, with intervals that are meant to be wide and honest before the
 type is measured and to narrow as its measurements arrive. This script checks both claims on
 the reference traces (../shared/reference/measurements, real g4dn.12xlarge runs):
@@ -32,8 +32,8 @@ from common import markdown_table, one_worker_per_node, reference_measurements, 
 from trace_models import TRACE_MODELS
 
 from srifty_kit import StepTimeModel, load_catalog
-from srifty_kit.hardware import NETWORK_EFFICIENCY
-from srifty_kit.profile import profile_model
+from srifty_kit.measure.profile import profile_model
+from srifty_kit.model.transfer import NETWORK_EFFICIENCY
 
 TARGET = "g4dn.12xlarge"
 LEVEL = 0.9
@@ -225,7 +225,7 @@ def main() -> int:
         "on this machine's CPU with srifty_kit's profiler (shapes from "
         "`benchmarks/trace_models.py`, random weights). *carried*: a StepTimeModel fitted on "
         "those CPU profiles alone, predicting every traced g4dn.12xlarge configuration of "
-        "these models (`hardware.py`'s FLOP route, catalog figures, its stated beliefs). "
+        "these models (`transfer.py`'s FLOP route, catalog figures, its stated beliefs). "
         "*updated*: the same plus the measured 1-GPU steps at each model's two smallest "
         "batch sizes, scored on the other configurations. *naive*: FLOPs x batch / the T4's "
         "fp32 peak. MAPE of the step time, cov90 the share of measured steps inside the 90% "

@@ -1,1 +1,1 @@
-"""The report notebooks shipped with srifty_kit, run by srifty_kit.reports (package data)."""
+"""The report notebooks shipped with srifty_kit, run by srifty_kit.present.reports (package data)."""

@@ -9,19 +9,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import InputError
+from srifty_kit.errors import InputError
 
 __version__ = "0.1.0"
 
 # public name -> submodule that defines it
 _LAZY = {
-    "load_catalog": "catalog",
-    "StepTimeModel": "model",
-    # the search function lives in ``planner``: a module named ``search`` would be shadowed by
-    # (or shadow) the function of the same name on this package
-    "Job": "planner",
-    "Constraints": "planner",
-    "search": "planner",
+    "load_catalog": "catalog.query",
+    "StepTimeModel": "model.estimator",
+    "Job": "decide.job",
+    "Constraints": "decide.job",
+    "search": "decide.planner",
 }
 
 __all__ = ["InputError", "__version__", *_LAZY]

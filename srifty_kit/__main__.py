@@ -2,6 +2,6 @@
 
 import sys
 
-from .cli import main
+from srifty_kit.cli import main
 
 sys.exit(main())

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from srifty_kit import InputError, load_catalog
-from srifty_kit.catalog import (
+from srifty_kit.catalog.query import (
     EXTRA_COLUMNS,
     embedded_regions,
     filter_catalog,
@@ -23,7 +23,7 @@ from srifty_kit.catalog import (
     instance_row,
     lookup,
 )
-from srifty_kit.schemas import CATALOG
+from srifty_kit.tables.contracts import CATALOG
 
 CATALOG_CSV = REPO / "data" / "ec2_catalog_us-east-1.csv"
 G4DN_SIZES = {

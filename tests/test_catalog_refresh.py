@@ -25,7 +25,7 @@ from botocore.stub import Stubber
 from conftest import REPO, run_srifty
 
 from srifty_kit import InputError, load_catalog
-from srifty_kit.aws_catalog import (
+from srifty_kit.catalog.aws import (
     AwsAccessError,
     _network_gbps,
     _parse_price_list,
@@ -214,8 +214,9 @@ def assert_no_secret(*texts: str | bytes) -> None:
 
 
 def srifty_refresh(*args: str) -> subprocess.CompletedProcess:
-    return run_srifty("catalog", "refresh", "--region", "us-east-1", *args, timeout=120,
-                      env=dict(os.environ))
+    return run_srifty(
+        "catalog", "refresh", "--region", "us-east-1", *args, timeout=120, env=dict(os.environ)
+    )
 
 
 # ------------------------------------------------------------------ success

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import SRIFTY
 
-from srifty_kit.model import StepTimeModel
+from srifty_kit.model.estimator import StepTimeModel
 
 pytestmark = pytest.mark.slow
 

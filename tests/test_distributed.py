@@ -8,10 +8,11 @@ import subprocess
 import pytest
 from conftest import REPO, SRIFTY
 
-from srifty_kit import InputError, machine
-from srifty_kit.distributed import profile_distributed
-from srifty_kit.schemas import validate_measurements
-from srifty_kit.tables import read_table
+from srifty_kit import InputError
+from srifty_kit.measure import host
+from srifty_kit.measure.distributed.profile import profile_distributed
+from srifty_kit.tables.contracts import validate_measurements
+from srifty_kit.tables.files import read_table
 
 pytestmark = pytest.mark.slow
 QUIET = {"progress": False, "warmup": 1, "min_steps": 3, "device": "cpu"}
@@ -20,8 +21,14 @@ QUIET = {"progress": False, "warmup": 1, "min_steps": 3, "device": "cpu"}
 def test_ddp_steps_and_all_reduce_at_world_sizes_2_and_4(tmp_path):
     out, coll_out = tmp_path / "d.csv", tmp_path / "c.parquet"
     result = profile_distributed(
-        "mlp", [2, 4], [4], max_seconds=6, sizes_bytes=[1024, 1 << 20],
-        out=out, collectives_out=coll_out, **QUIET,
+        "mlp",
+        [2, 4],
+        [4],
+        max_seconds=6,
+        sizes_bytes=[1024, 1 << 20],
+        out=out,
+        collectives_out=coll_out,
+        **QUIET,
     )
     steps = validate_measurements(read_table(out))
     assert sorted(steps["num_workers"].unique()) == [2, 4]
@@ -43,7 +50,7 @@ def test_ddp_steps_and_all_reduce_at_world_sizes_2_and_4(tmp_path):
 
 
 def test_world_size_over_what_the_machine_runs_is_an_input_error():
-    too_many = machine.max_world_size("cpu") + 1
+    too_many = host.max_world_size("cpu") + 1
     with pytest.raises(InputError, match=f"world size {too_many} is more than"):
         profile_distributed("mlp", [2, too_many], [4], **QUIET)
     with pytest.raises(InputError, match="world size"):
@@ -56,15 +63,33 @@ def test_torchrun_runs_the_same_entry_point(tmp_path):
     out = tmp_path / "d.csv"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [str(REPO / ".venv/bin/torchrun"), "--standalone", "--nproc-per-node", "2",
-         "--no-python", SRIFTY, "profile-dist", "--model", "mlp",
-         "--batch-sizes", "4", "--max-seconds", "3", "--device", "cpu", "--quiet",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path,
+        [
+            str(REPO / ".venv/bin/torchrun"),
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--no-python",
+            SRIFTY,
+            "profile-dist",
+            "--model",
+            "mlp",
+            "--batch-sizes",
+            "4",
+            "--max-seconds",
+            "3",
+            "--device",
+            "cpu",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     steps = validate_measurements(read_table(out))
     assert (steps["num_workers"] == 2).all() and (steps["num_nodes"] == 1).all()
     assert (steps["placement"] == "2").all()
-
-

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from srifty_kit import InputError
-from srifty_kit.distributed import WorkerFailed, profile_distributed
-from srifty_kit.tables import read_table
+from srifty_kit.measure.distributed.profile import WorkerFailed, profile_distributed
+from srifty_kit.tables.files import read_table
 
 pytestmark = pytest.mark.slow
 QUIET = {"progress": False, "warmup": 1, "min_steps": 3, "device": "cpu"}
@@ -20,11 +20,12 @@ def model_module(tmp_path, monkeypatch):
 
     def write(behaviour: str) -> str:
         name = f"flaky_{behaviour}"
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(f"""
+        (tmp_path / f"{name}.py").write_text(
+            textwrap.dedent(f"""
             import os, time
             import torch
             import torch.distributed as dist
-            from srifty_kit.zoo import mlp
+            from srifty_kit.measure.zoo import mlp
 
             class Flaky(torch.nn.Module):
                 def __init__(self, inner):
@@ -42,7 +43,8 @@ def model_module(tmp_path, monkeypatch):
             def build():
                 spec = mlp()
                 return spec._replace(model=Flaky(spec.model), name="flaky")
-            """))
+            """)
+        )
         monkeypatch.syspath_prepend(str(tmp_path))
         return f"{name}:build"
 
@@ -54,33 +56,47 @@ def test_a_worker_that_dies_ends_the_run_with_a_clear_error_and_keeps_what_was_m
 ):
     out = tmp_path / "d.csv"
     with pytest.raises(WorkerFailed, match=r"rank 1 of 2 exited with code 3 .*batch size 4") as e:
-        profile_distributed(model_module("dies"), [1, 2], [4], max_seconds=4,
-                            measure_sync=False, timeout_s=60, out=out, **QUIET)
+        profile_distributed(
+            model_module("dies"),
+            [1, 2],
+            [4],
+            max_seconds=4,
+            measure_sync=False,
+            timeout_s=60,
+            out=out,
+            **QUIET,
+        )
     kept = read_table(out)
     assert (kept["num_workers"] == 1).sum() > 0  # world size 1 finished before
     assert len(e.value.result.measurements) == len(kept)  # and all of it reached the file
     assert "kept" in str(e.value)
 
 
-
 def test_a_worker_that_hangs_ends_the_run_after_the_timeout(model_module):
     with pytest.raises(WorkerFailed, match=r"answered for 5 s .*hung") as e:
-        profile_distributed(model_module("hangs"), [2], [4], max_seconds=30,
-                            target_precision=1e-6, measure_sync=False, timeout_s=5, **QUIET)
+        profile_distributed(
+            model_module("hangs"),
+            [2],
+            [4],
+            max_seconds=30,
+            target_precision=1e-6,
+            measure_sync=False,
+            timeout_s=5,
+            **QUIET,
+        )
     assert len(e.value.result.measurements) > 0  # the steps before the hang
 
 
-
 def test_bad_input_inside_a_worker_is_an_input_error(tmp_path, monkeypatch):
-    (tmp_path / "per_sample_loss.py").write_text(textwrap.dedent("""
+    (tmp_path / "per_sample_loss.py").write_text(
+        textwrap.dedent("""
         import torch
-        from srifty_kit.zoo import mlp
+        from srifty_kit.measure.zoo import mlp
 
         def build():
             return mlp()._replace(loss_fn=torch.nn.CrossEntropyLoss(reduction="none"))
-        """))
+        """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(InputError, match=r"not a scalar tensor.*worker rank 0 of 1"):
         profile_distributed("per_sample_loss:build", [1], [4], max_seconds=2, **QUIET)
-
-

@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from srifty_kit.efficiency import (
+from srifty_kit.errors import InputError
+from srifty_kit.model.efficiency import (
     Work,
     cost_to_accuracy,
     efficiency,
     goodput,
     time_to_accuracy,
 )
-from srifty_kit.errors import InputError
 
 batches = st.floats(1, 1e6)
 scales = st.floats(1, 1e6)

@@ -12,16 +12,16 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from srifty_kit import InputError, StepTimeModel, load_catalog
-from srifty_kit.beliefs import LogBeliefs
-from srifty_kit.hardware import (
+from srifty_kit.model.beliefs import LogBeliefs
+from srifty_kit.model.physics import StepParams, simulate, step_time
+from srifty_kit.model.transfer import (
     HOST_FLOOR_MIN_S,
     HOST_FLOPS,
     HOST_RATIO,
     STEP_NOISE,
     build_transfer,
 )
-from srifty_kit.schemas import validate_catalog
-from srifty_kit.step_physics import StepParams, simulate, step_time
+from srifty_kit.tables.contracts import validate_catalog
 
 SOURCE = StepParams(0.02, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from srifty_kit.hetero import (
+from srifty_kit.decide.hetero import (
     controller_summary,
     integer_split,
     proportional_split,
@@ -78,7 +78,7 @@ def test_convergence_figure_draws_every_worker_and_the_falling_step_time():
     import matplotlib
 
     matplotlib.use("Agg")
-    from srifty_kit.plots import controller_convergence
+    from srifty_kit.present.plots import controller_convergence
 
     alpha = np.array([0.01] * 2 + [0.012] * 2)
     beta = np.array([0.001] * 2 + [0.0035] * 2)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from srifty_kit import InputError, StepTimeModel
-from srifty_kit.step_physics import StepParams, simulate
+from srifty_kit.model.physics import StepParams, simulate
 
 TRUE = StepParams(
     alpha_c=0.05,
@@ -175,7 +175,7 @@ def test_too_few_configurations_fix_terms_and_say_which():
     bw=st.floats(1e-4, 10.0),
 )
 def test_network_latency_grows_with_nodes_and_bandwidth_term_saturates(nodes, per_node, lat, bw):
-    from srifty_kit.step_physics import sync_time
+    from srifty_kit.model.physics import sync_time
 
     p = StepParams(0.0, 0.0, 0.0, 0.0, lat, bw, 0.0, 1.0)
     n = nodes * per_node

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import run_srifty
 
-from srifty_kit.step_physics import StepParams, simulate
+from srifty_kit.model.physics import StepParams, simulate
 
 TRUE = StepParams(0.03, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 

@@ -11,7 +11,7 @@ import papermill
 import pytest
 from conftest import REPO
 
-from srifty_kit.step_physics import StepParams, simulate
+from srifty_kit.model.physics import StepParams, simulate
 
 NOTEBOOK = REPO / "notebooks" / "02_performance_model.ipynb"
 

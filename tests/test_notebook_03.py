@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 from test_planner import synthetic_measurements
 
-from srifty_kit.model import StepTimeModel
+from srifty_kit.model.estimator import StepTimeModel
 
 NOTEBOOK = REPO / "notebooks" / "03_search_ec2.ipynb"
 pytestmark = pytest.mark.slow
@@ -21,8 +21,17 @@ def test_notebook_parameters_are_the_questions_knobs():
     tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1
     names = {line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line}
-    assert {"model_path", "workload", "samples", "deadline_h", "budget_usd", "confidence",
-            "objective", "spot", "hetero"} <= names
+    assert {
+        "model_path",
+        "workload",
+        "samples",
+        "deadline_h",
+        "budget_usd",
+        "confidence",
+        "objective",
+        "spot",
+        "hetero",
+    } <= names
 
 
 def _text(nb) -> str:
@@ -40,15 +49,24 @@ def test_notebook_ranks_draws_the_front_and_explains_the_pick(tmp_path):
         StepTimeModel().fit(synthetic_measurements()).save(tmp_path / "model.json")
     executed = tmp_path / "03.ipynb"
     papermill.execute_notebook(
-        str(NOTEBOOK), str(executed), kernel_name="python3", cwd=str(tmp_path),
-        parameters={"model_path": str(tmp_path / "model.json"), "workload": "resnet",
-                    "samples": 1.2e8, "reference_bsz": 256, "noise_scale": 4096.0,
-                    "local_bsz": [16, 32, 64], "deadline_h": 100.0, "max_nodes": 8},
+        str(NOTEBOOK),
+        str(executed),
+        kernel_name="python3",
+        cwd=str(tmp_path),
+        parameters={
+            "model_path": str(tmp_path / "model.json"),
+            "workload": "resnet",
+            "samples": 1.2e8,
+            "reference_bsz": 256,
+            "noise_scale": 4096.0,
+            "local_bsz": [16, 32, 64],
+            "deadline_h": 100.0,
+            "max_nodes": 8,
+        },
         progress_bar=False,
     )
     nb = nbformat.read(executed, as_version=4)
-    images = [o for c in nb.cells for o in c.get("outputs", [])
-              if "image/png" in o.get("data", {})]
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 1
     text = _text(nb)
     assert "meet the constraints" in text

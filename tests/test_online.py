@@ -6,16 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from srifty_kit.catalog import load_catalog
-from srifty_kit.errors import InputError
-from srifty_kit.online import (
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.online import (
     Environment,
     MeasuredTable,
     ProfilingRuns,
     online_search,
     regret,
 )
-from srifty_kit.planner import Constraints, Job
+from srifty_kit.decide.planner import Constraints, Job
+from srifty_kit.errors import InputError
 
 
 def cluster_measurements(seed: int = 0) -> pd.DataFrame:
@@ -25,15 +25,23 @@ def cluster_measurements(seed: int = 0) -> pd.DataFrame:
     for nodes in (1, 2, 3, 4):
         for per in (1, 2, 4):
             n = nodes * per
-            sync = 0.0 if n == 1 else (0.012 * (per - 1) / per if nodes == 1
-                                       else 0.09 * (n - 1) / n)
+            sync = (
+                0.0 if n == 1 else (0.012 * (per - 1) / per if nodes == 1 else 0.09 * (n - 1) / n)
+            )
             for bsz in (16, 32, 64, 128, 256):
                 for rep in range(2):
-                    rows.append({"model": "resnet", "instance_type": "g4dn.12xlarge",
-                                 "gpus_per_node": 4, "num_nodes": nodes, "num_workers": n,
-                                 "local_bsz": bsz, "repeat": rep,
-                                 "step_time_s": (0.02 + 0.0035 * bsz + sync)
-                                 * rng.lognormal(0, 0.02)})
+                    rows.append(
+                        {
+                            "model": "resnet",
+                            "instance_type": "g4dn.12xlarge",
+                            "gpus_per_node": 4,
+                            "num_nodes": nodes,
+                            "num_workers": n,
+                            "local_bsz": bsz,
+                            "repeat": rep,
+                            "step_time_s": (0.02 + 0.0035 * bsz + sync) * rng.lognormal(0, 0.02),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -59,8 +67,9 @@ def test_search_starts_from_extreme_batches_at_the_smallest_scale(env):
 
 
 def test_profiling_cost_is_what_the_profiled_runs_cost_and_stays_in_budget(env):
-    result = online_search(env, JOB, Constraints(), profiling_budget_usd=3.0, max_profiles=30,
-                           patience=30)
+    result = online_search(
+        env, JOB, Constraints(), profiling_budget_usd=3.0, max_profiles=30, patience=30
+    )
     costs = result.history["cost_usd"]
     assert result.profiling_cost_usd == pytest.approx(costs.sum())
     assert result.stopped.startswith("profiling budget")
@@ -110,8 +119,9 @@ def test_regret_on_real_ec2_measurements(reference_measurements):
 
 @pytest.mark.slow
 def test_real_profiling_runs_feed_the_search():
-    env = ProfilingRuns(spec="mlp", world_sizes=(1, 2), batch_sizes=(8, 64), seconds=1.5,
-                        usd_per_hr=3.0)
+    env = ProfilingRuns(
+        spec="mlp", world_sizes=(1, 2), batch_sizes=(8, 64), seconds=1.5, usd_per_hr=3.0
+    )
     result = online_search(env, Job("mlp", samples=1e6), Constraints(), max_profiles=4)
     assert result.profiling_cost_usd > 0
     assert (result.measurements["instance_type"] == env.instance_type).all()

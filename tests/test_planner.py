@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from srifty_kit.catalog import load_catalog
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.planner import Constraints, Job, search
+from srifty_kit.decide.spot import simulate
 from srifty_kit.errors import InputError
-from srifty_kit.model import StepTimeModel
-from srifty_kit.planner import Constraints, Job, search
-from srifty_kit.spot import simulate
+from srifty_kit.model.estimator import StepTimeModel
 
 MEASURED = ("g4dn.12xlarge", "g6.12xlarge")
 TYPES = (*MEASURED, "p4d.24xlarge")  # the third is never measured: carried over by hardware
@@ -33,15 +33,26 @@ def synthetic_measurements(seed: int = 0) -> pd.DataFrame:
             for per in (1, 2, 4):
                 n = nodes * per
                 for bsz in (8, 16, 32, 64):
-                    sync = 0.0 if n == 1 else (
-                        2 * (per - 1) / per * intra if nodes == 1 else 2 * (n - 1) / n * inter)
+                    sync = (
+                        0.0
+                        if n == 1
+                        else (
+                            2 * (per - 1) / per * intra if nodes == 1 else 2 * (n - 1) / n * inter
+                        )
+                    )
                     for rep in range(3):
-                        rows.append({
-                            "model": "resnet", "instance_type": itype, "gpus_per_node": 4,
-                            "num_nodes": nodes, "num_workers": n, "local_bsz": bsz,
-                            "step_time_s": (alpha + beta * bsz + sync) * rng.lognormal(0, 0.02),
-                            "repeat": rep,
-                        })
+                        rows.append(
+                            {
+                                "model": "resnet",
+                                "instance_type": itype,
+                                "gpus_per_node": 4,
+                                "num_nodes": nodes,
+                                "num_workers": n,
+                                "local_bsz": bsz,
+                                "step_time_s": (alpha + beta * bsz + sync) * rng.lognormal(0, 0.02),
+                                "repeat": rep,
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -58,8 +69,15 @@ def catalog() -> pd.DataFrame:
     return full[full["instance_type"].isin(TYPES)].reset_index(drop=True)
 
 
-JOB = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096,
-          local_bsz=(16, 32, 64), checkpoint_gb=0.1)
+JOB = Job(
+    "resnet",
+    epochs=90,
+    dataset_size=1_281_167,
+    reference_bsz=256,
+    noise_scale=4096,
+    local_bsz=(16, 32, 64),
+    checkpoint_gb=0.1,
+)
 
 
 def _dominated_by_any(front: pd.DataFrame, t: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -106,8 +124,9 @@ def test_returned_on_demand_rows_meet_the_deadline_by_the_models_own_interval(mo
 def test_every_result_satisfies_the_constraints_and_the_front_is_non_dominated(
     model, catalog, deadline, budget, confidence, spot, objective
 ):
-    cons = Constraints(deadline_h=deadline, budget_usd=budget, confidence=confidence, spot=spot,
-                       max_nodes=6)
+    cons = Constraints(
+        deadline_h=deadline, budget_usd=budget, confidence=confidence, spot=spot, max_nodes=6
+    )
     result = search(model, catalog, JOB, cons, objective=objective)
     if not result.feasible:
         assert result.ranked.empty and result.infeasible_reason
@@ -123,12 +142,15 @@ def test_every_result_satisfies_the_constraints_and_the_front_is_non_dominated(
     assert not _dominated_by_any(result.pareto, t, c).any()
     # and every feasible candidate off the front is dominated by a front point (or equal)
     front = result.pareto
-    covered = ((front["time_hi_h"].to_numpy()[:, None] <= t)
-               & (front["cost_hi_usd"].to_numpy()[:, None] <= c)).any(axis=0)
+    covered = (
+        (front["time_hi_h"].to_numpy()[:, None] <= t)
+        & (front["cost_hi_usd"].to_numpy()[:, None] <= c)
+    ).any(axis=0)
     assert covered.all()
     knee = result.knee
-    assert ((front["time_hi_h"] == knee["time_hi_h"])
-            & (front["cost_hi_usd"] == knee["cost_hi_usd"])).any()
+    assert (
+        (front["time_hi_h"] == knee["time_hi_h"]) & (front["cost_hi_usd"] == knee["cost_hi_usd"])
+    ).any()
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=FIXTURES_OK)
@@ -154,19 +176,31 @@ def test_cost_never_falls_when_a_price_rises(model, catalog, which, column, fact
 
 
 def test_spot_rows_meet_the_deadline_in_monte_carlo_at_the_confidence(model, catalog):
-    job = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096,
-              local_bsz=(32,), checkpoint_interval_h=2.0, restart_h=0.25)
+    job = Job(
+        "resnet",
+        epochs=90,
+        dataset_size=1_281_167,
+        reference_bsz=256,
+        noise_scale=4096,
+        local_bsz=(32,),
+        checkpoint_interval_h=2.0,
+        restart_h=0.25,
+    )
     cons = Constraints(deadline_h=60, spot=True, confidence=0.9, max_nodes=8)
     result = search(model, catalog, job, cons, top=30)
     spot_rows = result.ranked[result.ranked["pricing"] == "spot"]
     assert not spot_rows.empty
     hazard = dict(zip(catalog["instance_type"], catalog["spot_interruption_bucket"], strict=True))
-    from srifty_kit.spot import hourly_hazard
+    from srifty_kit.decide.spot import hourly_hazard
 
     for _, row in spot_rows.head(5).iterrows():
         lam = row["num_nodes"] * hourly_hazard([hazard[row["instance_type"]]])[0]
-        work_hi = row["steps"] * row["step_time_hi"] / 3600 * (
-            1 + job.checkpoint_write_h / job.checkpoint_interval_h)
+        work_hi = (
+            row["steps"]
+            * row["step_time_hi"]
+            / 3600
+            * (1 + job.checkpoint_write_h / job.checkpoint_interval_h)
+        )
         runs = simulate(work_hi, lam, job.spot_policy, 1.0, 3.0, runs=4000, seed=3)
         assert (runs["time_h"] <= 60).mean() >= 0.9
 
@@ -181,38 +215,48 @@ def test_most_throughput_for_a_budget_is_the_fastest_feasible(model, catalog):
 
 def test_explanation_compares_the_cheapest_per_hour_in_cost_to_finish(model, catalog):
     result = search(model, catalog, JOB, Constraints(deadline_h=30, max_nodes=8))
-    text = result.explanation
-    assert "Pick (cost)" in text and "compute" in text and "all-reduce" in text
-    assert "cheapest per hour" in text and "to finish" in text
-    assert "efficiency" in text  # the job has a noise scale
+    why = result.why
+    assert why.feasible and why.objective == "cost" and why.pick.equals(result.pick)
+    alt = why.cheapest_per_hour
+    if alt is not None:  # the comparison is in cost to finish, at the upper ends
+        assert alt["usd_per_hr"] <= result.pick["usd_per_hr"]
+        assert why.cost_hi_ratio == pytest.approx(alt["cost_hi_usd"] / result.pick["cost_hi_usd"])
+        assert why.speedup == pytest.approx(alt["time_hi_h"] / result.pick["time_hi_h"])
+        assert set(why.alternative_misses) <= {"deadline"}
+        assert ("deadline" in why.alternative_misses) == (alt["time_hi_h"] > 30)
+    assert result.explanation == why.text() and result.infeasible_reason is None
 
 
 def test_impossible_deadline_gives_an_empty_result_naming_the_deadline_and_nearest(model, catalog):
     result = search(model, catalog, JOB, Constraints(deadline_h=0.01, max_nodes=4))
     assert not result.feasible and result.ranked.empty and result.pareto.empty
-    assert "deadline binds" in result.infeasible_reason
+    assert result.why.binding == "deadline" and result.infeasible_reason == result.explanation
     every = result.candidates
     assert result.nearest["time_hi_h"] == pytest.approx(every["time_hi_h"].min())
 
 
 def test_impossible_budget_names_the_budget(model, catalog):
     result = search(model, catalog, JOB, Constraints(budget_usd=0.01))
-    assert "budget binds" in result.infeasible_reason and result.nearest is not None
+    assert result.why.binding == "budget" and result.nearest is not None
+    assert result.nearest["cost_hi_usd"] == pytest.approx(result.candidates["cost_hi_usd"].min())
 
 
 def test_deadline_and_budget_together_can_bind_when_each_alone_is_met(model, catalog):
     fast = search(model, catalog, JOB, Constraints(max_nodes=8), objective="time").pick
     cheap = search(model, catalog, JOB, Constraints(max_nodes=8), objective="cost").pick
-    cons = Constraints(deadline_h=float(fast["time_hi_h"]) * 1.01,
-                       budget_usd=float(cheap["cost_hi_usd"]) * 1.01, max_nodes=8)
+    cons = Constraints(
+        deadline_h=float(fast["time_hi_h"]) * 1.01,
+        budget_usd=float(cheap["cost_hi_usd"]) * 1.01,
+        max_nodes=8,
+    )
     result = search(model, catalog, JOB, cons)
     if not result.feasible:  # unless one configuration happens to be both fastest and cheapest
-        assert "together" in result.infeasible_reason
+        assert result.why.binding == "deadline+budget"
 
 
 def test_filters_that_leave_nothing_explain_themselves(model, catalog):
     result = search(model, catalog, JOB, Constraints(min_gpu_memory_gib=500))
-    assert not result.feasible and "filters" in result.infeasible_reason
+    assert not result.feasible and result.why.binding == "filters" and result.nearest is None
 
 
 def test_mixes_split_the_batch_by_speed_and_say_so_in_their_columns(model, catalog):
@@ -220,10 +264,13 @@ def test_mixes_split_the_batch_by_speed_and_say_so_in_their_columns(model, catal
     every = result.sample(n=100_000)
     mixes = every[every["instance_type_2"].notna()]
     assert not mixes.empty
-    assert (mixes["global_bsz"] == mixes["num_workers"] * mixes["local_bsz"]
-            + mixes["num_workers_2"] * mixes["local_bsz_2"]).all()
-    fast_first = mixes[(mixes["instance_type"] == "g4dn.12xlarge")
-                       & (mixes["instance_type_2"] == "g6.12xlarge")]
+    assert (
+        mixes["global_bsz"]
+        == mixes["num_workers"] * mixes["local_bsz"] + mixes["num_workers_2"] * mixes["local_bsz_2"]
+    ).all()
+    fast_first = mixes[
+        (mixes["instance_type"] == "g4dn.12xlarge") & (mixes["instance_type_2"] == "g6.12xlarge")
+    ]
     assert (fast_first["local_bsz_2"] >= fast_first["local_bsz"]).all()  # L4 beats T4
 
 
@@ -257,8 +304,15 @@ def test_higher_confidence_never_shortens_the_promised_time(model, catalog):
 
 
 def test_spot_pick_distribution_matches_its_expected_and_bounded_time(model, catalog):
-    job = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096,
-              local_bsz=(32, 64), checkpoint_interval_h=1.0)
+    job = Job(
+        "resnet",
+        epochs=90,
+        dataset_size=1_281_167,
+        reference_bsz=256,
+        noise_scale=4096,
+        local_bsz=(32, 64),
+        checkpoint_interval_h=1.0,
+    )
     result = search(model, catalog, job, Constraints(spot=True, max_nodes=8), top=50)
     row = result.ranked[result.ranked["pricing"] == "spot"].iloc[0]
     runs = result.spot_runs(row, runs=20_000)
@@ -304,7 +358,7 @@ def test_controller_on_a_searched_mix_converges_to_the_split_the_search_assumed(
     every = result.sample(n=100_000)
     mix = every[every["instance_type_2"].notna()].iloc[0]
     trace = result.controller_trace(mix, steps=40)
-    from srifty_kit.hetero import controller_summary
+    from srifty_kit.decide.hetero import controller_summary
 
     summary = controller_summary(trace)
     assert summary["final_step_time_s"] <= summary["even_step_time_s"]

@@ -33,7 +33,7 @@ def synthetic_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference_model(tmp_path_factory) -> Path:
-    from srifty_kit.data import reference_measurements
+    from srifty_kit.tables.reference import reference_measurements
 
     path = reference_measurements()
     if not path.is_file():
@@ -51,40 +51,100 @@ def sample_model(tmp_path_factory) -> Path:
 
 
 def ask(model: Path, tmp: Path, workload: str, *extra: str) -> dict:
-    done = srifty("search", "--model", str(model), "--workload", workload, "--format", "json",
-                  "--max-nodes", "8", *extra, cwd=tmp)
+    done = srifty(
+        "search",
+        "--model",
+        str(model),
+        "--workload",
+        workload,
+        "--format",
+        "json",
+        "--max-nodes",
+        "8",
+        *extra,
+        cwd=tmp,
+    )
     assert done.returncode in (0, 1), done.stderr
     return json.loads(done.stdout)
 
 
-WORK = {"resnet": ("--epochs", "90", "--dataset-size", "1281167", "--reference-bsz", "256",
-                   "--noise-scale", "4096", "--local-bsz", "16,32,64"),
-        "bert": ("--samples", "2e7", "--reference-bsz", "96", "--noise-scale", "2000",
-                 "--local-bsz", "4,8,12"),
-        "cnn": ("--samples", "5e7", "--reference-bsz", "64", "--noise-scale", "500",
-                "--local-bsz", "8,16,32,64")}
+WORK = {
+    "resnet": (
+        "--epochs",
+        "90",
+        "--dataset-size",
+        "1281167",
+        "--reference-bsz",
+        "256",
+        "--noise-scale",
+        "4096",
+        "--local-bsz",
+        "16,32,64",
+    ),
+    "bert": (
+        "--samples",
+        "2e7",
+        "--reference-bsz",
+        "96",
+        "--noise-scale",
+        "2000",
+        "--local-bsz",
+        "4,8,12",
+    ),
+    "cnn": (
+        "--samples",
+        "5e7",
+        "--reference-bsz",
+        "64",
+        "--noise-scale",
+        "500",
+        "--local-bsz",
+        "8,16,32,64",
+    ),
+}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("which", "workload"), [
-    ("synthetic", "resnet"), ("reference", "bert"), ("sample", "cnn")])
+@pytest.mark.parametrize(
+    ("which", "workload"), [("synthetic", "resnet"), ("reference", "bert"), ("sample", "cnn")]
+)
 def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
     model = request.getfixturevalue(f"{which}_model")
     work = WORK[workload]
     # "finish within H hours at 90% confidence as cheaply as possible"
     free = ask(model, tmp_path, workload, *work, "--objective", "time")
     deadline = 3 * free["pick"]["time_hi_h"]
-    cheap = ask(model, tmp_path, workload, *work, "--deadline-h", f"{deadline}",
-                "--confidence", "0.9", "--objective", "cost")
+    cheap = ask(
+        model,
+        tmp_path,
+        workload,
+        *work,
+        "--deadline-h",
+        f"{deadline}",
+        "--confidence",
+        "0.9",
+        "--objective",
+        "cost",
+    )
     assert cheap["feasible"] and cheap["pick"]["time_hi_h"] <= deadline
     assert all(r["time_hi_h"] <= deadline for r in cheap["ranked"])
     assert cheap["pick"]["cost_hi_usd"] == min(r["cost_hi_usd"] for r in cheap["ranked"])
-    assert "cheapest per hour" in cheap["explanation"] or "also the cheapest" in cheap[
-        "explanation"]
+    assert (
+        "cheapest per hour" in cheap["explanation"] or "also the cheapest" in cheap["explanation"]
+    )
     # "the most throughput I can get for $B"
     budget = 2 * cheap["pick"]["cost_hi_usd"]
-    fast = ask(model, tmp_path, workload, *work, "--budget-usd", f"{budget}", "--objective",
-               "time", "--spot")
+    fast = ask(
+        model,
+        tmp_path,
+        workload,
+        *work,
+        "--budget-usd",
+        f"{budget}",
+        "--objective",
+        "time",
+        "--spot",
+    )
     assert fast["feasible"] and fast["pick"]["cost_hi_usd"] <= budget
     assert fast["pick"]["time_hi_h"] == min(r["time_hi_h"] for r in fast["ranked"])
     # "show me the whole tradeoff"
@@ -97,30 +157,63 @@ def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
 
 @pytest.mark.slow
 def test_table_output_and_csv_file(synthetic_model, tmp_path):
-    done = srifty("search", "--model", str(synthetic_model), "--workload", "resnet",
-                  *WORK["resnet"], "--deadline-h", "100", "--out", "ranked.csv", cwd=tmp_path)
+    done = srifty(
+        "search",
+        "--model",
+        str(synthetic_model),
+        "--workload",
+        "resnet",
+        *WORK["resnet"],
+        "--deadline-h",
+        "100",
+        "--out",
+        "ranked.csv",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "Pareto front" in done.stdout and "Why not the cheapest per hour" in done.stdout
     ranked = pd.read_csv(tmp_path / "ranked.csv")
-    assert {"instance_type", "num_nodes", "num_workers", "local_bsz", "pricing", "time_hi_h",
-            "cost_hi_usd", "compute_s", "sync_s", "efficiency"} <= set(ranked.columns)
+    assert {
+        "instance_type",
+        "num_nodes",
+        "num_workers",
+        "local_bsz",
+        "pricing",
+        "time_hi_h",
+        "cost_hi_usd",
+        "compute_s",
+        "sync_s",
+        "efficiency",
+    } <= set(ranked.columns)
 
 
 @pytest.mark.slow
 def test_infeasible_deadline_exits_1_with_the_reason(synthetic_model, tmp_path):
-    done = srifty("search", "--model", str(synthetic_model), "--workload", "resnet",
-                  *WORK["resnet"], "--deadline-h", "0.001", cwd=tmp_path)
+    done = srifty(
+        "search",
+        "--model",
+        str(synthetic_model),
+        "--workload",
+        "resnet",
+        *WORK["resnet"],
+        "--deadline-h",
+        "0.001",
+        cwd=tmp_path,
+    )
     assert done.returncode == 1
     assert "deadline binds" in done.stdout and "Nearest" in done.stdout
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("args", "needle"), [
-    (("--workload", "resnt", "--samples", "1e6"), "did you mean"),
-    (("--workload", "resnet", "--samples", "1e6", "--local-bsz", "16,big"), "--local-bsz"),
-    (("--workload", "resnet", "--samples", "1e6", "--instance-types", "g9.huge"), "g9.huge"),
-    (("--workload", "resnet", "--samples", "-5"), "positive"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--workload", "resnt", "--samples", "1e6"), "did you mean"),
+        (("--workload", "resnet", "--samples", "1e6", "--local-bsz", "16,big"), "--local-bsz"),
+        (("--workload", "resnet", "--samples", "1e6", "--instance-types", "g9.huge"), "g9.huge"),
+        (("--workload", "resnet", "--samples", "-5"), "positive"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(synthetic_model, tmp_path, args, needle):
     done = srifty("search", "--model", str(synthetic_model), *args, cwd=tmp_path)
     assert done.returncode == 2
@@ -130,7 +223,19 @@ def test_bad_input_exits_2_with_one_line(synthetic_model, tmp_path, args, needle
 def test_search_help_lists_the_options(tmp_path):
     done = srifty("search", "--help", cwd=tmp_path)
     assert done.returncode == 0
-    for flag in ("--deadline-h", "--budget-usd", "--confidence", "--objective", "--spot",
-                 "--hetero", "--max-nodes", "--instance-types", "--families", "--local-bsz",
-                 "--top", "--format", "--out"):
+    for flag in (
+        "--deadline-h",
+        "--budget-usd",
+        "--confidence",
+        "--objective",
+        "--spot",
+        "--hetero",
+        "--max-nodes",
+        "--instance-types",
+        "--families",
+        "--local-bsz",
+        "--top",
+        "--format",
+        "--out",
+    ):
         assert flag in done.stdout

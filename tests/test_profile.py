@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from srifty_kit import InputError
-from srifty_kit.profile import ProfileWarning, facts_path, profile_model, profile_spec
-from srifty_kit.schemas import validate_measurements
-from srifty_kit.tables import read_table
-from srifty_kit.variance import precision
-from srifty_kit.zoo import DEMO_MODELS, load_spec
+from srifty_kit.measure.profile import ProfileWarning, facts_path, profile_model, profile_spec
+from srifty_kit.measure.variance import precision
+from srifty_kit.measure.zoo import DEMO_MODELS, load_spec
+from srifty_kit.tables.contracts import validate_measurements
+from srifty_kit.tables.files import read_table
 
 FAST = {"progress": False, "warmup": 1, "noise_repeats": 4}
 
@@ -34,8 +34,9 @@ def _linear_spec(widths=(8, 16, 4)):
 @pytest.fixture(scope="module")
 def mlp_result():
     # the noise scale gets its own second, so the two batch sizes share all 3 s of timing
-    return profile_spec("mlp", [4, 8], max_seconds=3, target_precision=0.05, noise_seconds=1,
-                        **FAST)
+    return profile_spec(
+        "mlp", [4, 8], max_seconds=3, target_precision=0.05, noise_seconds=1, **FAST
+    )
 
 
 def test_every_step_is_a_row_of_the_measurement_table(mlp_result):
@@ -45,8 +46,17 @@ def test_every_step_is_a_row_of_the_measurement_table(mlp_result):
     assert set(table["local_bsz"]) == {4, 8}
     assert (table["step_time_s"] > 0).all()
     assert (table[["num_nodes", "num_workers"]] == 1).all().all()
-    for col in ("gpus_per_node", "timestamp", "host", "repeat", "instance_type", "device",
-                "flops_per_sample", "param_count", "grad_bytes"):
+    for col in (
+        "gpus_per_node",
+        "timestamp",
+        "host",
+        "repeat",
+        "instance_type",
+        "device",
+        "flops_per_sample",
+        "param_count",
+        "grad_bytes",
+    ):
         assert table[col].notna().all(), col
     # repeat numbers each batch size's steps 0..n-1 in order
     for _, group in table.groupby("local_bsz"):
@@ -90,14 +100,16 @@ def test_flops_params_and_grad_bytes_of_a_linear_stack():
 
 
 def test_cpu_memory_peak_and_extrapolated_largest_batch():
-    result = profile_spec("cnn", [2, 16], max_seconds=3, target_precision=0.2,
-                          memory_budget_bytes=8 * 2**30, **FAST)
+    result = profile_spec(
+        "cnn", [2, 16], max_seconds=3, target_precision=0.2, memory_budget_bytes=8 * 2**30, **FAST
+    )
     assert (result.summary["peak_memory_bytes"] > 0).all()
     assert result.max_batch_method == "extrapolation of peak memory"
     assert result.memory_budget_bytes == 8 * 2**30
     if result.max_batch_size is not None:  # growth is measurable: the fit must honour it
         predicted = result.memory_base_bytes + result.memory_bytes_per_sample * (
-            result.max_batch_size)
+            result.max_batch_size
+        )
         assert predicted <= 8 * 2**30
 
 
@@ -128,8 +140,16 @@ def test_result_saves_table_and_facts_atomically(tmp_path, mlp_result):
     back = read_table(table_path)
     pd.testing.assert_series_equal(back["step_time_s"], mlp_result.measurements["step_time_s"])
     facts = json.loads(json_path.read_text())
-    for key in ("flops_per_sample", "param_count", "grad_bytes", "noise_scale",
-                "noise_scale_std", "max_batch_size", "max_batch_method", "summary"):
+    for key in (
+        "flops_per_sample",
+        "param_count",
+        "grad_bytes",
+        "noise_scale",
+        "noise_scale_std",
+        "max_batch_size",
+        "max_batch_method",
+        "summary",
+    ):
         assert key in facts
     assert [s["local_bsz"] for s in facts["summary"]] == [4, 8]
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
@@ -157,8 +177,9 @@ def test_batch_maker_failing_at_one_size_is_reported_and_the_others_measured():
         return make_batch(b)
 
     with pytest.warns(ProfileWarning, match="batch size 8.*no data for 8"):
-        result = profile_model(model, picky, loss, opt, [4, 8, 16], max_seconds=2,
-                               target_precision=0.3, **FAST)
+        result = profile_model(
+            model, picky, loss, opt, [4, 8, 16], max_seconds=2, target_precision=0.3, **FAST
+        )
     assert set(result.measurements["local_bsz"]) == {4, 16}
     assert "ValueError: no data for 8" in result.errors[8]
     row = result.summary.set_index("local_bsz").loc[8]
@@ -200,9 +221,19 @@ def test_ctrl_c_keeps_every_step_so_far_and_writes_them(tmp_path):
         return loss(out, target)
 
     out = tmp_path / "p.csv"
-    result = profile_model(model, make_batch, loss_until_interrupted, opt, [4, 8],
-                           target_precision=0.001, max_seconds=60, min_steps=30,
-                           max_steps=30, out=out, **FAST)
+    result = profile_model(
+        model,
+        make_batch,
+        loss_until_interrupted,
+        opt,
+        [4, 8],
+        target_precision=0.001,
+        max_seconds=60,
+        min_steps=30,
+        max_steps=30,
+        out=out,
+        **FAST,
+    )
     assert result.interrupted
     kept = read_table(out)
     assert len(kept) == len(result.measurements) > 30  # all of batch 4 and part of batch 8

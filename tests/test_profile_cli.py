@@ -12,8 +12,8 @@ import time
 import pytest
 from conftest import REPO, SRIFTY, run_srifty
 
-from srifty_kit.schemas import MEASUREMENTS, validate_measurements
-from srifty_kit.tables import read_table
+from srifty_kit.tables.contracts import MEASUREMENTS, validate_measurements
+from srifty_kit.tables.files import read_table
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +23,20 @@ def _run(args, cwd, timeout=240):
 
 
 def test_profile_writes_one_row_per_step_and_prints_the_precision(tmp_path):
-    done = _run(["profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "5",
-                 "--out", "p.csv"], tmp_path)
+    done = _run(
+        [
+            "profile",
+            "--model",
+            "mlp",
+            "--batch-sizes",
+            "4,8",
+            "--max-seconds",
+            "5",
+            "--out",
+            "p.csv",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     table = read_table(tmp_path / "p.csv")
     validate_measurements(table)
@@ -36,8 +48,22 @@ def test_profile_writes_one_row_per_step_and_prints_the_precision(tmp_path):
 
 
 def test_profile_dist_writes_rows_with_two_workers(tmp_path):
-    done = _run(["profile-dist", "--model", "mlp", "--world-sizes", "2", "--batch-sizes", "8",
-                 "--max-seconds", "10", "--out", "d.csv"], tmp_path)
+    done = _run(
+        [
+            "profile-dist",
+            "--model",
+            "mlp",
+            "--world-sizes",
+            "2",
+            "--batch-sizes",
+            "8",
+            "--max-seconds",
+            "10",
+            "--out",
+            "d.csv",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     table = validate_measurements(read_table(tmp_path / "d.csv"))
     assert (table["num_workers"] == 2).all() and len(table) > 0
@@ -45,18 +71,33 @@ def test_profile_dist_writes_rows_with_two_workers(tmp_path):
 
 
 def test_model_callable_from_the_current_directory(tmp_path):
-    (tmp_path / "mine.py").write_text(textwrap.dedent("""
+    (tmp_path / "mine.py").write_text(
+        textwrap.dedent("""
         import torch
-        from srifty_kit.zoo import ModelSpec
+        from srifty_kit.measure.zoo import ModelSpec
 
         def build():
             return ModelSpec(torch.nn.Linear(16, 3),
                              lambda b: (torch.randn(b, 16), torch.randint(0, 3, (b,))),
                              torch.nn.CrossEntropyLoss(),
                              lambda p: torch.optim.SGD(p, lr=0.1), name="tiny")
-        """))
-    done = _run(["profile", "--model", "mine:build", "--batch-sizes", "2,4", "--max-seconds",
-                 "2", "--out", "p.parquet", "--quiet"], tmp_path)
+        """)
+    )
+    done = _run(
+        [
+            "profile",
+            "--model",
+            "mine:build",
+            "--batch-sizes",
+            "2,4",
+            "--max-seconds",
+            "2",
+            "--out",
+            "p.parquet",
+            "--quiet",
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert set(read_table(tmp_path / "p.parquet")["model"]) == {"tiny"}
 
@@ -86,9 +127,24 @@ def test_help_documents_the_model_contract_and_torchrun(tmp_path):
 
 def test_ctrl_c_keeps_the_steps_measured_so_far(tmp_path):
     proc = subprocess.Popen(
-        [SRIFTY, "profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "120",
-         "--target-precision", "0.00001", "--out", "p.csv"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            SRIFTY,
+            "profile",
+            "--model",
+            "mlp",
+            "--batch-sizes",
+            "4,8",
+            "--max-seconds",
+            "120",
+            "--target-precision",
+            "0.00001",
+            "--out",
+            "p.csv",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     # only this thread reads stderr: communicate() would take part of it (it once took the
     # "interrupted" line, a flake under load)
@@ -114,7 +170,10 @@ def test_cuda_check_fails_loudly_without_cuda(tmp_path):
         pytest.skip("this machine has CUDA: the check would run for real")
     done = subprocess.run(
         [str(REPO / ".venv" / "bin" / "python"), str(REPO / "benchmarks" / "cuda_check.py")],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "OUT": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OUT": str(tmp_path)},
     )
     assert done.returncode == 2
     assert "CUDA is not available" in done.stderr

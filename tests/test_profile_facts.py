@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from srifty_kit import machine, memory, noise_scale
+from srifty_kit.measure import host, memory, noise_scale
 
 
 @given(
@@ -25,7 +25,8 @@ def test_simple_estimator_inverts_the_expected_gradient_norms(g2, trace, b_small
     # E|G_B|^2 = |G|^2 + tr(Sigma)/B (McCandlish et al. 2018, Appendix A.1)
     b_big = b_small * factor
     b_simple, g2_hat, trace_hat = noise_scale.simple_noise_scale(
-        g2 + trace / b_small, g2 + trace / b_big, b_small, b_big)
+        g2 + trace / b_small, g2 + trace / b_big, b_small, b_big
+    )
     assert g2_hat == pytest.approx(g2, rel=1e-6, abs=1e-6 * trace)
     assert trace_hat == pytest.approx(trace, rel=1e-6)
     if g2 > 1e-6 * trace:
@@ -48,9 +49,18 @@ def test_noise_scale_of_a_model_with_known_gradient_noise(micro):
         return ((out - x) ** 2).mean() / 2
 
     # micro=3: the batch of 16 is accumulated from micro-batches of 3, 3, 3, 3, 3 and 1
-    est = noise_scale.measure(model, make_batch, loss_fn, (2, 16), torch.device("cpu"),
-                              max_repeats=400, max_seconds=30, level=0.95,
-                              target_precision=0.05, max_micro_batch=micro)
+    est = noise_scale.measure(
+        model,
+        make_batch,
+        loss_fn,
+        (2, 16),
+        torch.device("cpu"),
+        max_repeats=400,
+        max_seconds=30,
+        level=0.95,
+        target_precision=0.05,
+        max_micro_batch=micro,
+    )
     assert est.repeats >= 5
     assert est.noise_scale_lo <= 4 <= est.noise_scale_hi
     assert est.noise_scale == pytest.approx(4, rel=0.35)
@@ -107,21 +117,21 @@ def test_cpu_peak_memory_sees_a_large_allocation():
 
 
 def test_local_label_is_stable_and_names_cpu_and_cores():
-    label = machine.local_label("cpu")
-    assert label == machine.local_label("cpu")
-    assert label.startswith("local-cpu-") and label.endswith(f"-{machine.cpu_cores()}c")
+    label = host.local_label("cpu")
+    assert label == host.local_label("cpu")
+    assert label.startswith("local-cpu-") and label.endswith(f"-{host.cpu_cores()}c")
     assert " " not in label
 
 
 def test_instance_type_override_and_off_ec2(monkeypatch):
-    machine.instance_type.cache_clear()
+    host.instance_type.cache_clear()
     monkeypatch.setenv("SRIFTY_INSTANCE_TYPE", "g5.xlarge")
-    assert machine.instance_type("cpu") == "g5.xlarge"
-    machine.instance_type.cache_clear()
+    assert host.instance_type("cpu") == "g5.xlarge"
+    host.instance_type.cache_clear()
     monkeypatch.delenv("SRIFTY_INSTANCE_TYPE")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    assert machine.instance_type("cpu") == machine.local_label("cpu")
-    machine.instance_type.cache_clear()
+    assert host.instance_type("cpu") == host.local_label("cpu")
+    host.instance_type.cache_clear()
 
 
 class _FakeImds(http.server.BaseHTTPRequestHandler):
@@ -129,7 +139,8 @@ class _FakeImds(http.server.BaseHTTPRequestHandler):
 
     def do_PUT(self):  # noqa: N802
         ok = self.path == "/latest/api/token" and self.headers.get(
-            "X-aws-ec2-metadata-token-ttl-seconds")
+            "X-aws-ec2-metadata-token-ttl-seconds"
+        )
         self._reply(200 if ok else 400, b"tok-123")
 
     def do_GET(self):  # noqa: N802
@@ -155,17 +166,25 @@ def test_imdsv2_token_then_instance_type_against_a_local_server():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_port}/latest"
-        assert machine._imds_instance_type(timeout=2, base=base) == "p4d.24xlarge"
+        assert host._imds_instance_type(timeout=2, base=base) == "p4d.24xlarge"
     finally:
         server.shutdown()
     # nothing listening: no instance type, and no exception
-    assert machine._imds_instance_type(timeout=0.2, base=base) is None
+    assert host._imds_instance_type(timeout=0.2, base=base) is None
 
 
 def test_fingerprint_has_what_makes_a_profile_comparable():
-    fp = machine.fingerprint("cpu")
-    for key in ("instance_type", "cpu_model", "logical_cores", "memory_gib", "torch", "date",
-                "loadavg_1_5_15", "torch_threads"):
+    fp = host.fingerprint("cpu")
+    for key in (
+        "instance_type",
+        "cpu_model",
+        "logical_cores",
+        "memory_gib",
+        "torch",
+        "date",
+        "loadavg_1_5_15",
+        "torch_threads",
+    ):
         assert key in fp
     assert fp["torch"] == torch.__version__
 
@@ -174,7 +193,7 @@ def test_other_processes_busy_during_the_profile_are_said_and_recorded():
     import subprocess
     import sys
 
-    from srifty_kit.profile import ProfileWarning, profile_spec
+    from srifty_kit.measure.profile import ProfileWarning, profile_spec
 
     # real contention: two other processes spinning on the 2 cores while the profile measures
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]

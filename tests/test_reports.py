@@ -7,7 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from srifty_kit.errors import InputError
-from srifty_kit.reports import find_notebook, run_report
+from srifty_kit.present.reports import find_notebook, run_report
 
 pytestmark = pytest.mark.slow
 

@@ -8,13 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.schemas import (
+from srifty_kit.tables.contracts import (
     validate_configs,
     validate_ledger,
     validate_measurements,
     validate_predictions,
 )
-from srifty_kit.tables import read_table, write_table
+from srifty_kit.tables.files import read_table, write_table
 
 CATALOG = pd.DataFrame(
     {"instance_type": ["g4dn.12xlarge", "g5.xlarge", "c5.large"], "gpu_count": [4, 1, None]}
@@ -138,17 +138,35 @@ def test_jobs_ledger_normalises_pricing_and_needs_end_or_hours():
 @pytest.mark.parametrize(
     ("columns", "kind"),
     [
-        (("lineItem/UsageStartDate", "lineItem/UsageType", "lineItem/UsageAmount",
-          "lineItem/UnblendedCost"), "cur-legacy"),
-        (("line_item_usage_start_date", "line_item_usage_type", "line_item_usage_amount",
-          "line_item_unblended_cost"), "cur2"),
+        (
+            (
+                "lineItem/UsageStartDate",
+                "lineItem/UsageType",
+                "lineItem/UsageAmount",
+                "lineItem/UnblendedCost",
+            ),
+            "cur-legacy",
+        ),
+        (
+            (
+                "line_item_usage_start_date",
+                "line_item_usage_type",
+                "line_item_usage_amount",
+                "line_item_unblended_cost",
+            ),
+            "cur2",
+        ),
     ],
 )
 def test_cur_exports_in_both_naming_schemes_are_recognised(columns, kind):
     start, usage_type, amount, cost = columns
     table = pd.DataFrame(
-        {start: ["2026-11-01T00:00:00Z"], usage_type: ["SpotUsage:g5.xlarge"], amount: [1.0],
-         cost: [0.42]}
+        {
+            start: ["2026-11-01T00:00:00Z"],
+            usage_type: ["SpotUsage:g5.xlarge"],
+            amount: [1.0],
+            cost: [0.42],
+        }
     )
     assert validate_ledger(table).attrs["ledger_format"] == kind
     with pytest.raises(InputError, match=cost.replace("/", ".")):
@@ -164,9 +182,15 @@ def test_did_you_mean_is_empty_when_nothing_is_close():
 def test_step_times_are_accepted_exactly_when_positive(values):
     n = len(values)
     table = pd.DataFrame(
-        {"model": ["m"] * n, "instance_type": ["x"] * n, "num_nodes": [1] * n,
-         "num_workers": [1] * n, "local_bsz": [1] * n, "step_time_s": values,
-         "gpus_per_node": [1] * n}
+        {
+            "model": ["m"] * n,
+            "instance_type": ["x"] * n,
+            "num_nodes": [1] * n,
+            "num_workers": [1] * n,
+            "local_bsz": [1] * n,
+            "step_time_s": values,
+            "gpus_per_node": [1] * n,
+        }
     )
     if all(v > 0 for v in values):
         assert validate_measurements(table)["step_time_s"].tolist() == values

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from srifty_kit.decide.spot import SpotPolicy, expected_run, hourly_hazard, simulate, upper_run
 from srifty_kit.errors import InputError
-from srifty_kit.schemas import INTERRUPTION_BUCKETS
-from srifty_kit.spot import SpotPolicy, expected_run, hourly_hazard, simulate, upper_run
+from srifty_kit.tables.contracts import INTERRUPTION_BUCKETS
 
 SPOT, ON_DEMAND = 1.2, 3.9
 

@@ -9,22 +9,34 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from srifty_kit import InputError, variance
+from srifty_kit import InputError
+from srifty_kit.measure import variance
 
 
 def _table(samples: dict[int, np.ndarray]) -> pd.DataFrame:
     rows = []
     for bsz, xs in samples.items():
-        rows += [{"model": "m", "instance_type": "t", "num_nodes": 1, "num_workers": 1,
-                  "local_bsz": bsz, "step_time_s": x, "repeat": i} for i, x in enumerate(xs)]
+        rows += [
+            {
+                "model": "m",
+                "instance_type": "t",
+                "num_nodes": 1,
+                "num_workers": 1,
+                "local_bsz": bsz,
+                "step_time_s": x,
+                "repeat": i,
+            }
+            for i, x in enumerate(xs)
+        ]
     return pd.DataFrame(rows)
 
 
 @pytest.fixture(scope="module")
 def two_configs():
     rng = np.random.default_rng(0)
-    return _table({8: rng.lognormal(np.log(0.1), 0.1, 200),
-                   16: rng.lognormal(np.log(0.2), 0.3, 60)})
+    return _table(
+        {8: rng.lognormal(np.log(0.1), 0.1, 200), 16: rng.lognormal(np.log(0.2), 0.3, 60)}
+    )
 
 
 def test_describe_gives_one_row_per_configuration_with_ordered_statistics(two_configs):
@@ -137,7 +149,7 @@ def test_figures_draw_every_configuration(two_configs):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from srifty_kit import plots
+    from srifty_kit.present import plots
 
     ax = plots.step_time_distributions(two_configs)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16"]
@@ -145,8 +157,13 @@ def test_figures_draw_every_configuration(two_configs):
     assert len(ax.containers) == 2  # mean and p95 error bars
     ax = plots.step_time_trace(two_configs)
     assert len(ax.get_lines()) >= 2
-    coll = pd.DataFrame({"bytes": [1024, 1024, 4096, 4096] * 2, "world_size": [2] * 4 + [4] * 4,
-                         "seconds": [1e-4, 2e-4, 3e-4, 4e-4, 2e-4, 3e-4, 5e-4, 6e-4]})
+    coll = pd.DataFrame(
+        {
+            "bytes": [1024, 1024, 4096, 4096] * 2,
+            "world_size": [2] * 4 + [4] * 4,
+            "seconds": [1e-4, 2e-4, 3e-4, 4e-4, 2e-4, 3e-4, 5e-4, 6e-4],
+        }
+    )
     ax = plots.allreduce_times(coll)
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     plt.close("all")

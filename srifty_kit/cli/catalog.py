@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..catalog import filter_catalog, load_catalog
-from . import comma_list
+from srifty_kit.catalog.query import filter_catalog, load_catalog
+from srifty_kit.cli import comma_list
 
 # what fits a terminal; csv and json carry every column
 _TABLE_COLUMNS = [
@@ -46,7 +46,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from ..aws_catalog import refresh_catalog  # boto3 is imported only when refreshing
+    from srifty_kit.catalog.aws import refresh_catalog  # boto3 is imported only when refreshing
 
     table = refresh_catalog(
         args.region,

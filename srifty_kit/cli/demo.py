@@ -6,10 +6,15 @@ import argparse
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from srifty_kit.present.demo import run_demo
 
-    demo = run_demo(args.out, model=args.model, seconds=args.seconds, samples=args.samples,
-                    deadline_h=args.deadline_h)
+    demo = run_demo(
+        args.out,
+        model=args.model,
+        seconds=args.seconds,
+        samples=args.samples,
+        deadline_h=args.deadline_h,
+    )
     print(demo.pick)
     print(f"measurements: {demo.measurements}\nmodel: {demo.model}\nreport: {demo.report.html}")
     return 0
@@ -25,11 +30,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "job, and write the search report as HTML. Everything lands in --out.",
     )
     p.add_argument("--out", default="reports/demo", help="output folder (default reports/demo)")
-    p.add_argument("--model", default="mlp", choices=("mlp", "cnn", "transformer"),
-                   help="demo model to profile (default mlp)")
-    p.add_argument("--seconds", type=float, default=20.0,
-                   help="measuring budget in seconds, split between the two profiles")
-    p.add_argument("--samples", type=float, default=1e9,
-                   help="training samples to the target accuracy (default 1e9)")
+    p.add_argument(
+        "--model",
+        default="mlp",
+        choices=("mlp", "cnn", "transformer"),
+        help="demo model to profile (default mlp)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=20.0,
+        help="measuring budget in seconds, split between the two profiles",
+    )
+    p.add_argument(
+        "--samples",
+        type=float,
+        default=1e9,
+        help="training samples to the target accuracy (default 1e9)",
+    )
     p.add_argument("--deadline-h", type=float, default=1.0, help="deadline in hours")
     p.set_defaults(func=_demo)

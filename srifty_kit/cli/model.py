@@ -6,15 +6,17 @@ import argparse
 import sys
 import warnings
 
-from ..tables import read_table, write_table
+from srifty_kit.tables.files import read_table, write_table
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from ..model import StepTimeModel  # scikit-learn loads only when a model is fitted
+    from srifty_kit.model.estimator import (
+        StepTimeModel,  # scikit-learn loads only when a model is fitted
+    )
 
     catalog = None
     if args.catalog:
-        from ..catalog import load_catalog
+        from srifty_kit.catalog.query import load_catalog
 
         catalog = load_catalog(region=None, path=args.catalog)
     with warnings.catch_warnings(record=True) as notes:
@@ -33,7 +35,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from ..model import StepTimeModel
+    from srifty_kit.model.estimator import StepTimeModel
 
     model = StepTimeModel.load(args.model)
     out = model.predict(read_table(args.configs), level=args.level)

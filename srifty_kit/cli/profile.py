@@ -7,11 +7,11 @@ import os
 import sys
 from typing import Any
 
-from . import comma_list
+from srifty_kit.cli import comma_list
 
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
-    "arguments that returns srifty_kit.zoo.ModelSpec(model, make_batch, loss_fn, "
+    "arguments that returns srifty_kit.measure.zoo.ModelSpec(model, make_batch, loss_fn, "
     "optimizer_fn) or that 4-tuple, where make_batch(batch_size) returns (inputs, targets), "
     "loss_fn(outputs, targets) returns a scalar tensor (mean over the batch) and "
     "optimizer_fn(parameters) returns a torch optimizer; MODULE is imported from the "
@@ -138,7 +138,7 @@ def _fmt(table: Any, columns: list[str]) -> str:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from ..profile import profile_spec
+    from srifty_kit.measure.profile import profile_spec
 
     _with_cwd_on_path()
     budget = int(args.memory_budget_gib * 2**30) if args.memory_budget_gib else None
@@ -191,8 +191,12 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _profile_dist(args: argparse.Namespace) -> int:
-    from ..distributed import DEFAULT_SIZES, WorkerFailed, profile_distributed
-    from ..variance import describe
+    from srifty_kit.measure.distributed.profile import (
+        DEFAULT_SIZES,
+        WorkerFailed,
+        profile_distributed,
+    )
+    from srifty_kit.measure.variance import describe
 
     _with_cwd_on_path()
     try:

@@ -9,15 +9,30 @@ import warnings
 
 import pandas as pd
 
-from ..errors import InputError
-from ..planner import OBJECTIVES, Constraints, Job, search
-from ..tables import write_json, write_table
-from . import comma_list
+from srifty_kit.cli import comma_list
+from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
+from srifty_kit.errors import InputError
+from srifty_kit.tables.files import write_json, write_table
 
 # columns shown on the terminal (the files carry all of them)
-_SHOWN = ("instance_type", "num_nodes", "num_workers", "local_bsz", "pricing", "instance_type_2",
-          "num_nodes_2", "local_bsz_2", "usd_per_hr", "time_h", "time_hi_h", "cost_usd",
-          "cost_hi_usd", "compute_s", "sync_s", "efficiency")
+_SHOWN = (
+    "instance_type",
+    "num_nodes",
+    "num_workers",
+    "local_bsz",
+    "pricing",
+    "instance_type_2",
+    "num_nodes_2",
+    "local_bsz_2",
+    "usd_per_hr",
+    "time_h",
+    "time_hi_h",
+    "cost_usd",
+    "cost_hi_usd",
+    "compute_s",
+    "sync_s",
+    "efficiency",
+)
 
 
 def _names(text: str | None) -> tuple[str, ...] | None:
@@ -31,8 +46,10 @@ def _whole(text: str | None, flag: str) -> tuple[int, ...] | None:
     try:
         return tuple(int(s) for s in items)
     except ValueError:
-        raise InputError(f"{flag} expects whole numbers separated by commas, got {text!r}",
-                         fix=f"e.g. {flag} 16,32,64") from None
+        raise InputError(
+            f"{flag} expects whole numbers separated by commas, got {text!r}",
+            fix=f"e.g. {flag} 16,32,64",
+        ) from None
 
 
 def _noise_scale(args: argparse.Namespace) -> float | None:
@@ -42,22 +59,35 @@ def _noise_scale(args: argparse.Namespace) -> float | None:
         with open(args.facts) as fh:
             facts = json.load(fh)
     except (OSError, ValueError) as err:
-        raise InputError(f"cannot read the profile facts: {err}", source=args.facts,
-                         fix="give the .facts.json written beside a profile") from None
+        raise InputError(
+            f"cannot read the profile facts: {err}",
+            source=args.facts,
+            fix="give the .facts.json written beside a profile",
+        ) from None
     value = facts.get("noise_scale")
     if value is None:
-        raise InputError("the profile has no noise scale", source=args.facts,
-                         fix="give --noise-scale, or profile again with the noise scale on")
+        raise InputError(
+            "the profile has no noise scale",
+            source=args.facts,
+            fix="give --noise-scale, or profile again with the noise scale on",
+        )
     return float(value)
 
 
 def _job(args: argparse.Namespace) -> Job:
     return Job(
-        model=args.workload, samples=args.samples, steps=args.steps, epochs=args.epochs,
-        dataset_size=args.dataset_size, reference_bsz=args.reference_bsz,
-        noise_scale=_noise_scale(args), global_bsz_max=args.global_bsz_max,
-        local_bsz=_whole(args.local_bsz, "--local-bsz"), checkpoint_gb=args.checkpoint_gb,
-        memory_per_sample_gib=args.memory_per_sample_gib, model_memory_gib=args.model_memory_gib,
+        model=args.workload,
+        samples=args.samples,
+        steps=args.steps,
+        epochs=args.epochs,
+        dataset_size=args.dataset_size,
+        reference_bsz=args.reference_bsz,
+        noise_scale=_noise_scale(args),
+        global_bsz_max=args.global_bsz_max,
+        local_bsz=_whole(args.local_bsz, "--local-bsz"),
+        checkpoint_gb=args.checkpoint_gb,
+        memory_per_sample_gib=args.memory_per_sample_gib,
+        model_memory_gib=args.model_memory_gib,
         checkpoint_interval_h=args.checkpoint_interval_h,
         spot_fallback_after=args.fallback_after,
     )
@@ -65,9 +95,15 @@ def _job(args: argparse.Namespace) -> Job:
 
 def _constraints(args: argparse.Namespace) -> Constraints:
     return Constraints(
-        deadline_h=args.deadline_h, budget_usd=args.budget_usd, confidence=args.confidence,
-        max_nodes=args.max_nodes, vcpu_quota=args.vcpu_quota, families=_names(args.families),
-        instance_types=_names(args.instance_types), spot=args.spot, mixes=args.hetero,
+        deadline_h=args.deadline_h,
+        budget_usd=args.budget_usd,
+        confidence=args.confidence,
+        max_nodes=args.max_nodes,
+        vcpu_quota=args.vcpu_quota,
+        families=_names(args.families),
+        instance_types=_names(args.instance_types),
+        spot=args.spot,
+        mixes=args.hetero,
         min_gpu_memory_gib=args.min_gpu_memory_gib,
     )
 
@@ -79,27 +115,35 @@ def _document(result) -> dict:
     def row(series: pd.Series | None) -> dict | None:
         return None if series is None else rows(series.to_frame().T)[0]
 
-    return {"feasible": result.feasible, "explanation": result.explanation,
-            "infeasible_reason": result.infeasible_reason, "pick": row(result.pick),
-            "knee": row(result.knee), "nearest": row(result.nearest),
-            "ranked": rows(result.ranked), "pareto": rows(result.pareto),
-            "n_candidates": result.n_candidates, "n_feasible": result.n_feasible,
-            "skipped": result.skipped}
+    return {
+        "feasible": result.feasible,
+        "explanation": result.explanation,
+        "infeasible_reason": result.infeasible_reason,
+        "pick": row(result.pick),
+        "knee": row(result.knee),
+        "nearest": row(result.nearest),
+        "ranked": rows(result.ranked),
+        "pareto": rows(result.pareto),
+        "n_candidates": result.n_candidates,
+        "n_feasible": result.n_feasible,
+        "skipped": result.skipped,
+    }
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..model import StepTimeModel
+    from srifty_kit.model.estimator import StepTimeModel
 
     model = StepTimeModel.load(args.model)
     catalog = None
     if args.catalog:
-        from ..catalog import load_catalog
+        from srifty_kit.catalog.query import load_catalog
 
         catalog = load_catalog(region=args.region, path=args.catalog)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
-        result = search(model, catalog, _job(args), _constraints(args),
-                        objective=args.objective, top=args.top)
+        result = search(
+            model, catalog, _job(args), _constraints(args), objective=args.objective, top=args.top
+        )
     if args.format == "json":
         doc = _document(result)
         if args.out:
@@ -116,10 +160,21 @@ def _run(args: argparse.Namespace) -> int:
             shown = result.ranked[list(_SHOWN)].dropna(axis=1, how="all")
             print(shown.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
             print()
-            front = result.pareto[["instance_type", "num_nodes", "num_workers", "local_bsz",
-                                   "pricing", "time_hi_h", "cost_hi_usd"]]
-            print(f"Pareto front ({len(front)} of {result.n_feasible:,} feasible, "
-                  f"{result.n_candidates:,} evaluated):")
+            front = result.pareto[
+                [
+                    "instance_type",
+                    "num_nodes",
+                    "num_workers",
+                    "local_bsz",
+                    "pricing",
+                    "time_hi_h",
+                    "cost_hi_usd",
+                ]
+            ]
+            print(
+                f"Pareto front ({len(front)} of {result.n_feasible:,} feasible, "
+                f"{result.n_candidates:,} evaluated):"
+            )
             print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
             print()
         if args.out:
@@ -127,10 +182,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "table" or args.out:
         print(result.explanation)
         if result.skipped:
-            print(f"left out {len(result.skipped)} instance type(s): "
-                  + "; ".join(f"{t} ({why.split(';')[0]})"
-                              for t, why in list(result.skipped.items())[:4])
-                  + (" ..." if len(result.skipped) > 4 else ""))
+            print(
+                f"left out {len(result.skipped)} instance type(s): "
+                + "; ".join(
+                    f"{t} ({why.split(';')[0]})" for t, why in list(result.skipped.items())[:4]
+                )
+                + (" ..." if len(result.skipped) > 4 else "")
+            )
         if args.out:
             print(f"wrote {args.out}")
     return 0 if result.feasible else 1
@@ -172,13 +230,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--min-gpu-memory-gib", type=float, help="GPU memory per worker at least")
     p.add_argument("--local-bsz", help="per-worker batches to try, comma-separated")
     p.add_argument("--global-bsz-max", type=int, help="largest global batch allowed")
-    p.add_argument("--memory-per-sample-gib", type=float,
-                   help="GPU memory per sample of local batch: keeps batches that fit")
-    p.add_argument("--model-memory-gib", type=float, default=0.0,
-                   help="GPU memory of weights, gradients and optimizer state (0)")
+    p.add_argument(
+        "--memory-per-sample-gib",
+        type=float,
+        help="GPU memory per sample of local batch: keeps batches that fit",
+    )
+    p.add_argument(
+        "--model-memory-gib",
+        type=float,
+        default=0.0,
+        help="GPU memory of weights, gradients and optimizer state (0)",
+    )
     p.add_argument("--checkpoint-gb", type=float, default=0.0, help="checkpoint size (GB)")
-    p.add_argument("--checkpoint-interval-h", type=float, default=1.0,
-                   help="hours between checkpoints (1)")
+    p.add_argument(
+        "--checkpoint-interval-h", type=float, default=1.0, help="hours between checkpoints (1)"
+    )
     p.add_argument("--catalog", help="EC2 catalog file (default: the embedded one)")
     p.add_argument("--region", default="us-east-1", help="catalog region (us-east-1)")
     p.add_argument("--top", type=int, default=10, help="rows in the ranked table (10)")

@@ -1,0 +1,296 @@
+"""Why a search picked what it picked, as data; the words are rendered from the data.
+
+``explain`` returns an ``Explanation``: the pick, the cheapest-per-hour cluster it is compared
+with and the ratios between them, or, when nothing is feasible, which constraint binds and the
+nearest configuration. ``Explanation.text()`` renders it for people; programs (tests, widgets)
+read the fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.decide import candidates as cand
+
+if TYPE_CHECKING:  # pragma: no cover
+    from srifty_kit.decide.job import Constraints, Job
+
+
+def config_phrase(row: pd.Series) -> str:
+    """'2 x g5.12xlarge (8 workers x batch 32), on-demand' — a configuration in one phrase."""
+    text = f"{row['num_nodes']} x {row['instance_type']}"
+    if isinstance(row.get("instance_type_2"), str):
+        text += f" + {row['num_nodes_2']} x {row['instance_type_2']}"
+        batch = (
+            f"{_workers(row['num_workers'])} x batch {row['local_bsz']} + "
+            f"{row['num_workers_2']} x {row['local_bsz_2']}"
+        )
+    else:
+        batch = f"{_workers(row['num_workers'])} x batch {row['local_bsz']}"
+    return f"{text} ({batch}), {row['pricing']}"
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker" + ("" if n == 1 else "s")
+
+
+def _hours(h: float) -> str:
+    """Hours as people say them: '2.5 h', '12 min', '40 s'."""
+    if h >= 1:
+        return f"{h:.3g} h"
+    if h * 60 >= 1:
+        return f"{h * 60:.2g} min"
+    return f"{h * 3600:.2g} s"
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
+
+
+def _outcome(row: pd.Series, level: float) -> str:
+    pct = f"{level:.0%}"
+    return (
+        f"{_hours(row['time_h'])} (up to {_hours(row['time_hi_h'])} at {pct}) and "
+        f"{_money(row['cost_usd'])} (up to {_money(row['cost_hi_usd'])})"
+    )
+
+
+def _breakdown(row: pd.Series, job: Job) -> str:
+    overlap = row["compute_s"] + row["sync_s"] - row["step_time_s"]
+    parts = [
+        f"a step takes {row['step_time_s'] * 1000:.3g} ms: compute "
+        f"{row['compute_s'] * 1000:.3g} ms, gradient all-reduce {row['sync_s'] * 1000:.3g} ms"
+        + (f" ({overlap * 1000:.3g} ms of it hidden under compute)" if overlap > 1e-9 else "")
+    ]
+    if job.noise_scale is not None:
+        parts.append(
+            f"statistical efficiency {row['efficiency']:.2f} at global batch "
+            f"{row['global_bsz']} (noise scale {job.noise_scale:g}), "
+            f"{row['steps']:,.0f} steps to the target"
+        )
+    else:
+        parts.append(
+            f"{row['steps']:,.0f} steps at global batch {row['global_bsz']} "
+            "(no noise scale given: perfect scaling with batch assumed)"
+        )
+    if row["pricing"] == "spot":
+        parts.append(
+            f"spot reclaims add {_hours(row['spot_overhead_h'])} on average "
+            f"({row['expected_reclaims']:.2g} reclaims expected)"
+        )
+    return "; ".join(parts)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def _cheapest_per_hour(c: cand.Candidates, pick: int) -> int | None:
+    """The cheapest-per-hour single-type cluster with as many GPUs as the pick, same pricing.
+
+    That is what a tool picking the lowest hourly price for a resource request would rent;
+    it gets its own best batch (lowest cost upper end). None if the pick is that cluster.
+    """
+    single = c["type2"] < 0
+    same = (
+        single
+        & (c["workers"] == c["workers"][pick] + c["workers2"][pick])
+        & (c["spot"] == c["spot"][pick])
+    )
+    if not same.any():
+        same = single & (c["spot"] == c["spot"][pick])
+    pool = np.flatnonzero(same)
+    hourly = c["usd_per_hr"][pool]
+    cheapest = pool[hourly <= hourly.min() * (1 + 1e-9)]
+    best = int(cheapest[np.argmin(c["cost_hi_usd"][cheapest])])
+    same_cluster = all(c[k][best] == c[k][pick] for k in ("type", "nodes", "type2"))
+    return None if same_cluster else best
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a search result is what it is.
+
+    Feasible results fill ``pick`` and, unless the pick is itself the cheapest cluster per
+    hour with as many GPUs, ``cheapest_per_hour`` with the ratios to it. Infeasible results
+    fill ``binding`` and ``nearest``.
+    """
+
+    objective: str
+    level: float  # the confidence the upper ends are taken at
+    job: Job = field(repr=False)
+    deadline_h: float | None = None
+    budget_usd: float | None = None
+    pick: pd.Series | None = None
+    cheapest_per_hour: pd.Series | None = None
+    # the cheapest-per-hour cluster against the pick: its hourly price is 1/hourly_ratio of
+    # the pick's; the pick finishes speedup x sooner (upper ends); cost ratios alt / pick
+    hourly_ratio: float = float("nan")
+    speedup: float = float("nan")
+    cost_hi_ratio: float = float("nan")
+    cost_ratio: float = float("nan")
+    alternative_misses: tuple[str, ...] = ()  # "deadline" / "budget" the alternative breaks
+    # infeasible: "deadline", "budget", "deadline+budget", or "filters" (nothing to evaluate)
+    binding: str | None = None
+    nearest: pd.Series | None = None
+    nearest_point_meets: bool = False  # its point estimate meets the constraints
+    filtered_out: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether a configuration meets the constraints."""
+        return self.pick is not None
+
+    def text(self) -> str:
+        """The explanation in sentences."""
+        return _render_pick(self) if self.feasible else _render_infeasible(self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def explain(
+    c: cand.Candidates,
+    pick: int | None,
+    job: Job,
+    constraints: Constraints,
+    objective: str,
+) -> Explanation:
+    """Why candidate ``pick`` wins, or (``pick`` None) why nothing is feasible.
+
+    Args:
+        c: the evaluated candidates.
+        pick: the position of the recommended candidate, or None when none is feasible.
+        job, constraints, objective: what the search was asked.
+
+    Returns:
+        The ``Explanation``.
+    """
+    common = {
+        "objective": objective,
+        "level": constraints.confidence,
+        "job": job,
+        "deadline_h": constraints.deadline_h,
+        "budget_usd": constraints.budget_usd,
+    }
+    if pick is None:
+        return _infeasible(c, constraints, common)
+    p = cand.to_frame(c, np.array([pick])).iloc[0]
+    alt = _cheapest_per_hour(c, pick)
+    if alt is None:
+        return Explanation(pick=p, **common)
+    a = cand.to_frame(c, np.array([alt])).iloc[0]
+    misses = []
+    if constraints.deadline_h is not None and a["time_hi_h"] > constraints.deadline_h:
+        misses.append("deadline")
+    if constraints.budget_usd is not None and a["cost_hi_usd"] > constraints.budget_usd:
+        misses.append("budget")
+    return Explanation(
+        pick=p,
+        cheapest_per_hour=a,
+        hourly_ratio=float(p["usd_per_hr"] / a["usd_per_hr"]),
+        speedup=float(a["time_hi_h"] / p["time_hi_h"]),
+        cost_hi_ratio=float(a["cost_hi_usd"] / p["cost_hi_usd"]),
+        cost_ratio=float(a["cost_usd"] / p["cost_usd"]),
+        alternative_misses=tuple(misses),
+        **common,
+    )
+
+
+def _infeasible(c: cand.Candidates, constraints: Constraints, common: dict) -> Explanation:
+    """Which constraint binds, and the nearest configuration that would satisfy a relaxed one."""
+    if len(c) == 0:
+        return Explanation(binding="filters", filtered_out=dict(c.skipped), **common)
+    t, k = c["time_hi_h"], c["cost_hi_usd"]
+    deadline, budget = constraints.deadline_h, constraints.budget_usd
+    time_ok = t <= deadline if deadline is not None else np.ones(len(c), bool)
+    cost_ok = k <= budget if budget is not None else np.ones(len(c), bool)
+    if not time_ok.any():
+        binding, i = "deadline", int(np.argmin(t))
+    elif not cost_ok.any():
+        binding, i = "budget", int(np.argmin(k))
+    else:
+        binding, i = "deadline+budget", int(np.argmin(np.maximum(t / deadline, k / budget)))
+    row = cand.to_frame(c, np.array([i])).iloc[0]
+    point_ok = (deadline is None or row["time_h"] <= deadline) and (
+        budget is None or row["cost_usd"] <= budget
+    )
+    return Explanation(binding=binding, nearest=row, nearest_point_meets=bool(point_ok), **common)
+
+
+def _render_pick(e: Explanation) -> str:
+    p, level = e.pick, e.level
+    lines = [
+        f"Pick ({e.objective}): {config_phrase(p)} at {_money(p['usd_per_hr'])}/h finishes in "
+        f"{_outcome(p, level)}.",
+        _sentence(_breakdown(p, e.job)),
+    ]
+    a = e.cheapest_per_hour
+    if a is None:
+        lines.append("It is also the cheapest cluster per hour with this many GPUs.")
+        return "\n".join(lines)
+    pct = f"{level:.0%}"
+    bound, mean = e.cost_hi_ratio, e.cost_ratio
+    misses = [
+        f"misses the {e.deadline_h:g} h deadline"
+        if m == "deadline"
+        else f"breaks the {_money(e.budget_usd)} budget"
+        for m in e.alternative_misses
+    ]
+    head = (
+        f"Why not the cheapest per hour? {config_phrase(a)} rents for "
+        f"{_money(a['usd_per_hr'])}/h (the pick costs {e.hourly_ratio:.2g}x more per hour) and "
+        f"would take {_outcome(a, level)} to finish; the pick is {e.speedup:.2g}x faster at {pct}"
+    )
+    if bound > 1 and mean > 1:
+        verdict = f"so it costs {bound:.2g}x the pick's cost to finish ({mean:.2g}x expected)"
+    elif bound > 1:
+        verdict = (
+            f"so it costs less on average but up to {bound:.2g}x the pick's cost at "
+            f"{pct}: its prediction is less certain"
+        )
+    else:
+        verdict = f"though it is {1 / bound:.2g}x cheaper to finish even at {pct}"
+    tail = f", and it {' and '.join(misses)}" if misses else ""
+    if bound <= 1 and not misses:
+        tail += f"; the pick wins on the objective '{e.objective}'"
+    lines.append(f"{head}, {verdict}{tail}.")
+    return "\n".join(lines)
+
+
+def _render_infeasible(e: Explanation) -> str:
+    level = f"{e.level:.0%}"
+    if e.binding == "filters":
+        why = "; ".join(f"{t}: {r}" for t, r in list(e.filtered_out.items())[:5])
+        return (
+            "No configuration to evaluate: no instance type passes the filters"
+            + (f" ({why})" if why else "")
+            + ". Widen families, instance types or memory."
+        )
+    if e.binding == "deadline":
+        binds = (
+            f"the deadline binds: no configuration finishes within {e.deadline_h:g} h "
+            f"at {level} confidence"
+        )
+    elif e.binding == "budget":
+        binds = (
+            f"the budget binds: no configuration finishes under {_money(e.budget_usd)} "
+            f"at {level} confidence"
+        )
+    else:
+        binds = (
+            "the deadline and the budget bind together: each alone can be met, "
+            f"not both at {level} confidence"
+        )
+    needs = _outcome(e.nearest, e.level)
+    text = f"Infeasible: {binds}. Nearest: {config_phrase(e.nearest)} needs {needs}."
+    if e.nearest_point_meets:
+        text += (
+            " Its point estimate meets the constraints: a lower confidence, or measuring "
+            "this configuration to narrow its interval, may make it feasible."
+        )
+    return text

@@ -1,0 +1,60 @@
+"""The cost-time tradeoff: Pareto front (paretoset) and its knee, over plain arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_BINS = 512
+
+
+def _surely_dominated(t: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Points some strictly faster point beats on cost: they cannot be on the front.
+
+    Times are cut into bins; a point whose cost is at least the cheapest cost of any bin
+    wholly faster than its own is dominated. This only removes points, never decides the front:
+    that is paretoset's job, on the few survivors (its algorithm is quadratic in the worst case
+    and took tens of seconds on a million candidates).
+    """
+    lt = np.log(t)
+    low, span = lt.min(), lt.max() - lt.min()
+    if not np.isfinite(span) or span <= 0:
+        return np.zeros(t.size, bool)
+    b = np.minimum(((lt - low) * (_BINS / span)).astype(np.int64), _BINS - 1)
+    cheapest = np.full(_BINS, np.inf)
+    np.minimum.at(cheapest, b, c)
+    faster = np.concatenate([[np.inf], np.minimum.accumulate(cheapest)[:-1]])
+    return c >= faster[b]
+
+
+def pareto_mask(time_h: np.ndarray, cost_usd: np.ndarray) -> np.ndarray:
+    """True where no other point is at least as fast and as cheap and better in one of them."""
+    t, c = np.asarray(time_h, float), np.asarray(cost_usd, float)
+    out = np.zeros(t.size, bool)
+    if t.size == 0:
+        return out
+    from paretoset import paretoset  # imports numba when present: only when a front is needed
+
+    keep = np.flatnonzero(~_surely_dominated(t, c))
+    # numba's first call compiles for seconds; the numpy algorithm is quicker for one search
+    out[keep] = paretoset(
+        np.column_stack([t[keep], c[keep]]), sense=["min", "min"], distinct=True, use_numba=False
+    )
+    return out
+
+
+def knee_index(time_h: np.ndarray, cost_usd: np.ndarray) -> int:
+    """Position of the knee of a front: farthest below the chord joining its two ends.
+
+    Both axes are scaled to [0, 1] over the front, so the chord is t + c = 1 and the knee
+    minimises t + c (the Kneedle idea: Satopaa et al., ICDCS workshops 2011).
+    """
+    t = np.asarray(time_h, float)
+    c = np.asarray(cost_usd, float)
+    if t.size == 0:
+        raise ValueError("an empty front has no knee")
+
+    def scaled(x: np.ndarray) -> np.ndarray:
+        span = x.max() - x.min()
+        return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+
+    return int(np.argmin(scaled(t) + scaled(c)))

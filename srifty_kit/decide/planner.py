@@ -1,0 +1,385 @@
+"""Search EC2 configurations for a training job under a deadline and budget at a stated confidence.
+
+``search(model, catalog, Job(...), Constraints(...))`` enumerates every candidate
+(``candidates``), checks the deadline and budget against the UPPER ends of predicted time and
+cost at the confidence level, ranks by the objective, and returns the ranked table, the Pareto
+front of (time, cost) upper ends, its knee, the pick, and why the pick beats the cheapest
+instance per hour. Infeasible constraints give an empty result that says which constraint
+binds and the nearest feasible point; they never raise.
+
+On the level: a deadline "at confidence 0.9" is checked against the upper end of the 90%
+prediction interval — the 95th percentile of a two-sided interval — so the stated confidence is
+a floor, not an estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.decide import candidates as cand
+from srifty_kit.decide import hetero, spot
+from srifty_kit.decide.explanation import Explanation, explain
+from srifty_kit.decide.job import Constraints, Job
+from srifty_kit.decide.pareto import knee_index, pareto_mask
+from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.tables.contracts import validate_catalog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from srifty_kit.model.estimator import StepTimeModel
+
+OBJECTIVES = ("cost", "time", "throughput-per-dollar", "knee")
+MIX_POOL = 4  # mixes pair the best few types alone, by cost and by time (up to 2 x this many)
+
+
+@dataclass
+class SearchResult:
+    """What ``search`` found: ranked table, Pareto front, knee, pick and the reasoning."""
+
+    ranked: pd.DataFrame
+    pareto: pd.DataFrame
+    knee: pd.Series | None
+    pick: pd.Series | None
+    why: Explanation  # the reasons as data; ``explanation`` is their text
+    skipped: dict[str, str] = field(default_factory=dict)  # instance type -> why left out
+    n_candidates: int = 0
+    n_feasible: int = 0
+    candidates: cand.Candidates | None = field(default=None, repr=False)
+    feasible_mask: np.ndarray | None = field(default=None, repr=False)
+    job: Job | None = field(default=None, repr=False)
+    model: StepTimeModel | None = field(default=None, repr=False)
+    catalog: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether any configuration meets the constraints."""
+        return self.pick is not None
+
+    @property
+    def explanation(self) -> str:
+        """Why the pick (or why nothing is feasible), in sentences."""
+        return self.why.text()
+
+    @property
+    def infeasible_reason(self) -> str | None:
+        """The explanation when nothing is feasible, else None."""
+        return None if self.feasible else self.why.text()
+
+    @property
+    def nearest(self) -> pd.Series | None:
+        """The configuration closest to feasible when nothing is feasible, else None."""
+        return self.why.nearest
+
+    def sample(self, n: int = 5000, seed: int = 0) -> pd.DataFrame:
+        """Up to ``n`` evaluated candidates (feasible or not) for cost-time plots."""
+        if self.candidates is None:
+            return pd.DataFrame(columns=list(cand.RESULT_COLUMNS))
+        rng = np.random.default_rng(seed)
+        size = len(self.candidates)
+        idx = np.sort(rng.choice(size, min(n, size), replace=False))
+        out = cand.to_frame(self.candidates, idx)
+        out["feasible"] = self.feasible_mask[idx]
+        return out
+
+    def spot_runs(
+        self, row: pd.Series | None = None, runs: int = 10_000, seed: int = 0
+    ) -> pd.DataFrame:
+        """Monte Carlo of ``runs`` spot runs of a result row (default: the pick): the
+        distribution of its time and cost to finish (``spot.simulate``)."""
+        row = self.pick if row is None else row
+        if row is None or row["pricing"] != "spot":
+            raise InputError(
+                "spot runs need a spot configuration",
+                fix="pass a row whose pricing is 'spot' (search with spot=True)",
+            )
+        types = self.candidates.types
+        mixed = isinstance(row.get("instance_type_2"), str)
+        cfg = {
+            "type": np.array([_position(types, row, "instance_type")]),
+            "nodes": np.array([row["num_nodes"]]),
+            "type2": np.array([_position(types, row, "instance_type_2") if mixed else -1]),
+            "nodes2": np.array([row["num_nodes_2"] if mixed else 0]),
+        }
+
+        def cluster(per_node: np.ndarray) -> float:
+            return float(cand.per_cluster(cfg, per_node)[0])
+
+        work_h = float(row["time_h"] - row["spot_overhead_h"])
+        return spot.simulate(
+            work_h,
+            cluster(types.hazard),
+            self.job.spot_policy,
+            float(row["usd_per_hr"]),
+            cluster(types.ondemand),
+            runs,
+            seed,
+        )
+
+    def controller_trace(
+        self,
+        row: pd.Series | None = None,
+        steps: int = 30,
+        deadband: float = 0.05,
+        noise: float = 0.0,
+    ) -> pd.DataFrame:
+        """OmniLearn's controller on a two-type row (default: the pick), from an even split of
+        its global batch, with each worker's compute line from the model (hetero)."""
+        row = self.pick if row is None else row
+        if row is None or not isinstance(row.get("instance_type_2"), str):
+            raise InputError(
+                "the controller needs a mix of two instance types",
+                fix="pass a row with instance_type_2 (search with mixes=True)",
+            )
+        types = self.candidates.types
+        which = np.array(
+            [_position(types, row, "instance_type"), _position(types, row, "instance_type_2")]
+        )
+        alpha, beta = cand.compute_lines(self.model, self.job, types, which, self.catalog)
+        counts = [int(row["num_workers"]), int(row["num_workers_2"])]
+        return hetero.simulate_controller(
+            np.repeat(alpha[which], counts),
+            np.repeat(beta[which], counts),
+            int(row["global_bsz"]),
+            steps=steps,
+            deadband=deadband,
+            noise=noise,
+        )
+
+
+def _position(types: cand.Types, row: pd.Series, column: str) -> int:
+    """Where a result row's instance type (in its region) sits in the searched types."""
+    hit = (types.names == row[column]) & (types.region == row["region"])
+    return int(np.flatnonzero(hit)[0])
+
+
+def _empty(c: cand.Candidates) -> cand.Candidates:
+    return c.take(np.zeros(0, np.int64))
+
+
+def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.DataFrame, dict]:
+    """Catalog rows allowed by the constraints; unknown names are InputErrors."""
+    from srifty_kit.catalog.query import filter_catalog, lookup
+
+    skipped: dict[str, str] = {}
+    rows = catalog
+    if constraints.regions is not None:
+        regions = sorted(rows["region"].astype(str).unique())
+        for r in constraints.regions:
+            if r not in regions:
+                raise InputError(
+                    f"region {r!r} is not in the catalog{did_you_mean(r, regions)}",
+                    column="region",
+                    fix="use one of " + ", ".join(regions),
+                )
+        rows = rows[rows["region"].isin(constraints.regions)]
+    if constraints.families is not None:
+        rows = filter_catalog(rows, family=list(constraints.families))
+    named = constraints.instance_types is not None
+    if named:
+        lookup(
+            rows.drop_duplicates("instance_type"),
+            list(constraints.instance_types),
+            ["instance_type"],
+        )
+        rows = rows[rows["instance_type"].isin(constraints.instance_types)]
+    gpus = pd.to_numeric(rows["gpu_count"], errors="coerce").fillna(0)
+    for t in rows.loc[gpus <= 0, "instance_type"] if named else ():
+        skipped[str(t)] = "no GPU: data-parallel GPU training cannot run there"
+    rows = rows[gpus > 0]
+    if not named and "accelerator_kind" in rows:
+        other = rows["accelerator_kind"].fillna("GPU").astype(str) != "GPU"
+        for t in rows.loc[other, "instance_type"]:
+            skipped[str(t)] = "not a GPU (a CUDA profile does not carry over); name it to include"
+        rows = rows[~other]
+    if not named and "offered_in_region" in rows:
+        gone = ~rows["offered_in_region"].fillna(True).astype(bool)
+        for t in rows.loc[gone, "instance_type"]:
+            skipped[str(t)] = "not offered in the region any more; name it to include"
+        rows = rows[~gone]
+    if constraints.min_gpu_memory_gib is not None:
+        rows = filter_catalog(rows, min_gpu_mem_gib=constraints.min_gpu_memory_gib)
+    priced = rows["ondemand_usd_per_hr"].notna()
+    for t in rows.loc[~priced, "instance_type"]:
+        skipped[str(t)] = "no on-demand price in the catalog"
+    return rows[priced].reset_index(drop=True), skipped
+
+
+def _evaluate(
+    model: StepTimeModel, catalog: pd.DataFrame, job: Job, constraints: Constraints
+) -> cand.Candidates:
+    rows, skipped = _select_types(catalog, constraints)
+    types = cand.Types.from_catalog(rows)
+    level = constraints.confidence
+    cfg = cand.enumerate_single(job, constraints, types)
+    cfg = cand.predict(model, job, types, cfg, level, catalog, skipped)
+    cols = cand.price(job, constraints, types, cfg)
+    if constraints.mixes and len(types) > 1 and cols["type"].size:
+        pool = _mix_pool(cols)
+        mixes = cand.enumerate_mixes(job, constraints, types, pool)
+        mixes = cand.split_mixes(model, job, types, mixes, catalog)
+        mixes = cand.predict(model, job, types, mixes, level, catalog, skipped)
+        more = cand.price(job, constraints, types, mixes)
+        cols = {k: np.concatenate([cols[k], more[k]]) for k in cols}
+    return cand.Candidates(cols, types, skipped)
+
+
+def _mix_pool(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """The types that do best alone, by cost upper end and by time upper end."""
+    frame = pd.DataFrame(
+        {"type": cols["type"], "cost": cols["cost_hi_usd"], "time": cols["time_hi_h"]}
+    )
+    best = frame.groupby("type").min()
+    picks = set(best.nsmallest(MIX_POOL, "cost").index)
+    picks |= set(best.nsmallest(MIX_POOL, "time").index)
+    return np.array(sorted(picks), dtype=np.int64)
+
+
+def _feasible(c: cand.Candidates, constraints: Constraints) -> np.ndarray:
+    ok = np.ones(len(c), bool)
+    if constraints.deadline_h is not None:
+        ok &= c["time_hi_h"] <= constraints.deadline_h
+    if constraints.budget_usd is not None:
+        ok &= c["cost_hi_usd"] <= constraints.budget_usd
+    return ok
+
+
+def _rank(
+    c: cand.Candidates, idx: np.ndarray, front: np.ndarray, objective: str, top: int
+) -> np.ndarray:
+    """Positions (into ``idx``) of the best ``top`` candidates for the objective, best first."""
+    t, k = c["time_hi_h"][idx], c["cost_hi_usd"][idx]
+    if objective == "cost":
+        keys = (t, k)
+    elif objective == "time":
+        keys = (k, t)
+    elif objective == "throughput-per-dollar":
+        keys = (k, -c["goodput"][idx] / c["usd_per_hr"][idx])
+    else:  # knee: t + c scaled over the front, the quantity the knee minimises
+        ft, fk = t[front], k[front]
+        st = (t - ft.min()) / max(ft.max() - ft.min(), 1e-300)
+        sk = (k - fk.min()) / max(fk.max() - fk.min(), 1e-300)
+        keys = (k, st + sk)
+    primary = keys[-1]
+    m = min(len(idx), max(top * 8, 64))
+    near = np.argpartition(primary, m - 1)[:m] if m < len(idx) else np.arange(len(idx))
+    order = np.lexsort(tuple(x[near] for x in keys))
+    return near[order][:top]
+
+
+def search(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None = None,
+    job: Job | None = None,
+    constraints: Constraints | None = None,
+    *,
+    objective: str = "cost",
+    top: int = 10,
+) -> SearchResult:
+    """Rank EC2 configurations for ``job`` under ``constraints`` (see the module docstring)."""
+    if job is None:
+        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
+    constraints = constraints or Constraints()
+    if not (isinstance(top, int) and top >= 1):
+        raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. 10")
+    if objective not in OBJECTIVES:
+        raise InputError(
+            f"unknown objective {objective!r}{did_you_mean(objective, OBJECTIVES)}",
+            fix="use one of " + ", ".join(OBJECTIVES),
+        )
+    if catalog is None:
+        from srifty_kit.catalog.query import load_catalog
+
+        catalog = load_catalog()
+    else:
+        catalog = validate_catalog(catalog)
+    fitted = getattr(model, "models_", None)
+    if fitted is None:
+        raise InputError("the performance model is not fitted", fix="fit or load it first")
+    if job.model not in fitted:
+        raise InputError(
+            f"training model {job.model!r} is not in the performance model"
+            f"{did_you_mean(job.model, fitted)}",
+            fix="use one of " + ", ".join(fitted),
+        )
+    c = _evaluate(model, catalog, job, constraints)
+    ok = _feasible(c, constraints)
+    idx = np.flatnonzero(ok)
+    common = {
+        "skipped": dict(c.skipped),
+        "n_candidates": len(c),
+        "n_feasible": int(idx.size),
+        "job": job,
+        "model": model,
+        "catalog": catalog,
+        "candidates": c,
+        "feasible_mask": ok,
+    }
+    if idx.size == 0:
+        why = explain(c, None, job, constraints, objective)
+        empty = cand.to_frame(_empty(c))
+        return SearchResult(empty, empty.copy(), None, None, why, **common)
+    front = pareto_mask(c["time_hi_h"][idx], c["cost_hi_usd"][idx])
+    ranked_pos = _rank(c, idx, front, objective, top)
+    ranked = cand.to_frame(c, idx[ranked_pos])
+    front_idx = idx[front]
+    pareto = cand.to_frame(c, front_idx).sort_values("time_hi_h", ignore_index=True)
+    knee = pareto.iloc[knee_index(pareto["time_hi_h"], pareto["cost_hi_usd"])]
+    pick = ranked.iloc[0]
+    why = explain(c, int(idx[ranked_pos[0]]), job, constraints, objective)
+    return SearchResult(ranked, pareto, knee, pick, why, **common)
+
+
+def _catalog_types(catalog: pd.DataFrame | None, names: pd.Series) -> cand.Types:
+    if catalog is None:
+        from srifty_kit.catalog.query import load_catalog
+
+        catalog = load_catalog()
+    rows = catalog[catalog["instance_type"].isin(set(names.astype(str)))]
+    return cand.Types.from_catalog(rows.drop_duplicates("instance_type").reset_index(drop=True))
+
+
+def evaluate_configs(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None,
+    job: Job,
+    constraints: Constraints,
+    configs: pd.DataFrame,
+) -> pd.DataFrame:
+    """Predicted time and cost (with interval ends) of the given configurations: the search's
+    own arithmetic on a table (one row per configuration and pricing)."""
+    types = _catalog_types(catalog, configs["instance_type"])
+    skipped: dict[str, str] = {}
+    cfg = cand.predict(
+        model, job, types, cand.from_table(configs, types), constraints.confidence, catalog, skipped
+    )
+    if skipped:
+        name, why = next(iter(skipped.items()))
+        raise InputError(f"cannot predict {name}: {why}", column="instance_type")
+    return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))
+
+
+def known_outcomes(
+    catalog: pd.DataFrame | None, job: Job, constraints: Constraints, measured: pd.DataFrame
+) -> pd.DataFrame:
+    """Time and cost to the target of configurations whose step time is known (no model):
+    ``measured`` has one row per configuration with its mean step_time_s (and, from another
+    predictor, step_time_lo / step_time_hi; absent, the interval is the point)."""
+    types = _catalog_types(catalog, measured["instance_type"])
+    cfg = cand.from_table(measured, types)
+
+    def column(name: str, default: np.ndarray) -> np.ndarray:
+        return measured[name].to_numpy(float) if name in measured else default
+
+    step = measured["step_time_s"].to_numpy(float)
+    sync = column("sync_time_s", np.zeros(step.size))
+    cfg.update(
+        step_time_s=step,
+        step_time_lo=column("step_time_lo", step),
+        step_time_hi=column("step_time_hi", step),
+        compute_s=step - sync,
+        sync_s=sync,
+    )
+    return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))

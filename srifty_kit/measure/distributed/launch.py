@@ -1,0 +1,145 @@
+"""Start one world of worker processes on this machine and watch it: rows, death, silence.
+
+The workers (torch multiprocessing, spawn) meet at a free port on 127.0.0.1 and report through
+a queue; the parent keeps every row they send, and ends the world when a worker exits without
+saying it is done, reports an error, or nothing is heard for the timeout.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import time
+from typing import Any
+
+from srifty_kit.measure import host
+from srifty_kit.measure.distributed.worker import Plan, spawned_worker
+
+_GRACE_S = 2.0  # after a failure, how long the other workers get to report their own cause
+_STARTUP_S = 60.0  # spawning and importing torch on a busy machine, before any word
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Group:
+    """The parent's side of one world size: start, collect, watch for death and silence."""
+
+    def __init__(self, world: int, plan: Plan, threads: int) -> None:
+        import torch.multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.q = ctx.Queue()
+        self.world = world
+        port = _free_port()
+        self.procs = [
+            ctx.Process(
+                target=spawned_worker, args=(r, world, port, plan, threads, self.q), daemon=True
+            )
+            for r in range(world)
+        ]
+        self.doing: dict[int, str] = {}
+        self.done: set[int] = set()
+        self.errors: dict[int, dict[str, Any]] = {}
+        for p in self.procs:
+            p.start()
+
+    def drain(self, sink: dict[str, list], timeout: float) -> bool:
+        """Take queued messages (waiting up to ``timeout`` for the first); True if any came."""
+        got = False
+        while True:
+            try:
+                kind, payload = self.q.get(timeout=timeout if not got else 0.0)
+            except queue.Empty:
+                return got
+            got = True
+            if kind in ("row", "collective"):
+                sink[kind].append(payload)
+            elif kind == "config":
+                self.doing[payload["rank"]] = payload["what"]
+            elif kind == "done":
+                self.done.add(payload["rank"])
+            elif kind == "error":
+                self.errors[payload["rank"]] = payload
+
+    def dead(self) -> dict[int, int]:
+        """Ranks that exited without reporting done: rank -> exit code."""
+        return {
+            r: p.exitcode
+            for r, p in enumerate(self.procs)
+            if p.exitcode is not None and r not in self.done
+        }
+
+    def stop(self) -> None:
+        """Terminate the workers still alive."""
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+    def cause(self, what: str, timeout_s: float) -> tuple[str, bool]:
+        """One line: which worker failed first and how; and whether it was bad input."""
+        dead = self.dead()
+        silent = [r for r in dead if r not in self.errors]  # died without a word: the origin
+        if silent:
+            r = silent[0]
+            code = dead[r]
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            return (
+                f"worker rank {r} of {self.world} {how} while measuring {self.doing.get(r, what)}",
+                False,
+            )
+        if self.errors:
+            inputs = [e for e in self.errors.values() if e["input_error"]]
+            first = inputs[0] if inputs else min(self.errors.values(), key=lambda e: e["rank"])
+            doing = self.doing.get(first["rank"], what)
+            if inputs:  # the user's mistake, said as it was raised, with where it surfaced
+                where = f"worker rank {first['rank']} of {self.world}, measuring {doing}"
+                return f"{first['cause']} ({where})", True
+            return (
+                f"worker rank {first['rank']} of {self.world} failed while measuring "
+                f"{doing}: {first['cause']}",
+                False,
+            )
+        return (
+            f"no worker of world size {self.world} answered for {timeout_s:g} s while "
+            f"measuring {self.doing.get(0, what)} (hung?)",
+            False,
+        )
+
+
+def measure_world(
+    world: int, plan: Plan, sink: dict[str, list], timeout_s: float, bar: Any
+) -> tuple[str, bool] | None:
+    """Run one world size to the end; the failure line (and if it is bad input) or None."""
+    threads = max(1, host.cpu_cores() // world)  # the workers share the cores
+    group = _Group(world, plan, threads)
+    last = time.monotonic()
+    try:
+        while len(group.done) < world:
+            if group.drain(sink, timeout=0.2):
+                last = time.monotonic()
+                bar.set_postfix(  # refresh=False: tqdm's own rate limit decides when to draw
+                    world=world,
+                    steps=len(sink["row"]),
+                    samples=len(sink["collective"]),
+                    refresh=False,
+                )
+            if group.errors or group.dead():
+                group.drain(sink, timeout=_GRACE_S)  # a "done" in flight, or the others' causes
+                if group.errors or group.dead():
+                    return group.cause(f"world size {world}", timeout_s)
+            # before the first word, allow for starting processes and importing torch
+            allowed = timeout_s if group.doing else max(timeout_s, _STARTUP_S)
+            if time.monotonic() - last > allowed:
+                return group.cause(f"world size {world}", allowed)
+        return None
+    finally:
+        group.stop()

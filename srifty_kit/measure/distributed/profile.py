@@ -1,0 +1,287 @@
+"""Distributed measurements over torch.distributed: all-reduce sweeps and DDP training steps.
+
+On one machine :func:`profile_distributed` starts its own worker processes (torch
+multiprocessing, spawn) for each world size, with the rendezvous on 127.0.0.1 at a free
+port; gloo on CPU, NCCL on CUDA (one process per GPU). A worker that dies, raises or stops
+answering for ``timeout_s`` ends the run with :class:`WorkerFailed` within that timeout; the
+rows measured before are kept on the error (``err.result``) and written to ``out``.
+
+Across machines the same entry point runs under ``torchrun``: it sees torchrun's environment
+(RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR...) and measures that one world. For two
+EC2 nodes with 4 GPUs each (same VPC, a security group that lets the nodes reach each other
+on all TCP ports, the project installed on both), run on every node::
+
+    torchrun --nnodes 2 --nproc-per-node 4 --node-rank $NODE_RANK \\
+        --master-addr 10.0.1.23 --master-port 29500 \\
+        --no-python srifty profile-dist --model mlp --batch-sizes 8,16 --out dist.csv \\
+        --collectives-out allreduce.csv
+
+with ``NODE_RANK`` 0 on the node whose private IP is ``--master-addr`` and 1 on the other
+(for more nodes: ``--nnodes N`` and ranks 0..N-1). Rank 0 writes the files. Without GPUs use
+``--nproc-per-node 1`` (gloo); with EFA, NCCL picks it up through the aws-ofi-nccl plugin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from srifty_kit.errors import InputError
+from srifty_kit.measure import host
+from srifty_kit.measure.distributed.launch import measure_world
+from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
+from srifty_kit.measure.profile import check_batch_sizes, check_budget, check_out_path
+from srifty_kit.measure.torch_step import resolve_device
+from srifty_kit.measure.zoo import load_spec
+from srifty_kit.tables.contracts import validate_measurements
+from srifty_kit.tables.files import write_table
+
+# 1 KB to 64 MB, a factor of 4 apart: latency-bound to bandwidth-bound messages
+DEFAULT_SIZES = tuple(1024 * 4**k for k in range(9))
+_TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+_PG_EXTRA_S = 60.0  # the process group's own timeout is longer: the watchdog speaks first
+
+
+class WorkerFailed(RuntimeError):
+    """A worker died, raised or hung; ``result`` holds everything measured before."""
+
+    def __init__(self, message: str, result: DistributedResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class DistributedResult:
+    """DDP step rows (measurement table) and all-reduce samples (collectives table)."""
+
+    measurements: pd.DataFrame
+    collectives: pd.DataFrame
+    interrupted: bool = False
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def save(
+        self, out: str | os.PathLike | None, collectives_out: str | os.PathLike | None = None
+    ) -> list[Path]:
+        """Write the non-empty tables atomically (CSV/Parquet by suffix)."""
+        written = []
+        if out is not None and not self.measurements.empty:
+            written.append(write_table(self.measurements, out))
+        if collectives_out is not None and not self.collectives.empty:
+            written.append(write_table(self.collectives, collectives_out))
+        return written
+
+
+def under_torchrun() -> bool:
+    """True inside a process that torchrun (or another launcher with its env) started."""
+    return all(k in os.environ for k in _TORCHRUN_ENV)
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows) if rows else pd.DataFrame()
+
+
+def _check_worlds(world_sizes: Sequence[int], device_type: str) -> list[int]:
+    worlds = check_batch_sizes(world_sizes, what="world sizes")
+    allowed = host.max_world_size(device_type)
+    over = [w for w in worlds if w > allowed]
+    if over:
+        unit = "GPUs" if device_type == "cuda" else f"2 x {host.cpu_cores()} cores"
+        raise InputError(
+            f"world size {over[0]} is more than this machine runs at once ({allowed}: {unit})",
+            fix=f"use world sizes up to {allowed} here, or run across nodes with torchrun",
+        )
+    return worlds
+
+
+def profile_distributed(
+    model: str | None = "mlp",
+    world_sizes: Sequence[int] | None = (1, 2),
+    batch_sizes: Sequence[int] = (8,),
+    backend: str = "auto",
+    device: str = "auto",
+    target_precision: float = 0.02,
+    max_seconds: float = 60.0,
+    *,
+    sizes_bytes: Sequence[int] = (),
+    measure_sync: bool = True,
+    timeout_s: float = 120.0,
+    level: float = 0.95,
+    warmup: int = 5,
+    min_steps: int = 10,
+    max_steps: int = 100_000,
+    out: str | os.PathLike | None = None,
+    collectives_out: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> DistributedResult:
+    """DDP training steps of ``model`` (a spec name, see :mod:`srifty_kit.zoo`) and all-reduce
+    samples of ``sizes_bytes`` at each world size; see the module docstring.
+
+    ``max_seconds`` is the measuring budget, shared equally by every (world size, batch size)
+    and (world size, message size); process start-up and warm-up come on top.
+    """
+    check_out_path(out)
+    check_out_path(collectives_out)
+    if model is not None:
+        load_spec(model)  # an unknown name fails here, before any process starts
+    batches = check_batch_sizes(batch_sizes) if model is not None else []
+    sizes = check_batch_sizes(sizes_bytes, what="message sizes") if sizes_bytes else []
+    if not batches and not sizes:
+        raise InputError("nothing to measure", fix="give a model and batch sizes, or sizes_bytes")
+    check_budget(target_precision, max_seconds)
+    device_type = resolve_device(device).type
+    if backend == "auto":
+        backend = "nccl" if device_type == "cuda" else "gloo"
+    if backend not in ("gloo", "nccl") or (backend == "nccl" and device_type != "cuda"):
+        raise InputError(
+            f"backend {backend!r} does not run on {device_type}",
+            fix="use gloo on CPU, nccl (or gloo) on CUDA",
+        )
+    torchrun = under_torchrun()
+    worlds = (
+        [int(os.environ["WORLD_SIZE"])]
+        if torchrun
+        else _check_worlds(world_sizes or (1,), device_type)
+    )
+    if torchrun and world_sizes and list(world_sizes) != worlds:
+        raise InputError(
+            f"world sizes {list(world_sizes)} differ from torchrun's {worlds[0]}",
+            fix="leave --world-sizes out under torchrun",
+        )
+    per = max_seconds / (len(worlds) * (len(batches) + len(sizes)))
+    plan = Plan(
+        model,
+        tuple(batches),
+        tuple(sizes),
+        backend,
+        device_type,
+        per,
+        target_precision,
+        level,
+        warmup,
+        max(2, min_steps),
+        max_steps,
+        measure_sync,
+        host.instance_type(device_type),
+        max(1, host.max_world_size(device_type)),
+        timeout_s + _PG_EXTRA_S,
+    )
+    if torchrun:
+        return _under_torchrun(plan, out, collectives_out)
+    return _spawn_worlds(plan, worlds, timeout_s, out, collectives_out, progress)
+
+
+def _spawn_worlds(plan, worlds, timeout_s, out, collectives_out, progress) -> DistributedResult:
+    sink: dict[str, list] = {"row": [], "collective": []}
+    failure, interrupted = None, False
+    try:
+        with tqdm(worlds, desc="distributed", disable=not progress) as bar:
+            for world in bar:
+                failure = measure_world(world, plan, sink, timeout_s, bar)
+                if failure:
+                    break
+                _result(sink, False, plan).save(out, collectives_out)
+    except KeyboardInterrupt:
+        interrupted = True
+    result = _result(sink, interrupted, plan)
+    result.save(out, collectives_out)
+    if failure:
+        message, bad_input = failure
+        kept = (
+            f"; {len(result.measurements)} steps and {len(result.collectives)} all-reduce "
+            "samples measured before are kept"
+        )
+        if bad_input:
+            raise InputError(message + kept)
+        raise WorkerFailed(message + kept, result)
+    return result
+
+
+def _result(sink: dict[str, list], interrupted: bool, plan: Plan) -> DistributedResult:
+    steps = _frame(sink["row"])
+    if not steps.empty:
+        validate_measurements(steps, source="distributed profile")
+    coll = _frame(sink["collective"])
+    if not coll.empty:
+        # bus bandwidth as nccl-tests defines it for all-reduce (its doc/PERFORMANCE.md):
+        # algbw = bytes / time, busbw = algbw * 2 (n - 1) / n, comparable across world sizes
+        coll["algbw_gbps"] = coll["bytes"] / coll["seconds"] / 1e9
+        n = coll["world_size"]
+        coll["busbw_gbps"] = coll["algbw_gbps"] * 2 * (n - 1) / n
+    facts = {
+        "backend": plan.backend,
+        "instance_type": plan.instance_type,
+        "seconds_per_config": plan.seconds_per_config,
+    }
+    return DistributedResult(steps, coll, interrupted, facts)
+
+
+def _under_torchrun(plan: Plan, out, collectives_out) -> DistributedResult:
+    """This process is one rank of a torchrun world: measure, and let rank 0 keep the rows."""
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+    init_group(plan.backend, "env://", rank, world, plan.timeout_s)
+    try:
+        hosts: list[Any] = [None] * world
+        dist.all_gather_object(hosts, (host.hostname(), plan.instance_type))
+        nodes = max(1, math.ceil(world / local_world))
+        types = sorted({t for _, t in hosts})
+        plan = dataclasses.replace(
+            plan, instance_type="+".join(types), gpus_per_node=max(plan.gpus_per_node, local_world)
+        )
+        lay = Layout(
+            rank,
+            world,
+            local_rank,
+            nodes,
+            str(local_world) * nodes,
+            ",".join(sorted({h for h, _ in hosts})),
+        )
+        sink: dict[str, list] = {"row": [], "collective": []}
+
+        def keep(kind: str, payload: dict[str, Any]) -> None:
+            if kind in sink:
+                sink[kind].append(payload)
+            elif kind == "config" and rank == 0:  # a configuration ended: keep it on disk
+                _result(sink, False, plan).save(out, collectives_out)
+
+        run(plan, lay, keep)
+        result = _result(sink, False, plan)
+        if rank == 0:
+            result.save(out, collectives_out)
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def allreduce_sweep(
+    world_sizes: Sequence[int] | None = (2,),
+    sizes_bytes: Sequence[int] = DEFAULT_SIZES,
+    backend: str = "auto",
+    device: str = "auto",
+    target_precision: float = 0.05,
+    max_seconds: float = 60.0,
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """All-reduce seconds per message size and world size, every sample (collectives table)."""
+    return profile_distributed(
+        None,
+        world_sizes,
+        (),
+        backend,
+        device,
+        target_precision,
+        max_seconds,
+        sizes_bytes=sizes_bytes,
+        **kwargs,
+    ).collectives

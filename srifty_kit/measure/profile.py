@@ -1,0 +1,487 @@
+"""Time training steps of a PyTorch model per batch size, until the mean is precise enough.
+
+``profile_model`` keeps every measured step (one row each, the design's measurement table),
+stops each batch size once the confidence interval of the mean is within
+``target_precision`` of it or its share of ``max_seconds`` is spent, and adds what the later
+stages need: FLOPs per sample, parameters, gradient bytes, peak memory, the largest batch
+under a memory budget and the gradient noise scale.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import numbers
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from srifty_kit.errors import InputError
+from srifty_kit.measure import host, memory, noise_scale
+from srifty_kit.measure.stopping import PrecisionTracker
+from srifty_kit.measure.torch_step import (
+    count_flops,
+    device_batch,
+    parameter_facts,
+    resolve_device,
+    synchronize,
+    timed_step,
+    train_step,
+)
+from srifty_kit.measure.zoo import ModelSpec, load_spec
+from srifty_kit.tables.contracts import validate_measurements
+from srifty_kit.tables.files import write_json, write_table
+
+NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps
+
+
+class ProfileWarning(UserWarning):
+    """A batch size could not be measured; the others were."""
+
+
+def check_batch_sizes(batch_sizes: Iterable[int], what: str = "batch sizes") -> list[int]:
+    """Sorted distinct positive integers, or an InputError naming the bad value."""
+    sizes = list(batch_sizes) if not isinstance(batch_sizes, str | bytes) else [batch_sizes]
+    if not sizes:
+        raise InputError(f"no {what} given", fix=f"give at least one, e.g. {what} 4,8,16")
+    for b in sizes:
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or b != int(b) or b < 1:
+            raise InputError(
+                f"{what[:-1]} {b!r} is not a positive whole number",
+                fix=f"use {what} of 1 or more, e.g. 4,8,16",
+            )
+    return sorted({int(b) for b in sizes})
+
+
+def check_budget(target_precision: float, max_seconds: float) -> None:
+    """A target precision in (0, 1) and a positive time budget, or an InputError."""
+    if not 0 < target_precision < 1:
+        raise InputError(
+            f"target precision {target_precision} is not in (0, 1)", fix="e.g. 0.02 for +-2%"
+        )
+    if not max_seconds > 0:
+        raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
+
+
+def check_out_path(path: str | os.PathLike | None) -> None:
+    """Refuse an output name that write_table cannot write, before anything is measured."""
+    if path is not None and Path(path).suffix.lower() not in (".csv", ".parquet", ".json"):
+        raise InputError(
+            f"cannot write a table to {Path(path).name!r}",
+            source=str(path),
+            fix="name the output .csv, .parquet or .json",
+        )
+
+
+def facts_path(path: str | os.PathLike) -> Path:
+    """Where the facts JSON of a measurement table lives: ``p.csv`` -> ``p.facts.json``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.facts.json")
+
+
+@dataclass
+class ProfileResult:
+    """Every measured step, a summary per batch size and the model's facts."""
+
+    measurements: pd.DataFrame  # one row per step (design's measurement columns + extras)
+    summary: pd.DataFrame  # per batch size: n, mean, mean_lo/hi, precision, peak memory, stop
+    facts: dict[str, Any] = field(default_factory=dict)  # FLOPs, params, noise scale, memory
+    errors: dict[int, str] = field(default_factory=dict)  # batch size -> cause
+    interrupted: bool = False
+
+    def __getattr__(self, name: str) -> Any:
+        # result.noise_scale, result.flops_per_sample, ... read from the facts
+        facts = self.__dict__.get("facts", {})
+        if name in facts:
+            return facts[name]
+        raise AttributeError(name)
+
+    def summary_records(self) -> list[dict[str, Any]]:
+        """The summary as JSON-ready records (missing values as None)."""
+        return (
+            self.summary.astype(object).where(self.summary.notna(), None).to_dict(orient="records")
+        )
+
+    def save(self, path: str | os.PathLike) -> tuple[Path, Path]:
+        """Write the table (CSV/Parquet by suffix) and the facts JSON beside it, atomically."""
+        table = write_table(self.measurements, path)
+        doc = {
+            **self.facts,
+            "errors": {str(k): v for k, v in self.errors.items()},
+            "interrupted": self.interrupted,
+            "summary": self.summary_records(),
+        }
+        return table, write_json(doc, facts_path(path))
+
+
+def _forget_oom(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dev: torch.device):
+    """Drop gradients and cached blocks after a failed step, so the next one starts clean."""
+    optimizer.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+class _Run:
+    """The state of one profile_model call: rows so far, summaries, errors."""
+
+    def __init__(self, spec: ModelSpec, dev: torch.device, opts: dict[str, Any]) -> None:
+        self.spec, self.dev, self.opts = spec, dev, opts
+        self.optimizer = spec.optimizer_fn(spec.model.parameters())
+        self.rows: list[dict[str, Any]] = []
+        self.summaries: list[dict[str, Any]] = []
+        self.errors: dict[int, str] = {}
+        self.mem = memory.PeakMemory(dev)
+        label = host.instance_type(dev.type)
+        self.constant = {
+            "model": spec.name,
+            "instance_type": label,
+            "num_nodes": 1,
+            "num_workers": 1,
+            "gpus_per_node": max(1, host.max_world_size(dev.type)),
+            "placement": "1",
+            "host": host.hostname(),
+            "device": str(dev),
+        }
+
+    def step(self, batch: Any) -> None:
+        """One training step on ``batch`` (the caller times it, or uses it to warm up)."""
+        train_step(self.spec.model, batch, self.spec.loss_fn, self.optimizer)
+
+    def time_batch(self, b: int, seconds: float, bar: Any) -> None:
+        """Warm up, then time steps at batch size ``b`` until precise or out of time."""
+        o = self.opts
+        batch = device_batch(self.spec.make_batch, b, self.dev)
+        for _ in range(o["warmup"]):
+            self.step(batch)
+        synchronize(self.dev)
+        self.mem.reset()
+        tracker = PrecisionTracker(o["level"])
+        summary = {"local_bsz": b, "stop_reason": "interrupted", "error": None}
+        self.summaries.append(summary)
+        start = time.perf_counter()
+        end, shown = start + seconds, start
+        row = {**self.constant, "local_bsz": b, **o["extra"]}
+        try:
+            while True:
+                t = timed_step(lambda: self.step(batch), self.dev)
+                tracker.add(t)
+                self.rows.append(
+                    {**row, "step_time_s": t, "repeat": tracker.n - 1, "timestamp": host.now()}
+                )
+                now = time.perf_counter()
+                if now - shown > 0.5:
+                    bar.set_postfix(bsz=b, n=tracker.n, precision=f"{tracker.precision():.3f}")
+                    shown = now
+                reason = tracker.stop_reason(
+                    o["target_precision"], o["min_steps"], o["max_steps"], now >= end
+                )
+                if reason:
+                    summary["stop_reason"] = reason
+                    break
+        finally:
+            lo, hi = tracker.interval()
+            summary.update(
+                {
+                    "n": tracker.n,
+                    "mean": tracker.mean if tracker.n else math.nan,
+                    "mean_lo": lo,
+                    "mean_hi": hi,
+                    "precision": tracker.precision(),
+                    "peak_memory_bytes": self.mem.peak_bytes(),
+                    "wall_s": time.perf_counter() - start,
+                }
+            )
+
+    def fail(self, b: int, err: BaseException) -> None:
+        """Record why batch size ``b`` could not be measured; the others go on."""
+        cause = f"{type(err).__name__}: {err}".strip()
+        if isinstance(err, torch.OutOfMemoryError):
+            cause = f"out of memory at batch size {b}"
+        self.errors[b] = cause
+        done = next((s for s in self.summaries if s["local_bsz"] == b), None)
+        if done is None:
+            done = {"local_bsz": b, "n": 0}
+            self.summaries.append(done)
+        done.update({"stop_reason": "error", "error": cause})
+        warnings.warn(f"batch size {b} not measured: {cause}", ProfileWarning, stacklevel=3)
+        _forget_oom(self.spec.model, self.optimizer, self.dev)
+
+    def fits(self, b: int) -> bool:
+        """One training step at batch size b under the capped CUDA allocator."""
+        try:
+            return self._try_step(b)
+        finally:  # the failed step's tensors are gone with its frame: free their blocks
+            _forget_oom(self.spec.model, self.optimizer, self.dev)
+
+    def _try_step(self, b: int) -> bool:
+        try:
+            batch = device_batch(self.spec.make_batch, b, self.dev)
+            self.step(batch)
+            synchronize(self.dev)
+        except torch.OutOfMemoryError:
+            return False
+        return True
+
+
+def _max_batch(run: _Run, budget: int | None, limit: int) -> memory.MaxBatch:
+    """CUDA: bisection under a capped allocator; CPU: extrapolate the measured peaks."""
+    dev = run.dev
+    budget = int(budget) if budget else memory.default_budget(dev)
+    ok = [s for s in run.summaries if s.get("n") and s.get("peak_memory_bytes")]
+    if dev.type != "cuda":
+        return memory.extrapolate_max_batch(
+            [s["local_bsz"] for s in ok], [s["peak_memory_bytes"] for s in ok], budget
+        )
+    total = torch.cuda.mem_get_info(dev)[1]
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), dev)
+    try:
+        start = max((s["local_bsz"] for s in ok), default=1)
+        return memory.bisect_max_batch(run.fits, start, budget, limit)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def profile_model(
+    model: torch.nn.Module,
+    make_batch: Callable[[int], Any],
+    loss_fn: Callable[[Any, Any], torch.Tensor],
+    optimizer_fn: Callable[[Any], torch.optim.Optimizer],
+    batch_sizes: Sequence[int],
+    device: str = "auto",
+    target_precision: float = 0.02,
+    max_seconds: float = 60.0,
+    *,
+    name: str | None = None,
+    level: float = 0.95,
+    warmup: int = 5,
+    min_steps: int = 10,
+    max_steps: int = 100_000,
+    noise_repeats: int = 50,
+    noise_batch_sizes: tuple[int, int] | None = None,
+    noise_seconds: float | None = None,
+    memory_budget_bytes: int | None = None,
+    max_batch_limit: int = 65_536,
+    out: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> ProfileResult:
+    """Profile training steps at each batch size; see the module docstring.
+
+    ``max_seconds`` bounds the measuring (warm-up and the last step may overrun it slightly):
+    a tenth of it (2 s at least) goes to the gradient noise scale, unless ``noise_seconds``
+    is given (then on top); the noise scale compares ``noise_batch_sizes`` (default the
+    smallest and largest batch sizes, a larger one accumulated from micro-batches);
+    the model's weights are restored afterwards (it stays on ``device``). With ``out`` the
+    table and its facts JSON are written after each batch size and when interrupted.
+    """
+    sizes = check_batch_sizes(batch_sizes)
+    check_budget(target_precision, max_seconds)
+    pair = _noise_pair(sizes, noise_batch_sizes)
+    check_out_path(out)
+    dev = resolve_device(device)
+    watch = host.CpuWatch()
+    wall0 = time.perf_counter()
+    saved = _snapshot(model)
+    model.to(dev).train()
+    spec = ModelSpec(model, make_batch, loss_fn, optimizer_fn, name or type(model).__name__)
+    opts = {
+        "warmup": warmup,
+        "level": level,
+        "min_steps": max(2, min_steps),
+        "max_steps": max_steps,
+        "target_precision": target_precision,
+        "extra": {},
+    }
+    run = _Run(spec, dev, opts)
+    facts: dict[str, Any] = {
+        **run.constant,
+        **parameter_facts(model),
+        "target_precision": target_precision,
+        "level": level,
+        "max_seconds": max_seconds,
+        "memory_method": run.mem.method,
+    }
+    interrupted = False
+    phases = facts["phase_seconds"] = {}  # where the wall time went: is the overhead small?
+    mark = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name] = round(now - mark, 4)
+        mark = now
+
+    try:
+        facts.update(_preflight(run, sizes))
+        phase("setup_and_flops")
+        opts["extra"] = {k: facts[k] for k in ("flops_per_sample", "param_count", "grad_bytes")}
+        timing_end = wall0 + max_seconds * (1 - NOISE_SHARE if noise_seconds is None else 1)
+        with tqdm(sizes, desc=f"profiling {spec.name}", disable=not progress) as bar:
+            for i, b in enumerate(bar):
+                share = max(0.0, timing_end - time.perf_counter()) / (len(sizes) - i)
+                try:
+                    run.time_batch(b, share, bar)
+                except InputError:
+                    raise
+                except Exception as err:  # one batch size failing must not lose the others
+                    run.fail(b, err)
+                if out is not None:
+                    _result(run, facts, False, wall0).save(out)
+        phase("timing")
+        facts["other_processes_cores"] = round(watch.others_cores(), 2)
+        busy = watch.busy_message() if dev.type == "cpu" else None
+        if busy:
+            facts["busy_note"] = busy
+            warnings.warn(busy, ProfileWarning, stacklevel=2)
+        model.load_state_dict(saved)  # the noise scale is measured at the given weights
+        noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
+        facts.update(_noise(run, pair, max(sizes), noise_repeats, noise_time))
+        phase("noise_scale")
+        facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
+        phase("max_batch")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        model.load_state_dict(saved)
+    result = _result(run, facts, interrupted, wall0)
+    if not result.measurements.empty:
+        validate_measurements(result.measurements, source=f"profile of {spec.name}")
+    elif run.errors and not interrupted:
+        raise InputError(
+            "no batch size could be measured: "
+            + "; ".join(f"{b}: {e}" for b, e in run.errors.items()),
+            fix="check the model, batch maker and optimizer on one batch by hand",
+        )
+    if out is not None:
+        result.save(out)
+    return result
+
+
+def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
+    """Check the loss on the first batch size that makes a batch, and count its FLOPs."""
+    causes = []
+    for b in sizes:
+        try:
+            batch = device_batch(run.spec.make_batch, b, run.dev)
+        except InputError:
+            raise
+        except Exception as err:
+            causes.append(f"{b}: {type(err).__name__}: {err}")
+            continue
+        flops = count_flops(run.spec.model, batch, run.spec.loss_fn, b)
+        return {"flops_per_sample": flops, "flops_counted_at_batch": b}
+    raise InputError(
+        "make_batch raised at every batch size: " + "; ".join(causes),
+        fix="make make_batch(batch_size) return (inputs, targets)",
+    )
+
+
+def _noise_pair(sizes: list[int], given: tuple[int, int] | None) -> tuple[int, int]:
+    """The two batch sizes of the noise scale: given (checked), else from the profiled ones."""
+    if given is None:
+        return noise_scale.noise_batch_sizes(sizes)
+    pair = check_batch_sizes(given, what="noise batch sizes")
+    if len(pair) != 2:
+        raise InputError(
+            "noise batch sizes "
+            + ",".join(f"{g:g}" for g in given)
+            + " are not two different sizes",
+            fix="give a small and a large batch size, e.g. 8,1024",
+        )
+    return pair[0], pair[1]
+
+
+def _noise(
+    run: _Run, pair: tuple[int, int], micro: int, repeats: int, seconds: float
+) -> dict[str, Any]:
+    """The gradient noise scale at the model's given weights (None with a note on failure)."""
+    try:
+        est = noise_scale.measure(
+            run.spec.model,
+            run.spec.make_batch,
+            run.spec.loss_fn,
+            pair,
+            run.dev,
+            max_repeats=repeats,
+            max_seconds=seconds,
+            max_micro_batch=micro,
+        )
+        return est.to_dict()
+    except Exception as err:  # the timings stand without it
+        _forget_oom(run.spec.model, run.optimizer, run.dev)
+        return {
+            "noise_scale": None,
+            "noise_scale_std": None,
+            "noise_scale_batch_sizes": list(pair),
+            "noise_scale_note": f"not measured: {type(err).__name__}: {err}",
+        }
+
+
+def _max_batch_facts(run: _Run, budget: int | None, limit: int) -> dict[str, Any]:
+    try:
+        mb = _max_batch(run, budget, limit)
+    except Exception as err:  # the timings stand without it
+        _forget_oom(run.spec.model, run.optimizer, run.dev)
+        return {
+            "max_batch_size": None,
+            "max_batch_method": "none",
+            "max_batch_note": f"not found: {type(err).__name__}: {err}",
+        }
+    return {
+        "max_batch_size": mb.max_batch_size,
+        "max_batch_method": mb.method,
+        "memory_budget_bytes": mb.budget_bytes,
+        "memory_bytes_per_sample": mb.bytes_per_sample,
+        "memory_base_bytes": mb.base_bytes,
+        "max_batch_trials": mb.trials,
+        "max_batch_note": mb.note,
+    }
+
+
+def _result(run: _Run, facts: dict[str, Any], interrupted: bool, wall0: float) -> ProfileResult:
+    table = pd.DataFrame(run.rows)
+    summary = pd.DataFrame(run.summaries)
+    if not summary.empty:
+        summary = summary.sort_values("local_bsz", ignore_index=True)
+        summary.insert(
+            summary.columns.get_loc("precision") + 1
+            if "precision" in summary
+            else len(summary.columns),
+            "target_precision",
+            facts["target_precision"],
+        )
+    measured = float(table["step_time_s"].sum()) if not table.empty else 0.0
+    wall = time.perf_counter() - wall0
+    facts = {
+        **facts,
+        "wall_s": wall,
+        "measured_s": measured,
+        "overhead_frac": 1 - measured / wall if wall > 0 else None,
+        "torch_threads": torch.get_num_threads(),
+        "timestamp": host.now(),
+    }
+    return ProfileResult(table, summary, facts, dict(run.errors), interrupted)
+
+
+def profile_spec(spec: ModelSpec | str, batch_sizes: Sequence[int], **kwargs: Any) -> ProfileResult:
+    """:func:`profile_model` on a model spec or a name (``mlp``, ``cnn``, ``transformer``,
+    ``MODULE:CALLABLE``)."""
+    spec = load_spec(spec) if isinstance(spec, str) else spec
+    kwargs.setdefault("name", spec.name)
+    return profile_model(
+        spec.model, spec.make_batch, spec.loss_fn, spec.optimizer_fn, batch_sizes, **kwargs
+    )

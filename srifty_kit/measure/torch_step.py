@@ -1,0 +1,146 @@
+"""One training step of a model spec on a device: batch placement, loss check, timed step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from srifty_kit.errors import InputError
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` is CUDA when present, else CPU; asking for CUDA without it is an InputError."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise InputError(f"unknown device {device!r}", fix="use auto, cpu or cuda[:N]") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(
+            "device 'cuda' asked for, but this torch sees no CUDA GPU",
+            fix="use --device cpu (or auto), or install a CUDA build of torch",
+        )
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"device type {dev.type!r} is not supported", fix="use cpu or cuda")
+    return dev
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued GPU work, so that a wall-clock reading covers the step."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    """Move tensors (also inside tuples, lists and dicts) to ``device``."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, Mapping):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(to_device(v, device) for v in obj)
+    return obj
+
+
+def split_batch(batch: Any, batch_size: int) -> tuple[Any, Any]:
+    """A batch maker's result as ``(inputs, targets)``; anything else is an InputError."""
+    if not (isinstance(batch, tuple | list) and len(batch) == 2):
+        raise InputError(
+            f"make_batch({batch_size}) returned {type(batch).__name__}, not (inputs, targets)",
+            fix="return a 2-tuple (inputs, targets)",
+        )
+    return batch[0], batch[1]
+
+
+def device_batch(
+    make_batch: Callable[[int], Any], batch_size: int, device: torch.device
+) -> tuple[Any, Any]:
+    """``make_batch(batch_size)`` checked to be ``(inputs, targets)`` and moved to ``device``."""
+    return to_device(split_batch(make_batch(batch_size), batch_size), device)
+
+
+def forward_loss(
+    model: torch.nn.Module, batch: tuple[Any, Any], loss_fn: Callable[[Any, Any], Any]
+) -> torch.Tensor:
+    """Run the model on the batch's inputs and return the (checked scalar) loss."""
+    inputs, targets = batch
+    if isinstance(inputs, Mapping):
+        outputs = model(**inputs)
+    elif isinstance(inputs, tuple | list):
+        outputs = model(*inputs)
+    else:
+        outputs = model(inputs)
+    loss = loss_fn(outputs, targets)
+    if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise InputError(
+            f"loss_fn returned {shape}, not a scalar tensor",
+            fix="reduce the loss over the batch, e.g. loss.mean()",
+        )
+    if not loss.requires_grad:
+        raise InputError(
+            "the loss does not depend on any parameter that requires grad",
+            fix="check that the model's parameters have requires_grad=True",
+        )
+    return loss
+
+
+def train_step(
+    model: torch.nn.Module,
+    batch: tuple[Any, Any],
+    loss_fn: Callable[[Any, Any], Any],
+    optimizer: torch.optim.Optimizer,
+) -> None:
+    """Forward, backward, optimizer step: what one step of training costs."""
+    optimizer.zero_grad(set_to_none=True)
+    forward_loss(model, batch, loss_fn).backward()
+    optimizer.step()
+
+
+def timed_step(step: Callable[[], None], device: torch.device) -> float:
+    """Seconds of one call of ``step``, GPU work included (synchronised before and after)."""
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def grad_sq_norm(model: torch.nn.Module) -> float:
+    """|g|^2 over all parameters' ``.grad`` (one device round-trip)."""
+    grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(torch.stack([g.float().pow(2).sum() for g in grads]).sum())
+
+
+def count_flops(
+    model: torch.nn.Module,
+    batch: tuple[Any, Any],
+    loss_fn: Callable[[Any, Any], Any],
+    batch_size: int,
+) -> float | None:
+    """Forward+backward FLOPs per sample as torch.utils.flop_counter counts them (matmuls,
+    convolutions, attention; element-wise work is not counted)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        forward_loss(model, batch, loss_fn).backward()
+    model.zero_grad(set_to_none=True)
+    total = counter.get_total_flops()
+    return total / batch_size if total else None
+
+
+def parameter_facts(model: torch.nn.Module) -> dict[str, int]:
+    """Parameter count and the bytes of gradient an all-reduce moves each step."""
+    params = list(model.parameters())
+    return {
+        "param_count": int(sum(p.numel() for p in params)),
+        # DDP all-reduces the gradient of every parameter that requires one, in its own dtype
+        "grad_bytes": int(sum(p.numel() * p.element_size() for p in params if p.requires_grad)),
+    }

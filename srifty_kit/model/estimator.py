@@ -1,0 +1,423 @@
+"""Step-time model of synchronous data-parallel training, with prediction intervals.
+
+``StepTimeModel`` fits one set of ``physics.StepParams`` per training model and instance type
+(``fit``), picks its structure by validation on held-out larger scales (``holdout``),
+calibrates intervals on the same folds (``intervals``), keeps each group's result in
+``groups``, and moves to instance types never measured through ``transfer``. It saves to
+versioned, checksummed JSON through ``persist``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator
+
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.model import intervals, persist
+from srifty_kit.model.batch_correction import learn
+from srifty_kit.model.fit import aggregate, fit_group, unidentified, with_per_node
+from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
+from srifty_kit.model.holdout import VARIANTS, choose_structure, node_moves_validated, with_variant
+from srifty_kit.model.physics import max_per_node
+from srifty_kit.model.transfer import TransferFit, build_transfer
+from srifty_kit.tables.contracts import validate_configs, validate_measurements
+
+_PREDICTION_COLUMNS = ("step_time_s", "step_time_lo", "step_time_hi")
+_BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
+
+# a group measured on fewer configurations than this is carried over from a better-measured
+# instance type and updated with its rows, when the catalog has the figures to do so
+THIN_GROUP = 8
+# the ``correction`` parameter: whether the per-batch compute correction is tried / kept
+_CORRECTIONS = {"auto": (False, True), "none": (False,), "batch": (True,)}
+
+
+def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per training model, the profiler's flops_per_sample and grad_bytes where measured."""
+    facts: dict[str, dict[str, float]] = {}
+    for column in ("flops_per_sample", "grad_bytes"):
+        if column not in table:
+            continue
+        values = pd.to_numeric(table[column], errors="coerce").groupby(table["model"]).median()
+        for model, value in values.dropna().items():
+            if value > 0:
+                facts.setdefault(str(model), {})[column] = float(value)
+    return facts
+
+
+def _batch_ranges(table: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
+    """Smallest and largest local batch measured per (model, instance_type)."""
+    bsz = table.groupby(["model", "instance_type"])["local_bsz"].agg(["min", "max"])
+    return {(str(m), str(t)): (int(lo), int(hi)) for (m, t), (lo, hi) in bsz.iterrows()}
+
+
+def _broadcast(pred: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every output at the inputs' common shape (compute depends on the batch only)."""
+    shape = np.broadcast_shapes(*(np.shape(v) for v in pred.values()))
+    return {
+        k: v if np.shape(v) == shape else np.broadcast_to(v, shape).copy() for k, v in pred.items()
+    }
+
+
+class StepTimeModel(BaseEstimator):
+    """Predicts the step time of data-parallel training configurations, with intervals."""
+
+    def __init__(
+        self, level: float = 0.9, structure: str = "auto", correction: str = "auto"
+    ) -> None:
+        self.level = level
+        self.structure = structure
+        self.correction = correction
+
+    # -- fitting -------------------------------------------------------------------------
+    def fit(self, measurements: pd.DataFrame, catalog: pd.DataFrame | None = None) -> StepTimeModel:
+        """Fit every (model, instance_type) group of a measurement table.
+
+        The fit reads top to bottom: validate the table, then per group aggregate the steps,
+        choose the structure on held-out larger scales, fit it on every configuration and
+        calibrate its intervals on the held-out residuals; then borrow the terms a group could
+        not identify from groups on the same instance type, and carry a better-measured fit
+        to thinly measured groups.
+
+        Args:
+            measurements: per-step samples or per-configuration means (the measurements
+                contract; ``gpus_per_node`` may be absent for types in the catalog).
+            catalog: the EC2 catalog for looking up GPU counts and carrying fits between
+                types (default: the embedded one, loaded only if needed).
+
+        Returns:
+            self, fitted.
+
+        Raises:
+            InputError: a bad table, level, structure or correction.
+        """
+        self._check_options()
+        table = with_per_node(
+            validate_measurements(
+                measurements, catalog=load_catalog if catalog is None else catalog
+            )
+        )
+        fits: dict[tuple[str, str], GroupFit] = {}
+        borrowed: dict[tuple[str, str], set] = {}
+        for key, rows in table.groupby(["model", "instance_type"], sort=True):
+            fits[key], borrowed[key] = self._fit_group(rows.reset_index(drop=True))
+        self.profile_facts_ = _profile_facts(table)
+        grad_bytes = {
+            m: f["grad_bytes"] for m, f in self.profile_facts_.items() if "grad_bytes" in f
+        }
+        borrow(fits, borrowed, grad_bytes)
+        self._set_learned(
+            persist.Learned(
+                groups=fits,
+                gpus_per_node={
+                    str(t): int(g)
+                    for t, g in table.groupby("instance_type")["gpus_per_node"].max().items()
+                },
+                local_bsz_range=_batch_ranges(table),
+                profile_facts=self.profile_facts_,
+            )
+        )
+        for key, rows in table.groupby(["model", "instance_type"], sort=True):
+            if fits[key].n_configs < THIN_GROUP:
+                self._transfer_thin(key, rows, catalog)
+        self.fixed_terms_ = fixed_terms(self.groups_)
+        for name, terms in self.fixed_terms_.items():
+            lines = "; ".join(f"{t}: {why}" for t, why in terms.items())
+            warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=2)
+        return self
+
+    def _check_options(self) -> None:
+        self._check_level(self.level)
+        for value, allowed, what in (
+            (self.structure, ("auto", *VARIANTS), "structure"),
+            (self.correction, tuple(_CORRECTIONS), "correction"),
+        ):
+            if value not in allowed:
+                raise InputError(
+                    f"unknown {what} {value!r}{did_you_mean(value, allowed)}",
+                    fix="use one of " + ", ".join(allowed),
+                )
+
+    def _set_learned(self, learned: persist.Learned) -> None:
+        """Install a fitted state (from ``fit`` or a file) and what derives from it."""
+        self.groups_ = learned.groups
+        self.gpus_per_node_ = learned.gpus_per_node
+        self.local_bsz_range_ = learned.local_bsz_range
+        self.profile_facts_ = learned.profile_facts
+        self.models_ = sorted({k[0] for k in learned.groups})
+        self.instance_types_ = sorted({k[1] for k in learned.groups})
+        self.fixed_terms_ = fixed_terms(learned.groups)
+        self.__dict__.pop("_transfers", None)
+
+    def _transfer_thin(
+        self, key: tuple[str, str], rows: pd.DataFrame, catalog: pd.DataFrame | None
+    ) -> None:
+        """Replace a thinly measured group by another type's fit carried over and updated
+        with these rows, when the catalog allows (the update narrows its interval)."""
+        try:
+            carried = self._transfer(key[0], key[1], catalog, exclude=key[1])
+        except InputError:
+            return  # nothing to carry from: the group's own fit, with its fixed terms, stays
+        self.groups_[key] = carried.update(rows)
+
+    def _fit_group(self, rows: pd.DataFrame) -> tuple[GroupFit, set]:
+        """One group: aggregate, choose the structure on held-out scales, fit, calibrate."""
+        configs = aggregate(rows)
+        base = unidentified(configs)
+        variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
+        structure, correct, held = choose_structure(
+            rows, configs, variants, _CORRECTIONS[self.correction]
+        )
+        params = fit_group(configs, with_variant(base, structure))
+        correction = learn(params, rows) if correct else None
+        spread = intervals.calibrate(
+            held.log_ratio,
+            held.share,
+            held.distance,
+            node_prior=not node_moves_validated(configs),
+            sigma0=single_worker_spread(params, correction, rows),
+            moves=held.moves,
+        )
+        fixed = dict(base.reasons)
+        if held.log_ratio.size < intervals.MIN_SCORES:
+            fixed["interval"] = (
+                f"only {held.log_ratio.size} held-out steps to calibrate on: prior width used"
+            )
+        fit = GroupFit(
+            params=params,
+            spread=spread,
+            max_nodes=int(configs["num_nodes"].max()),
+            max_workers=int(configs["num_workers"].max()),
+            structure=structure,
+            cv_error=held.error,
+            n_configs=len(configs),
+            fixed=fixed,
+            correction=correction,
+        )
+        return fit, set(base.borrowed)
+
+    # -- predicting ------------------------------------------------------------------------
+    def predict_arrays(
+        self,
+        model: str,
+        instance_type: str,
+        num_nodes,
+        num_workers,
+        local_bsz,
+        gpus_per_node: int | None = None,
+        level: float | None = None,
+        catalog: pd.DataFrame | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Vectorised prediction for one model and instance type; no table, no validation.
+
+        The busiest node holds ceil(workers / nodes) workers. ``gpus_per_node`` is accepted
+        for callers that pass the type's figure (the planner) and does not change the result.
+        """
+        fit = self._group(model, instance_type, catalog)
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        b = np.asarray(local_bsz)
+        return _broadcast(fit.predict(k, n, b, max_per_node(k, n), self._level(level)))
+
+    def predict(self, configs: pd.DataFrame, level: float | None = None) -> pd.DataFrame:
+        """``configs`` plus step_time_s and its interval step_time_lo..step_time_hi."""
+        return self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS)
+
+    def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s."""
+        out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
+        out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
+        return out
+
+    def _predict_table(
+        self, configs: pd.DataFrame, level: float, columns: tuple[str, ...]
+    ) -> pd.DataFrame:
+        self._check_fitted()
+        out = validate_configs(self._fill_gpus(configs), catalog=load_catalog)
+        table = with_per_node(out)
+        for col in columns:
+            out[col] = np.nan
+        for (model, itype), rows in table.groupby(["model", "instance_type"], sort=False):
+            try:
+                fit = self._group(model, itype, None)
+            except InputError as err:  # say which rows of which file could not be predicted
+                lines = out.index.get_indexer(rows.index) + (2 if out.attrs.get("from_file") else 0)
+                raise InputError(
+                    err.problem,
+                    source=err.source or out.attrs.get("source"),
+                    column=err.column,
+                    rows=err.rows or lines[:20].tolist(),
+                    fix=err.fix,
+                ) from err
+            shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
+            pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
+            for col in columns:
+                out.loc[rows.index, col] = pred[col]
+        return out
+
+    def _fill_gpus(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """Fill gpus_per_node of fitted instance types, so the catalog is only asked for others."""
+        if not isinstance(configs, pd.DataFrame) or "instance_type" not in configs:
+            return configs
+        known = configs["instance_type"].map(self.gpus_per_node_)
+        if "gpus_per_node" in configs:
+            known = pd.to_numeric(configs["gpus_per_node"], errors="coerce").fillna(known)
+        out = configs.copy()
+        out["gpus_per_node"] = known
+        return out
+
+    def summary(self) -> pd.DataFrame:
+        """One row per fitted group: how it was fitted, its held-out-scale error and what its
+        interval widths were calibrated on."""
+        self._check_fitted()
+        rows = []
+        for (m, t), fit in sorted(self.groups_.items()):
+            carried = isinstance(fit, TransferFit)
+            rows.append(
+                {
+                    "model": m,
+                    "instance_type": t,
+                    "fitted_as": f"carried {fit.source}"
+                    if carried
+                    else fit.structure + (" + batch correction" if fit.correction else ""),
+                    "configs": fit.n_observed if carried else fit.n_configs,
+                    "max_nodes": fit.max_nodes,
+                    "held_out_error": np.nan if carried else np.expm1(fit.cv_error),
+                    "interval_from": "the carried belief, narrowed by these measurements"
+                    if carried
+                    else fit.spread.basis(fit.max_nodes),
+                    "fixed": ", ".join(self.fixed_terms_.get(f"{m}/{t}", {})),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _group(
+        self, model: str, instance_type: str, catalog: pd.DataFrame | None
+    ) -> GroupFit | TransferFit:
+        self._check_model(model)
+        key = (model, instance_type)
+        if key in self.groups_:
+            return self.groups_[key]
+        # carried fits are cached for the catalog last asked about (a search asks for the same
+        # type a million times); one catalog at a time, so repeated searches do not pile up
+        held = self.__dict__.get("_transfers")
+        if held is None or held[0] is not catalog:
+            held = self.__dict__["_transfers"] = (catalog, {})
+        fits = held[1]
+        if key not in fits:
+            fits[key] = self._transfer(model, instance_type, catalog)
+        return fits[key]
+
+    def _transfer(
+        self,
+        model: str,
+        instance_type: str,
+        catalog: pd.DataFrame | None,
+        exclude: str | None = None,
+    ) -> TransferFit:
+        """Carry the best-measured fit of ``model`` to ``instance_type`` (see transfer)."""
+        source_type = self._source(model, instance_type, exclude)
+        fit = self.groups_[(model, source_type)]
+        if catalog is None:
+            catalog = load_catalog()
+        facts = self.profile_facts_.get(model, {})
+        return build_transfer(
+            fit.params,
+            source_type,
+            instance_type,
+            catalog,
+            facts.get("flops_per_sample"),
+            facts.get("grad_bytes"),
+            fit.correction,
+            self.local_bsz_range_[(model, source_type)][0],
+        )
+
+    def _source(self, model: str, instance_type: str, exclude: str | None = None) -> str:
+        """The instance type whose fit of ``model`` is carried to others: the best measured."""
+        sources = [
+            (f.n_configs, t)
+            for (m, t), f in self.groups_.items()
+            if m == model and t != exclude and isinstance(f, GroupFit)
+        ]
+        if not sources:
+            raise InputError(
+                f"no measured fit of {model!r} to carry to {instance_type!r}",
+                fix="measure this model on some instance type first",
+            )
+        return max(sources)[1]
+
+    def batch_range(self, model: str, instance_type: str) -> tuple[int, int]:
+        """Smallest and largest local batch the prediction for this pair rests on.
+
+        A measured pair: its own measurements (``local_bsz_range_``). A type never measured:
+        the measurements of the type its fit is carried from; beyond them compute is
+        extrapolated along the fitted line.
+        """
+        self._check_model(model)
+        key = (model, instance_type)
+        if key not in self.local_bsz_range_:
+            key = (model, self._source(model, instance_type))
+        return self.local_bsz_range_[key]
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "groups_"):
+            raise InputError("this StepTimeModel is not fitted", fix="call fit(measurements)")
+
+    def _check_model(self, model: str) -> None:
+        self._check_fitted()
+        if model not in self.models_:
+            raise InputError(
+                f"training model {model!r} was not fitted{did_you_mean(model, self.models_)}",
+                column="model",
+                fix="fit measurements of this model first; fitted: " + ", ".join(self.models_),
+            )
+
+    @staticmethod
+    def _check_level(level: float) -> float:
+        if not (isinstance(level, int | float) and 0.0 < float(level) < 1.0):
+            raise InputError(
+                f"level must be a probability between 0 and 1, got {level!r}", fix="e.g. 0.9"
+            )
+        return float(level)
+
+    def _level(self, level: float | None) -> float:
+        return self._check_level(self.level if level is None else level)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fitted model as versioned, checksummed JSON (atomic).
+
+        Raises:
+            InputError: the model is not fitted.
+            OSError: the file cannot be written (an existing file is left as it was).
+        """
+        self._check_fitted()
+        persist.save(
+            path,
+            self.get_params(),
+            persist.Learned(
+                self.groups_, self.gpus_per_node_, self.local_bsz_range_, self.profile_facts_
+            ),
+        )
+
+    @classmethod
+    def load(cls, path) -> StepTimeModel:
+        """Read a model written by ``save`` (by this or an earlier release of the same file
+        version).
+
+        Raises:
+            InputError: the file is of another version, malformed or edited by hand.
+        """
+        init, learned = persist.load(path)
+        try:
+            model = cls(**init)
+        except TypeError as err:
+            raise InputError(
+                f"malformed model file ({err})", source=str(path), fix=persist.FIX
+            ) from err
+        model._set_learned(learned)
+        return model

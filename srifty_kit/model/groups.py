@@ -1,0 +1,131 @@
+"""What was learned for one training model on one instance type, and how it predicts.
+
+``GroupFit`` holds the fitted constants, the calibrated spread and the batch correction of a
+group; ``borrow`` fills the terms a group could not identify from groups on the same machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.model import intervals
+from srifty_kit.model.batch_correction import BatchCorrection
+from srifty_kit.model.holdout import predict_rows
+from srifty_kit.model.physics import INTER_TERMS, INTRA_TERMS, StepParams, step_time, sync_share
+from srifty_kit.model.transfer import TransferFit
+
+# how much wider intervals get where a regime's terms were borrowed from other training models
+# or fixed by assumption rather than fitted (a factor on the log half-width)
+BORROWED_WIDEN = 3.0
+
+
+@dataclass
+class GroupFit:
+    """What was learned for one training model on one instance type."""
+
+    params: StepParams
+    spread: intervals.Spread  # calibrated on held-out-scale folds (see intervals)
+    max_nodes: int  # largest fitted configuration: extrapolation is measured from here
+    max_workers: int
+    structure: str = "full"
+    cv_error: float = float("nan")  # mean |log(observed/predicted)| on held-out scales
+    n_configs: int = 0
+    fixed: dict[str, str] = field(default_factory=dict)  # term -> why it was not fitted
+    widen: dict[str, float] = field(default_factory=dict)  # regime -> interval factor
+    correction: BatchCorrection | None = None  # learned per-batch compute factor (batch_correction)
+
+    def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
+        """Point, interval and breakdown (numpy broadcasting)."""
+        factor = 1.0 if self.correction is None else self.correction.factor(local_bsz)
+        total, t_c, t_s = step_time(
+            self.params, num_nodes, num_workers, local_bsz, per_node, compute_factor=factor
+        )
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        dist = intervals.extrapolation_distance(k, n, self.max_nodes, self.max_workers)
+        share = sync_share(t_c, t_s, self.params.gamma)
+        h = self.spread.half_width(level, share, dist, k > self.max_nodes)
+        h = h * np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
+        h = h * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
+        lo, hi = total * np.exp(-h), total * np.exp(h)
+        return {
+            "step_time_s": total,
+            "step_time_lo": lo,
+            "step_time_hi": hi,
+            "compute_s": t_c,
+            "sync_s": t_s,
+        }
+
+
+def single_worker_spread(
+    params: StepParams, correction: BatchCorrection | None, rows: pd.DataFrame
+) -> float:
+    """Robust sd (1.4826 MAD) of log(step / predicted) over one-worker steps: compute noise."""
+    one = rows[rows["num_workers"] == 1]
+    if len(one) < 3:
+        return 0.0
+    pred, _ = predict_rows(params, one, correction)
+    r = np.log(one["step_time_s"].to_numpy() / pred)
+    return float(1.4826 * np.median(np.abs(r - np.median(r))))
+
+
+def fixed_terms(groups: dict) -> dict[str, dict[str, str]]:
+    """Per 'model/instance_type', the terms not fitted from its own rows and why."""
+    out = {}
+    for (m, t), fit in groups.items():
+        if isinstance(fit, TransferFit):
+            out[f"{m}/{t}"] = {"transfer": f"from {fit.source}: " + "; ".join(fit.notes)}
+        elif fit.fixed:
+            out[f"{m}/{t}"] = dict(fit.fixed)
+    return out
+
+
+def borrow(
+    fits: dict[tuple[str, str], GroupFit],
+    borrowed: dict[tuple[str, str], set],
+    grad_bytes: dict[str, float] | None = None,
+) -> None:
+    """Fill terms a group could not identify from groups on the same instance type.
+
+    Bandwidth terms are gradient bytes over a link's bandwidth: with ``grad_bytes`` known
+    for the group and its donors (profiler column), a missing term is the group's bytes times
+    the donors' median seconds per byte of that link; else a missing inter-node term is the
+    group's own intra-node term times the donors' inter/intra ratio (same machine, same
+    links). Other terms take the donors' median. With no donor, the inter-node term is 1.1x
+    the intra-node one (the prior AdaptDL's ``fit_perf_params`` enforces: the network is no
+    faster than the links inside a node).
+    """
+    grad_bytes = grad_bytes or {}
+    for key, terms in borrowed.items():
+        if not terms:
+            continue
+        fit = fits[key]
+        donors = [
+            (k[0], f.params)
+            for k, f in fits.items()
+            if k != key and k[1] == key[1] and not (terms & borrowed.get(k, set()))
+        ]
+        values = fit.params._asdict()
+        own_bytes = grad_bytes.get(key[0])
+        for name in sorted(terms):
+            per_byte = [getattr(d, name) / grad_bytes[m] for m, d in donors if grad_bytes.get(m)]
+            if name.startswith("bw_") and own_bytes and per_byte:
+                values[name] = own_bytes * float(np.median(per_byte))
+            elif name == "bw_inter" and values["bw_intra"] > 0:
+                ratios = [d.bw_inter / d.bw_intra for _, d in donors if d.bw_intra > 0]
+                values[name] = values["bw_intra"] * (float(np.median(ratios)) if ratios else 1.1)
+            elif donors:
+                values[name] = float(np.median([getattr(d, name) for _, d in donors]))
+            how = (
+                f"borrowed from {len(donors)} other model(s) on {key[1]}"
+                if donors
+                else ("no other model on this instance type to borrow from")
+            )
+            fit.fixed[name] = f"{fit.fixed.get(name, 'not identified')}; {how}"
+        fit.params = StepParams(**values)
+        if terms & set(INTER_TERMS):
+            fit.widen["inter"] = BORROWED_WIDEN
+        if terms & set(INTRA_TERMS):
+            fit.widen["intra"] = BORROWED_WIDEN

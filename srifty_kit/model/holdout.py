@@ -1,0 +1,166 @@
+"""Cross-validation that holds out the largest scales: picks the structure, yields the scores.
+
+Random rows would reward interpolation; the model is used to predict clusters larger than any
+measured, so every fold (``scale_folds``) trains on the smaller configurations and
+scores the larger ones. The same held-out residuals calibrate the prediction intervals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.model.batch_correction import BatchCorrection, learn
+from srifty_kit.model.fit import CONFIG_KEYS, Fixed, fit_group, unidentified
+from srifty_kit.model.intervals import extrapolation_distance
+from srifty_kit.model.physics import StepParams, step_time, sync_share
+
+# structures tried, simplest last; each holds some terms at their neutral value
+VARIANTS: dict[str, dict[str, float]] = {
+    "full": {},
+    "no-latency": {"lat_intra": 0.0, "lat_inter": 0.0},
+    "no-contention": {"share": 0.0},
+    "bandwidth-only": {"lat_intra": 0.0, "lat_inter": 0.0, "share": 0.0},
+}
+
+
+@dataclass
+class HeldOut:
+    """Held-out residuals of one structure over all folds."""
+
+    log_ratio: np.ndarray  # log(observed / predicted) of each held-out step
+    distance: np.ndarray  # extrapolation distance of its configuration from its fold's fit
+    share: np.ndarray  # synchronisation's share of its predicted step (intervals.Spread)
+    moves: tuple[str, ...] = ()  # what each fold held out, in words (fold_move)
+
+    @property
+    def error(self) -> float:
+        """Mean absolute log ratio: about the mean absolute percentage error, symmetric."""
+        return float(np.mean(np.abs(self.log_ratio))) if self.log_ratio.size else np.inf
+
+
+_EMPTY = HeldOut(np.array([]), np.array([]), np.array([]))
+
+
+def with_variant(base: Fixed, variant: str) -> Fixed:
+    """``base`` plus the terms the structure ``variant`` switches off."""
+    fixed = Fixed(dict(base.values), dict(base.reasons), set(base.borrowed))
+    for name, value in VARIANTS[variant].items():
+        fixed.fix(name, value, f"structure '{variant}' chosen by held-out-scale validation")
+    return fixed
+
+
+def predict_rows(
+    params: StepParams, rows: pd.DataFrame, correction: BatchCorrection | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Point step time and its sync share for rows that carry the configuration keys."""
+    shape = [rows[c].to_numpy(float) for c in CONFIG_KEYS]
+    factor = 1.0 if correction is None else correction.factor(rows["local_bsz"].to_numpy())
+    total, t_c, t_s = step_time(params, *shape, compute_factor=factor)
+    return total, sync_share(t_c, t_s, params.gamma)
+
+
+def _rows_of(rows: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
+    return rows.merge(configs[list(CONFIG_KEYS)], on=list(CONFIG_KEYS))
+
+
+def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) masks that each hold out every configuration at or above a scale cut.
+
+    Scale orders by nodes, then workers. The cuts are the largest node count (the move the
+    model is used for) and steps through the largest worker counts; a fold is kept only when
+    its training part still spans the regimes (single/multi node) its test part needs.
+    """
+    k = configs["num_nodes"].to_numpy()
+    n = configs["num_workers"].to_numpy()
+    levels = sorted(set(zip(k.tolist(), n.tolist(), strict=True)))
+    top_k = max(k)
+    cuts = []
+    if top_k > 1:
+        cuts.append((top_k, 0))  # leave the largest node count out
+    top_levels = [lv for lv in levels if lv[0] == top_k]
+    for frac in (0.25, 0.5, 0.75):
+        idx = int(round(frac * len(top_levels)))
+        if 0 < idx < len(top_levels):
+            cuts.append(top_levels[idx])
+    folds = []
+    for cut in dict.fromkeys(cuts):
+        test = np.array([(a, b) >= cut for a, b in zip(k, n, strict=True)])
+        train = ~test
+        if train.sum() < 3 or test.sum() == 0:
+            continue
+        if (k[test] > 1).any() and not (k[train] > 1).any():
+            continue  # multi-node terms would not be identified: nothing to learn from it
+        if (n[test] > 1).any() and not (n[train] > 1).any():
+            continue
+        folds.append((train, test))
+    return folds[:max_folds]
+
+
+def fold_move(train: pd.DataFrame, test: pd.DataFrame) -> str:
+    """What a fold asked of the fit, in words: '1-2 -> 3-4 nodes' (fitted -> predicted) or
+    '<=8 -> 9-12 workers on 3 nodes'."""
+    k_fit, k_new = int(train["num_nodes"].max()), test["num_nodes"]
+    if (k_new > k_fit).all():
+        return f"{_span(train['num_nodes'])} -> {_span(k_new)} nodes"
+    n_fit = int(train.loc[train["num_nodes"] == k_fit, "num_workers"].max())
+    return f"<={n_fit} -> {_span(test['num_workers'])} workers on {k_fit} nodes"
+
+
+def _span(values: pd.Series) -> str:
+    lo, hi = int(values.min()), int(values.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def node_moves_validated(configs: pd.DataFrame) -> bool:
+    """Whether a fold moved to a larger multi-node count (needs two multi-node counts)."""
+    return configs.loc[configs["num_nodes"] > 1, "num_nodes"].nunique() >= 2
+
+
+def held_out(
+    rows: pd.DataFrame, configs: pd.DataFrame, variant: str, correct: bool = False
+) -> HeldOut:
+    """Fit on the small part of each fold, keep the residuals of the large part's steps."""
+    ratios, distances, shares, moves = [], [], [], []
+    for train, test in scale_folds(configs):
+        part = configs[train].reset_index(drop=True)
+        moves.append(fold_move(part, configs[test]))
+        params = fit_group(part, with_variant(unidentified(part), variant))
+        correction = learn(params, _rows_of(rows, part)) if correct else None
+        test_rows = _rows_of(rows, configs[test])
+        pred, share = predict_rows(params, test_rows, correction)
+        ratios.append(np.log(test_rows["step_time_s"].to_numpy() / pred))
+        shares.append(share)
+        distances.append(
+            extrapolation_distance(
+                test_rows["num_nodes"].to_numpy(),
+                test_rows["num_workers"].to_numpy(),
+                part["num_nodes"].max(),
+                part["num_workers"].max(),
+            )
+        )
+    if not ratios:
+        return _EMPTY
+    return HeldOut(*(np.concatenate(a) for a in (ratios, distances, shares)), tuple(moves))
+
+
+def choose_structure(
+    rows: pd.DataFrame,
+    configs: pd.DataFrame,
+    variants: tuple[str, ...] = tuple(VARIANTS),
+    corrections: tuple[bool, ...] = (False, True),
+) -> tuple[str, bool, HeldOut]:
+    """(structure, use the batch correction, its held-out residuals) with the lowest
+    held-out-scale error; ('full', False) when nothing can be held out."""
+    results = {
+        (name, correct): held_out(rows, configs, name, correct)
+        for name in variants
+        for correct in corrections
+    }
+    best = min(results, key=lambda key: results[key].error)
+    if not np.isfinite(results[best].error):
+        first = (variants[0], False)
+        return *first, results.get(first, _EMPTY)
+    return *best, results[best]

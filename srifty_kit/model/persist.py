@@ -1,0 +1,268 @@
+"""A fitted StepTimeModel as versioned, checksummed JSON, and back; no pickle.
+
+All serialisation of the model layer lives here: the fitted objects (``GroupFit``,
+``TransferFit`` and their parts) are plain dataclasses that know nothing of files. The
+estimator hands this module its parameters and learned state; nothing here imports the
+estimator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from srifty_kit.errors import InputError
+from srifty_kit.model.batch_correction import BatchCorrection
+from srifty_kit.model.beliefs import LogBeliefs
+from srifty_kit.model.groups import GroupFit
+from srifty_kit.model.intervals import Spread
+from srifty_kit.model.physics import StepParams
+from srifty_kit.model.transfer import FACTORS, TransferFit
+from srifty_kit.tables.files import write_json
+
+FORMAT = "srifty_kit.StepTimeModel"
+# 2: carried groups split host and device compute (joint beliefs); every group records the
+# local batch range it was fitted on
+# 3: lat_inter is paid on the 2(k-1) ring steps that cross nodes (was 2(n-1)), so a version-2
+# file's constants would predict other times
+VERSION = 3
+FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
+
+Key = tuple[str, str]  # (training model, instance type)
+
+
+@dataclass
+class Learned:
+    """What ``StepTimeModel.fit`` learns: the attributes ending in ``_`` that a file keeps."""
+
+    groups: dict[Key, GroupFit | TransferFit]
+    gpus_per_node: dict[str, int]
+    local_bsz_range: dict[Key, tuple[int, int]]
+    profile_facts: dict[str, dict[str, float]]
+
+
+def save(path: str | os.PathLike, init: dict, learned: Learned) -> Path:
+    """Write a fitted model atomically.
+
+    Args:
+        path: the file to write (its folder must exist).
+        init: the estimator's ``get_params()``.
+        learned: its fitted state.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: when the file cannot be written (the old file, if any, is untouched).
+    """
+    return write_json(document(init, learned), path)
+
+
+def document(init: dict, learned: Learned) -> dict:
+    """The JSON document of a fitted model, with its checksum."""
+    body = {
+        "format": FORMAT,
+        "version": VERSION,
+        "init": dict(init),
+        "gpus_per_node": dict(learned.gpus_per_node),
+        "profile_facts": learned.profile_facts,
+        "groups": [
+            {
+                "model": m,
+                "instance_type": t,
+                "local_bsz_range": list(learned.local_bsz_range[(m, t)]),
+                **_group_doc(fit),
+            }
+            for (m, t), fit in sorted(learned.groups.items())
+        ],
+    }
+    return {**body, "sha256": _checksum(body)}
+
+
+def load(path: str | os.PathLike) -> tuple[dict, Learned]:
+    """Read and check a model file.
+
+    Args:
+        path: a file written by ``save``.
+
+    Returns:
+        ``(init, learned)``: the estimator's parameters and its fitted state.
+
+    Raises:
+        InputError: the file is missing, not JSON, of another format or version, edited by
+            hand (checksum) or malformed; the message names the file and how to fix it.
+    """
+    path = Path(path)
+    src = str(path)
+    if not path.is_file():
+        raise InputError("model file not found", source=src, fix="check the path")
+    try:
+        doc = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InputError(f"not a JSON model file ({err})", source=src, fix=FIX) from err
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise InputError("not a srifty_kit StepTimeModel file", source=src, fix=FIX)
+    if doc.get("version") != VERSION:
+        older = isinstance(doc.get("version"), int) and doc["version"] < VERSION
+        raise InputError(
+            f"model file version {doc.get('version')!r}"
+            + (" was written by an older srifty_kit" if older else "")
+            + f"; this srifty_kit reads version {VERSION}",
+            source=src,
+            fix=FIX,
+        )
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    try:
+        ok = doc.get("sha256") == _checksum(body)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InputError(
+            "checksum does not match: the file was edited or damaged", source=src, fix=FIX
+        )
+    try:
+        return dict(doc["init"]), _learned(doc)
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"malformed model file ({err!r})", source=src, fix=FIX) from err
+
+
+def _checksum(body: dict) -> str:
+    """sha256 of the canonical JSON of everything but the checksum itself."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _learned(doc: dict) -> Learned:
+    """The fitted state of a checked document; KeyError/TypeError/ValueError if malformed."""
+    keys = [(str(g["model"]), str(g["instance_type"])) for g in doc["groups"]]
+    groups = {key: _group_of(g) for key, g in zip(keys, doc["groups"], strict=True)}
+    ranges = {
+        key: tuple(map(int, g["local_bsz_range"]))
+        for key, g in zip(keys, doc["groups"], strict=True)
+    }
+    if any(len(r) != 2 or not 1 <= r[0] <= r[1] for r in ranges.values()):
+        raise ValueError("local_bsz_range must be [smallest, largest] local batch")
+    if not groups:
+        raise ValueError("the model file holds no fitted groups")
+    return Learned(
+        groups=groups,
+        gpus_per_node={str(k): int(v) for k, v in doc["gpus_per_node"].items()},
+        local_bsz_range=ranges,
+        profile_facts={
+            str(m): {str(k): float(v) for k, v in f.items()}
+            for m, f in doc["profile_facts"].items()
+        },
+    )
+
+
+# -- one group ------------------------------------------------------------------------------
+def _group_doc(fit: GroupFit | TransferFit) -> dict:
+    if isinstance(fit, TransferFit):
+        return {
+            "kind": "transfer",
+            "base": fit.base._asdict(),
+            "device_intercept": fit.device_intercept,
+            "device_hidden": fit.device_hidden,
+            "beliefs": {
+                "names": list(fit.beliefs.names),
+                "mean": fit.beliefs.mean.tolist(),
+                "cov": fit.beliefs.cov.tolist(),
+            },
+            "source": fit.source,
+            "n_observed": fit.n_observed,
+            "notes": list(fit.notes),
+            "max_nodes": fit.max_nodes,
+            "max_workers": fit.max_workers,
+            "correction": _correction_doc(fit.correction),
+        }
+    spread = fit.spread
+    return {
+        "kind": "fit",
+        "params": fit.params._asdict(),
+        "spread": {
+            "sigma0": spread.sigma0,
+            "sigma1": spread.sigma1,
+            "scores": [float(s) for s in spread.scores],
+            "node_prior": bool(spread.node_prior),
+            "moves": list(spread.moves),
+        },
+        "max_nodes": int(fit.max_nodes),
+        "max_workers": int(fit.max_workers),
+        "structure": fit.structure,
+        "cv_error": None if not np.isfinite(fit.cv_error) else float(fit.cv_error),
+        "n_configs": int(fit.n_configs),
+        "fixed": dict(fit.fixed),
+        "widen": {k: float(v) for k, v in fit.widen.items()},
+        "correction": _correction_doc(fit.correction),
+    }
+
+
+def _group_of(data: dict) -> GroupFit | TransferFit:
+    if data.get("kind") == "transfer":
+        return _transfer_of(data)
+    spread = data["spread"]
+    cv = data.get("cv_error")
+    return GroupFit(
+        params=_params_of(data["params"]),
+        spread=Spread(
+            float(spread["sigma0"]),
+            float(spread["sigma1"]),
+            np.asarray(spread["scores"], float),
+            bool(spread["node_prior"]),
+            tuple(str(m) for m in spread.get("moves", ())),
+        ),
+        max_nodes=int(data["max_nodes"]),
+        max_workers=int(data["max_workers"]),
+        structure=str(data["structure"]),
+        cv_error=float("nan") if cv is None else float(cv),
+        n_configs=int(data["n_configs"]),
+        fixed={str(k): str(v) for k, v in data["fixed"].items()},
+        widen={str(k): float(v) for k, v in data["widen"].items()},
+        correction=_correction_of(data["correction"]),
+    )
+
+
+def _transfer_of(data: dict) -> TransferFit:
+    raw = data["beliefs"]
+    names = tuple(str(n) for n in raw["names"])
+    mean = np.asarray(raw["mean"], float)
+    cov = np.asarray(raw["cov"], float)
+    if mean.shape != (len(names),) or cov.shape != (len(names), len(names)):
+        raise ValueError("beliefs: mean/cov shapes do not match the names")
+    if names != FACTORS:
+        raise ValueError(f"transfer beliefs must be {FACTORS}, not {names}")
+    return TransferFit(
+        base=_params_of(data["base"]),
+        device_intercept=float(data["device_intercept"]),
+        device_hidden=float(data["device_hidden"]),
+        beliefs=LogBeliefs(names, mean, cov),
+        source=str(data["source"]),
+        n_observed=int(data["n_observed"]),
+        notes=[str(x) for x in data["notes"]],
+        max_nodes=int(data["max_nodes"]),
+        max_workers=int(data["max_workers"]),
+        correction=_correction_of(data.get("correction")),
+    )
+
+
+def _params_of(data: dict) -> StepParams:
+    return StepParams(**{k: float(v) for k, v in data.items()})
+
+
+def _correction_doc(correction: BatchCorrection | None) -> dict | None:
+    if correction is None:
+        return None
+    return {"log_bsz": correction.log_bsz.tolist(), "log_factor": correction.log_factor.tolist()}
+
+
+def _correction_of(data: dict | None) -> BatchCorrection | None:
+    if data is None:
+        return None
+    return BatchCorrection(
+        np.asarray(data["log_bsz"], float), np.asarray(data["log_factor"], float)
+    )

@@ -1,0 +1,358 @@
+"""Transfer of a fitted step-time model to instance types never measured, from catalog figures.
+
+A carried step splits compute into a host part and a device part (symbols as in physics):
+
+    H   = alpha_c * h                      host: Python, the dispatcher, one kernel launch per
+                                           op, the optimizer's loop. The measured intercept, kept
+                                           at the source's value times a host factor h: a faster
+                                           accelerator does not remove it (never below
+                                           HOST_FLOOR_MIN_S unless a measured step was quicker)
+    D   = D1(b) / e                        device: the batch's work at efficiency 1 over the
+                                           achieved efficiency e
+    T_c = (H**g + D**g) ** (1/g)           g = HOST_GAMMA: CUDA runs asynchronously, the device
+                                           works while the host dispatches, so a step costs about
+                                           the larger of the two, not their sum
+    T_s = S1 / n                           the ring all-reduce at efficiency 1 over the network
+                                           efficiency n; T = (T_c**gamma + T_s**gamma)**(1/gamma)
+
+D1 moves by one of two routes, the better one available taken:
+  ratio: the source type has catalog figures. Its measured alpha_c + beta_c*b already overlaps
+         host and device: the device part is what is left once the host floor is taken out by
+         the same smooth max, D_src = ((alpha_c + beta_c*b)**g - alpha_c**g)**(1/g), and it moves
+         by the accelerator speed-up, D1 = D_src * peak_src / peak_dst (geometric mean with the
+         memory-bandwidth ratio when both are known). A type with the source's figures gets
+         the source's prediction back; at large batches the whole line moves with the
+         accelerator, at small ones the host floor stays.
+  flops: the profile counted FLOPs per sample (a CPU source has no device part to carry):
+         D1 = flops_per_sample * b / peak_dst.
+h, e and n are a joint lognormal belief (``beliefs.LogBeliefs``): wide before the target type
+is measured, narrowed by its measured steps (``TransferFit.update``), so the interval shrinks
+with evidence. The interval is the delta method's in the logs, widened where needed so that
+neither end lies below that end of any part's own interval: a smooth max is at least each part.
+
+Known limits, measured against real g4dn.12xlarge runs (benchmarks/transfer_accuracy.py): a
+host-bound model's GPU step (many small kernels) is far above the CPU intercept carried as its
+host floor; after an update the device line stays linear in the batch while a GPU's time per
+sample falls as it fills up; and NETWORK_EFFICIENCY's median sits well above the rate those
+traces reached. Updated intervals can then be too narrow away from the measured batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.errors import InputError
+from srifty_kit.model.batch_correction import BatchCorrection
+from srifty_kit.model.beliefs import LogBeliefs
+from srifty_kit.model.fit import CONFIG_KEYS, aggregate, with_per_node
+from srifty_kit.model.intervals import two_sided_z
+from srifty_kit.model.physics import (
+    StepParams,
+    compute_time,
+    overlap,
+    sync_share,
+    sync_time,
+    underlap,
+)
+
+PEAK_COLUMN = "gpu_fp32_tflops"  # dense fp32 peak per GPU: training without mixed precision
+MEMORY_COLUMN = "gpu_mem_bw_gbps"  # memory bandwidth per GPU
+# Smooth max of host and device time. gamma=1 would add them (no overlap), gamma -> inf take
+# the larger. Eager steps sit between: the device queue runs ahead of a host-bound stretch and
+# drains in a device-bound one, and a step mixes both (many small kernels in the optimizer and
+# normalisation, a few large ones in the matmuls). 2 puts a balanced step at 1.41x either
+# part, halfway in log between sum (2x) and max (1x). An assumption, stated to be argued with.
+HOST_GAMMA = 2.0
+# Beliefs, as (median, log-sd). Assumptions, stated so they can be argued with:
+# - host factor h, GPU source to GPU target by catalog ratio: the same framework launches the
+#   same ops (a few to ~20 us each, tens to hundreds per step, plus the optimizer) from host
+#   CPUs of the same class (2.5-3.5 GHz server cores on every GPU instance type); median 1, a
+#   factor 2 at one sd
+HOST_RATIO = (1.0, np.log(2.0))
+# - host factor h from a profile's intercept (usually a CPU here): it is host work too
+#   (dispatch per op, the optimizer's loop over parameters), part of it arithmetic a GPU would
+#   do faster, while a GPU adds a launch per op: median 1, a factor 2.5 at one sd
+HOST_FLOPS = (1.0, np.log(2.5))
+# - the host floor is never below the host work of the smallest eager training step: ~20 ops
+#   (one layer's forward, the loss, autograd's backward, an optimizer step) at ~5 us of
+#   dispatch and launch each, unless a measured step was quicker (CUDA graphs, a compiled
+#   step). A fitted intercept below it is noise, or was fixed at 0 when a single batch size
+#   was measured; a carried step must not become nanoseconds through it
+HOST_FLOOR_MIN_S = 1e-4
+# - achieved fraction of the dense fp32 peak in training: ~0.15-0.8 across CNNs and
+#   transformers (e.g. ResNet-50 on a T4 reaches ~0.6 of 8.1 TFLOP/s in the Pollux g4dn traces:
+#   ~24.6 GFLOP per sample fwd+bwd at ~210 samples/s); median 0.4, a factor 2 either way at 1 sd
+COMPUTE_EFFICIENCY = (0.4, np.log(2.0))
+# - the same model on another GPU keeps its fraction of peak within ~1.5x (one sd)
+EFFICIENCY_RATIO = (1.0, np.log(1.5))
+# - NCCL/gloo over TCP reaches about half the advertised NIC rate; a factor 2 at one sd
+NETWORK_EFFICIENCY = (0.5, np.log(2.0))
+# - inside a node without NVLink the ring runs over PCIe 3.0 x16: 15.75 GB/s per direction
+#   (PCI-SIG 3.0 spec, 126 Gbit/s); the network efficiency belief applies to it too
+INTRA_NODE_GBPS = 126.0
+# one step's own scatter around its configuration's mean (reference README: ~3%) plus the
+# structure's misfit: the spread of a single new observation given exact constants
+STEP_NOISE = 0.05
+# the factors of the belief, in the order of LogBeliefs.mean: H = alpha_c * exp(+host),
+# D = D1 * exp(-compute), T_s = S1 * exp(-network)
+FACTORS = ("host", "compute", "network")
+_SIGN = np.array([1.0, -1.0, -1.0])
+
+
+@dataclass
+class TransferFit:
+    """A step-time model carried to another instance type: constants plus their beliefs.
+
+    ``base`` holds the constants at factor 1: alpha_c the host floor, beta_c the device line's
+    seconds per sample, the sync terms at network efficiency 1. The point prediction applies
+    the beliefs' medians.
+    """
+
+    base: StepParams
+    # D1 = ((device_intercept + beta_c*b)**g - device_hidden**g)**(1/g): the source's line at
+    # the target's speed, less the host floor it contained (both 0 on the flops route)
+    device_intercept: float
+    device_hidden: float
+    beliefs: LogBeliefs
+    source: str  # where the constants came from, for the user
+    n_observed: int = 0
+    notes: list[str] = field(default_factory=list)
+    max_nodes: int = 1  # kept for the interface of fitted groups
+    max_workers: int = 1
+    # the source's per-batch compute shape, carried: the same layers at the same batch sizes
+    correction: BatchCorrection | None = None
+
+    def _parts(self, theta: np.ndarray, num_nodes, num_workers, local_bsz, per_node) -> tuple:
+        """(H, D, T_s) at log factors ``theta`` (numpy broadcasting)."""
+        b = np.asarray(local_bsz, float)
+        line = self.device_intercept + self.base.beta_c * b
+        if self.correction is not None:
+            line = line * self.correction.factor(b)
+        scale = np.exp(_SIGN * theta)
+        host = self.base.alpha_c * scale[0]
+        if self.device_hidden > 0:
+            line = underlap(line, self.device_hidden, HOST_GAMMA)
+        device = line * scale[1]
+        sync = sync_time(self.base, num_nodes, num_workers, per_node) * scale[2]
+        return host, device, sync
+
+    def _step(self, host, device, sync) -> tuple[np.ndarray, np.ndarray]:
+        """(T, T_c) from the parts."""
+        t_c = overlap(host, device, HOST_GAMMA)
+        return overlap(t_c, sync, self.base.gamma), t_c
+
+    def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
+        """Point, interval and breakdown (numpy broadcasting)."""
+        parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
+        total, t_c = self._step(*parts)
+        # delta method in log space: d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w),
+        # / d log T_s = s, with s the sync share of T and w the host share of T_c
+        w = sync_share(parts[1], parts[0], HOST_GAMMA)
+        s = sync_share(t_c, parts[2], self.base.gamma)
+        grads = [(1.0 - s) * w * _SIGN[0], (1.0 - s) * (1.0 - w) * _SIGN[1], s * _SIGN[2]]
+        z = two_sided_z(level)
+        spread = np.exp(z * np.sqrt(self.beliefs.log_sd(grads) ** 2 + STEP_NOISE**2))
+        lo, hi = total / spread, total * spread
+        # a smooth max is at least each of its parts, so every quantile of the step is at
+        # least that quantile of each part: the interval never ends below a part's own ends
+        for part, name in zip(parts, FACTORS, strict=True):
+            h_part = z * np.hypot(self.beliefs.sd(name), STEP_NOISE)
+            lo = np.maximum(lo, part * np.exp(-h_part))
+            hi = np.maximum(hi, part * np.exp(h_part))
+        return {
+            "step_time_s": total,
+            "step_time_lo": lo,
+            "step_time_hi": hi,
+            "compute_s": t_c,
+            "sync_s": parts[2],
+        }
+
+    def update(self, rows: pd.DataFrame) -> TransferFit:
+        """A new fit whose beliefs have seen measured steps of the target type.
+
+        Each configuration's mean step is one observation of log T; where ``sync_time_s`` was
+        measured on several workers, also of the exposed sync T - T_c (as in fit).
+        """
+        if rows.empty:
+            return self
+        configs = aggregate(with_per_node(rows))
+        k, n, b, g = (configs[c].to_numpy(float) for c in CONFIG_KEYS)
+        step = configs["step"].to_numpy(float)
+        sync = configs["sync"].to_numpy(float)
+        has_sync = (n > 1) & np.isfinite(sync)
+
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            total, t_c = self._step(*self._parts(theta, k, n, b, g))
+            exposed = (total - t_c - sync) / step
+            return np.concatenate([np.log(total / step), exposed[has_sync]])
+
+        return replace(
+            self,
+            beliefs=self.beliefs.update(residuals, STEP_NOISE),
+            n_observed=self.n_observed + len(rows),
+            notes=[*self.notes, f"updated with {len(rows)} measured steps of the target type"],
+            max_nodes=max(self.max_nodes, int(k.max())),
+            max_workers=max(self.max_workers, int(n.max())),
+        )
+
+
+def _figures(catalog: pd.DataFrame | None, instance_type: str) -> pd.Series | None:
+    """The catalog row of a type, or None when the catalog does not list it."""
+    if catalog is None:
+        return None
+    rows = catalog[catalog["instance_type"] == instance_type]
+    return None if rows.empty else rows.iloc[0]
+
+
+def _number(row: pd.Series | None, column: str) -> float | None:
+    if row is None or column not in row.index or pd.isna(row[column]):
+        return None
+    value = float(row[column])
+    return value if value > 0 else None
+
+
+def _gbytes_per_s(gbits: float) -> float:
+    return gbits * 1e9 / 8.0
+
+
+def _compute_route(
+    params: StepParams,
+    src: pd.Series | None,
+    peak_dst: float,
+    dst: pd.Series,
+    flops_per_sample: float | None,
+) -> tuple[float, float, dict[str, tuple[float, float]], list[str]] | None:
+    """(beta_c, scale of the source line, priors of host and compute, notes), or None."""
+    peak_src = _number(src, PEAK_COLUMN)
+    if peak_src is not None:
+        scale = peak_src / peak_dst
+        compute_sd = EFFICIENCY_RATIO[1]
+        notes = [f"device work scaled by {PEAK_COLUMN} {peak_src:g} -> {peak_dst:g}"]
+        mem_src, mem_dst = _number(src, MEMORY_COLUMN), _number(dst, MEMORY_COLUMN)
+        if mem_src and mem_dst:
+            # training mixes compute-bound (convolutions, matmuls) and memory-bound layers
+            # (normalisation, activations, optimizer): the geometric mean of the two speed-ups,
+            # with the gap between them added to the belief's spread
+            gap = 0.5 * np.log((mem_src / mem_dst) / scale)
+            scale = float(np.sqrt(scale * mem_src / mem_dst))
+            compute_sd = float(np.hypot(compute_sd, gap))
+            notes.append(f"and by {MEMORY_COLUMN} {mem_src:g} -> {mem_dst:g} (geometric mean)")
+        priors = {"host": HOST_RATIO, "compute": (EFFICIENCY_RATIO[0], compute_sd)}
+        return params.beta_c * scale, scale, priors, notes
+    if flops_per_sample:
+        notes = [f"device work from {flops_per_sample:.3g} FLOP/sample at {peak_dst:g} TFLOP/s"]
+        priors = {"host": HOST_FLOPS, "compute": COMPUTE_EFFICIENCY}
+        return flops_per_sample / (peak_dst * 1e12), 0.0, priors, notes
+    return None
+
+
+def _sync_route(
+    params: StepParams, src: pd.Series | None, dst: pd.Series, grad_bytes: float | None
+) -> tuple[float, float, tuple[float, float], str] | None:
+    """(bw_intra, bw_inter, network prior, note), or None if no route."""
+    net_dst = _number(dst, "network_gbps")
+    net_src = _number(src, "network_gbps")
+    if grad_bytes and net_dst:
+        note = f"sync from {grad_bytes:.3g} gradient bytes over the links"
+        bw_intra = grad_bytes / _gbytes_per_s(INTRA_NODE_GBPS)
+        return bw_intra, grad_bytes / _gbytes_per_s(net_dst), NETWORK_EFFICIENCY, note
+    if net_src and net_dst and params.bw_inter > 0:
+        # the source's fitted seconds already include its efficiency: compare like with like
+        note = f"sync scaled by network_gbps {net_src:g} -> {net_dst:g}"
+        bw_inter = params.bw_inter * net_src / net_dst
+        return params.bw_intra, bw_inter, (1.0, NETWORK_EFFICIENCY[1]), note
+    return None
+
+
+def _host_floor(
+    params: StepParams, correction: BatchCorrection | None, min_bsz: float | None
+) -> float:
+    """The fitted intercept, raised to the smallest eager step's host work unless a measured
+    step (at ``min_bsz``, the smallest batch measured) was quicker than that."""
+    if min_bsz is not None:
+        factor = 1.0 if correction is None else float(correction.factor(min_bsz))
+        if float(compute_time(params, min_bsz)) * factor < HOST_FLOOR_MIN_S:
+            return params.alpha_c  # e.g. CUDA graphs or a compiled step: less host work
+    return max(params.alpha_c, HOST_FLOOR_MIN_S)
+
+
+def build_transfer(
+    params: StepParams,
+    source_type: str,
+    target_type: str,
+    catalog: pd.DataFrame | None,
+    flops_per_sample: float | None = None,
+    grad_bytes: float | None = None,
+    correction: BatchCorrection | None = None,
+    min_bsz: float | None = None,
+) -> TransferFit:
+    """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
+
+    ``min_bsz``, the smallest local batch measured on the source, caps the assumed smallest
+    host floor: host work never exceeds a measured step. Raises InputError naming the missing
+    figure when neither route is possible.
+    """
+    dst = _figures(catalog, target_type)
+    src = _figures(catalog, source_type)
+    fix = "profile the model on this instance type, or give a catalog with its figures"
+    if dst is None:
+        raise InputError(
+            f"instance type {target_type!r} is not in the catalog and was never "
+            "measured for this model",
+            column="instance_type",
+            fix=fix,
+        )
+    peak_dst = _number(dst, PEAK_COLUMN)
+    if peak_dst is None:
+        raise InputError(
+            f"the catalog has no {PEAK_COLUMN} for {target_type!r}: cannot "
+            "carry compute time there",
+            column=PEAK_COLUMN,
+            fix=fix,
+        )
+    compute = _compute_route(params, src, peak_dst, dst, flops_per_sample)
+    if compute is None:
+        raise InputError(
+            f"cannot carry compute time from {source_type!r} to {target_type!r}: "
+            f"no {PEAK_COLUMN} for the source and no flops_per_sample measured",
+            column="flops_per_sample",
+            fix="profile with srifty profile (it counts FLOPs per sample)",
+        )
+    sync = _sync_route(params, src, dst, grad_bytes)
+    if sync is None and grad_bytes:
+        raise InputError(
+            f"the catalog has no network_gbps for {target_type!r}", column="network_gbps", fix=fix
+        )
+    if sync is None:
+        raise InputError(
+            f"cannot carry synchronisation time to {target_type!r}: no "
+            "grad_bytes measured and no network figures for both types",
+            column="grad_bytes",
+            fix="profile with srifty profile (it records grad_bytes) or measure a multi-worker run",
+        )
+    beta, scale, priors, notes = compute
+    bw_intra, bw_inter, network, sync_note = sync
+    host = _host_floor(params, correction, min_bsz)
+    raised = "" if host == params.alpha_c else f" raised to {host:.3g} s (smallest eager step)"
+    notes = [
+        f"host floor: fitted intercept {params.alpha_c:.3g} s{raised}, not scaled by the "
+        "accelerator",
+        *notes,
+        sync_note,
+    ]
+    base = params._replace(alpha_c=host, beta_c=beta, bw_intra=bw_intra, bw_inter=bw_inter)
+    # base holds the constants at factor 1; the beliefs' medians are applied when predicting
+    beliefs = LogBeliefs.prior(**priors, network=network)
+    return TransferFit(
+        base,
+        params.alpha_c * scale,
+        host * scale,
+        beliefs,
+        f"{source_type} -> {target_type}",
+        0,
+        notes,
+        correction=correction,
+    )

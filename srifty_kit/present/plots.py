@@ -1,0 +1,328 @@
+"""Seaborn figures of the kit's tables; each function draws on an Axes and returns it.
+
+Measurement figures: step-time distribution per configuration, intervals of the mean and
+p95, step times in measurement order (drift, outliers), all-reduce time against size.
+(matplotlib and seaborn are imported inside the functions: importing this module is cheap.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _axes(ax: Any) -> Any:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, 4))[1]
+
+
+def step_time_distributions(
+    measurements: pd.DataFrame,
+    x: str = "local_bsz",
+    hue: str | None = None,
+    value: str = "step_time_s",
+    ax: Any = None,
+) -> Any:
+    """Every step's time per configuration: violins (the shape) with the samples on top."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    data = measurements.assign(**{x: measurements[x].astype(str)})
+    sns.violinplot(
+        data=data,
+        x=x,
+        y=value,
+        hue=hue,
+        cut=0,
+        inner=None,
+        density_norm="width",
+        color="0.9" if hue is None else None,
+        linewidth=0.8,
+        ax=ax,
+    )
+    sns.stripplot(
+        data=data,
+        x=x,
+        y=value,
+        hue=hue,
+        dodge=hue is not None,
+        size=2.5,
+        alpha=0.5,
+        jitter=0.25,
+        legend=False,
+        ax=ax,
+    )
+    ax.set_xlabel(x)
+    ax.set_ylabel("step time (s)" if value == "step_time_s" else value)
+    ax.set_title("Step time per configuration (every measured step)")
+    return ax
+
+
+def step_time_intervals(
+    summary: pd.DataFrame,
+    x: str = "local_bsz",
+    hue: str | None = None,
+    ax: Any = None,
+) -> Any:
+    """Mean and p95 with their confidence intervals (a table from ``variance.describe``)."""
+    ax = _axes(ax)
+    level = summary.attrs.get("level")
+    groups = [(None, summary)] if hue is None else list(summary.groupby(hue, sort=True))
+    for i, (key, part) in enumerate(groups):
+        part = part.sort_values(x)
+        xs = part[x].to_numpy(float)
+        label = "" if key is None else f"{hue}={key}, "
+        for stat, marker, shift in (("mean", "o", -0.02), ("p95", "^", 0.02)):
+            lo, hi = part[f"{stat}_lo"].to_numpy(float), part[f"{stat}_hi"].to_numpy(float)
+            mid = part[stat].to_numpy(float)
+            err = np.vstack([mid - lo, hi - mid])
+            ax.errorbar(
+                xs * (1 + shift + 0.01 * i),
+                mid,
+                yerr=np.where(np.isfinite(err), err, 0),
+                fmt=marker + ("-" if stat == "mean" else ":"),
+                capsize=3,
+                label=f"{label}{stat}",
+            )
+    ax.set_xscale("log", base=2)
+    ticks = np.unique(summary[x].to_numpy(float))
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(x)
+    ax.set_ylabel("step time (s)")
+    pct = f"{level:.0%} " if level else ""
+    ax.set_title(f"Mean and p95 step time with {pct}bootstrap intervals")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def step_time_trace(
+    measurements: pd.DataFrame,
+    hue: str = "local_bsz",
+    value: str = "step_time_s",
+    ax: Any = None,
+) -> Any:
+    """Step times in the order measured, outliers circled: warm-up and throttling show here."""
+    import seaborn as sns
+
+    from srifty_kit.measure.variance import outliers
+
+    ax = _axes(ax)
+    order = "repeat" if "repeat" in measurements else None
+    data = measurements.assign(step=measurements[order] if order else np.arange(len(measurements)))
+    sns.lineplot(
+        data=data,
+        x="step",
+        y=value,
+        hue=hue,
+        linewidth=0.8,
+        ax=ax,
+        palette="viridis" if pd.api.types.is_numeric_dtype(data[hue]) else None,
+    )
+    flagged = pd.concat([g[outliers(g[value].to_numpy())] for _, g in data.groupby(hue)])
+    ax.scatter(
+        flagged["step"],
+        flagged[value],
+        s=40,
+        facecolors="none",
+        edgecolors="red",
+        label="outlier (modified z > 3.5)",
+    )
+    ax.set_xlabel("step (in measurement order)")
+    ax.set_ylabel("step time (s)" if value == "step_time_s" else value)
+    ax.set_title("Step time over the run")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def allreduce_times(collectives: pd.DataFrame, ax: Any = None) -> Any:
+    """All-reduce seconds against message bytes per world size (log-log, every sample)."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    sns.scatterplot(
+        data=collectives,
+        x="bytes",
+        y="seconds",
+        hue="world_size",
+        alpha=0.3,
+        s=10,
+        palette="viridis",
+        legend=False,
+        ax=ax,
+    )
+    med = collectives.groupby(["world_size", "bytes"], as_index=False)["seconds"].median()
+    sns.lineplot(
+        data=med, x="bytes", y="seconds", hue="world_size", marker="o", palette="viridis", ax=ax
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("all-reduce time (s)")
+    ax.set_title("All-reduce time (median line, every sample dotted)")
+    return ax
+
+
+def cost_time_front(
+    candidates: pd.DataFrame,
+    pareto: pd.DataFrame,
+    knee: pd.Series | None = None,
+    pick: pd.Series | None = None,
+    deadline_h: float | None = None,
+    budget_usd: float | None = None,
+    ax: Any = None,
+) -> Any:
+    """Time against cost to finish (upper ends) of searched configurations, with the Pareto
+    front, its knee, the pick, and the deadline and budget lines (log-log)."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    data = candidates.assign(
+        status=np.where(candidates.get("feasible", True), "meets constraints", "fails"),
+        family=candidates["instance_type"].astype(str).str.split(".").str[0],
+    )
+    sns.scatterplot(
+        data=data,
+        x="time_hi_h",
+        y="cost_hi_usd",
+        hue="family",
+        style="status",
+        style_order=["meets constraints", "fails"],
+        s=10,
+        alpha=0.35,
+        linewidth=0,
+        ax=ax,
+    )
+    front = pareto.sort_values("time_hi_h")
+    ax.step(
+        front["time_hi_h"],
+        front["cost_hi_usd"],
+        where="post",
+        color="black",
+        lw=1.2,
+        label="Pareto front",
+    )
+    for row, marker, label in ((knee, "D", "knee"), (pick, "*", "pick")):
+        if row is not None:
+            ax.scatter(
+                [row["time_hi_h"]],
+                [row["cost_hi_usd"]],
+                marker=marker,
+                s=140,
+                color="crimson" if label == "pick" else "gold",
+                edgecolor="black",
+                zorder=5,
+                label=label,
+            )
+    if deadline_h is not None:
+        ax.axvline(deadline_h, color="0.4", ls="--", lw=1, label="deadline")
+    if budget_usd is not None:
+        ax.axhline(budget_usd, color="0.4", ls=":", lw=1, label="budget")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time to finish, upper end (h)")
+    ax.set_ylabel("cost to finish, upper end (USD)")
+    ax.set_title("Cost-time tradeoff of the searched configurations")
+    ax.legend(fontsize=7, ncols=2, loc="best")
+    return ax
+
+
+def controller_convergence(trace: pd.DataFrame, ax: Any = None) -> Any:
+    """OmniLearn's controller: each worker's local batch and the step time, step by step."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    sns.lineplot(
+        data=trace, x="step", y="local_bsz", hue="worker", palette="tab10", legend=False, ax=ax
+    )
+    ax.set_ylabel("local batch")
+    twin = ax.twinx()
+    steps = trace.groupby("step", as_index=False)["step_time_s"].first()
+    twin.plot(steps["step"], steps["step_time_s"], color="black", lw=2, label="step time")
+    twin.set_ylabel("step time (s)")
+    twin.legend(loc="upper right", fontsize=8)
+    ax.set_title("Batch split converging from an even start (global batch fixed)")
+    return ax
+
+
+# -- step-time model figures: StepTimeModel.predict / explain outputs ------------------------
+
+
+def predicted_vs_measured(pred: pd.DataFrame, measured: str = "measured_s", ax: Any = None) -> Any:
+    """Predicted step time (with its interval) against the measured one, by node count."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    below = pred["step_time_s"] - pred["step_time_lo"]
+    above = pred["step_time_hi"] - pred["step_time_s"]
+    ax.errorbar(
+        pred[measured], pred["step_time_s"], yerr=[below, above], fmt="none", ecolor="0.8", zorder=1
+    )
+    sns.scatterplot(
+        data=pred,
+        x=measured,
+        y="step_time_s",
+        hue="num_nodes",
+        palette="viridis",
+        s=18,
+        zorder=2,
+        ax=ax,
+    )
+    top = float(np.nanmax(pred[[measured, "step_time_hi"]].to_numpy()))
+    ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--")
+    ax.set(xlabel="measured step time (s)", ylabel="predicted step time (s)")
+    return ax
+
+
+def residuals_by_scale(pred: pd.DataFrame, measured: str = "measured_s", ax: Any = None) -> Any:
+    """Relative error against the number of workers, over the interval's mean band."""
+    import seaborn as sns
+    from matplotlib.ticker import PercentFormatter
+
+    ax = _axes(ax)
+    # measured inside [lo, hi]  <=>  predicted/measured - 1 inside [pred/hi - 1, pred/lo - 1]
+    frame = pred.assign(
+        error=pred["step_time_s"] / pred[measured] - 1,
+        low=pred["step_time_s"] / pred["step_time_hi"] - 1,
+        high=pred["step_time_s"] / pred["step_time_lo"] - 1,
+    )
+    sns.stripplot(
+        data=frame, x="num_workers", y="error", hue="num_nodes", palette="viridis", size=3, ax=ax
+    )
+    band = frame.groupby("num_workers")[["low", "high"]].mean()
+    ax.fill_between(np.arange(len(band)), band["low"], band["high"], color="0.88", zorder=0)
+    ax.axhline(0, color="0.3", lw=1)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set(xlabel="workers", ylabel="predicted / measured - 1 (band: interval)")
+    return ax
+
+
+def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
+    """Compute and exposed sync per worker count, stacked; hatched: sync hidden by overlap."""
+    import seaborn as sns
+
+    ax = _axes(ax)
+    mean = explained.groupby("num_workers")[["compute_s", "sync_s", "overlap_s"]].mean()
+    exposed = mean["sync_s"] - mean["overlap_s"]
+    x = np.arange(len(mean))
+    blue, orange = sns.color_palette()[:2]
+    ax.bar(x, mean["compute_s"], label="compute", color=blue)
+    ax.bar(x, exposed, bottom=mean["compute_s"], label="sync (exposed)", color=orange)
+    ax.bar(
+        x,
+        mean["overlap_s"],
+        bottom=mean["compute_s"] + exposed,
+        color="none",
+        edgecolor=orange,
+        hatch="//",
+        label="sync hidden by overlap",
+    )
+    ax.set_xticks(x, mean.index)
+    ax.set(xlabel="workers", ylabel="seconds per step")
+    ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
+    return ax

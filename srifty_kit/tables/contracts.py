@@ -1,0 +1,429 @@
+"""Table contracts of the design (measurements, configurations, predictions, catalog, ledgers).
+
+Every table is checked where it enters: a bad one raises one ``InputError`` naming the file,
+the column, the first offending rows and what was expected. Extra columns pass through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.errors import InputError, did_you_mean
+
+# a catalog table, or a function that loads one when a row needs it (see _fill_gpus_per_node)
+CatalogSource = pd.DataFrame | Callable[[], pd.DataFrame] | None
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a contract: its kind and the values it admits."""
+
+    name: str
+    kind: str  # "str" | "int" | "float" | "bool" | "datetime"
+    required: bool = True  # the column must be present
+    nullable: bool = False  # empty cells are allowed (unknown, never guessed)
+    minimum: float | None = None
+    strict: bool = False  # minimum is exclusive (> instead of >=)
+    choices: tuple[str, ...] | None = None
+
+
+_CONFIG_COLUMNS = (
+    Column("model", "str"),
+    Column("instance_type", "str"),
+    Column("num_nodes", "int", minimum=1),
+    Column("num_workers", "int", minimum=1),
+    Column("local_bsz", "int", minimum=1),
+    Column("gpus_per_node", "int", required=False, nullable=True, minimum=1),
+    Column("placement", "str", required=False, nullable=True),
+)
+_STEP = Column("step_time_s", "float", minimum=0, strict=True)
+_MEASUREMENT_EXTRAS = (
+    Column("sync_time_s", "float", required=False, nullable=True, minimum=0),
+    Column("repeat", "int", required=False, nullable=True, minimum=0),
+    Column("timestamp", "str", required=False, nullable=True),
+    Column("host", "str", required=False, nullable=True),
+)
+
+MEASUREMENTS = (*_CONFIG_COLUMNS, _STEP, *_MEASUREMENT_EXTRAS)
+CONFIGS = _CONFIG_COLUMNS
+PREDICTIONS = (
+    *_CONFIG_COLUMNS,
+    _STEP,
+    Column("step_time_lo", "float", minimum=0),
+    Column("step_time_hi", "float", minimum=0),
+)
+
+INTERRUPTION_BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
+
+CATALOG = (
+    Column("instance_type", "str"),
+    Column("region", "str"),
+    Column("vcpus", "int", minimum=1),
+    Column("memory_gib", "float", minimum=0, strict=True),
+    Column("gpu_count", "int", nullable=True, minimum=0),
+    Column("gpu_model", "str", nullable=True),
+    Column("gpu_memory_gib", "float", nullable=True, minimum=0),
+    Column("network_gbps", "float", nullable=True, minimum=0),
+    Column("efa_supported", "bool", nullable=True),
+    Column("ondemand_usd_per_hr", "float", nullable=True, minimum=0),
+    Column("spot_usd_per_hr", "float", nullable=True, minimum=0),
+    Column("spot_interruption_bucket", "str", nullable=True, choices=INTERRUPTION_BUCKETS),
+    # per accelerator, from the vendor's datasheet: dense (no sparsity) peak throughput
+    Column("gpu_fp16_tflops", "float", nullable=True, minimum=0),
+    Column("gpu_fp32_tflops", "float", nullable=True, minimum=0),
+    Column("gpu_mem_bw_gbps", "float", nullable=True, minimum=0),
+    Column("source", "str"),
+)
+
+PRICING = ("on-demand", "spot")
+
+JOBS_LEDGER = (
+    Column("job", "str"),
+    Column("team", "str"),
+    Column("instance_type", "str"),
+    Column("pricing", "str", choices=PRICING),
+    Column("start", "datetime"),
+    Column("end", "datetime", required=False, nullable=True),
+    Column("hours", "float", required=False, nullable=True, minimum=0),
+    Column("num_nodes", "int", minimum=1),
+    Column("cost_usd", "float", minimum=0),
+)
+
+# AWS Cost and Usage Report: the legacy CSV header names and the CUR 2.0 (Data Exports) names.
+# The instance type and pricing come from the usage type (e.g. "SpotUsage:g5.xlarge").
+CUR_LEGACY = (
+    Column("lineItem/UsageStartDate", "datetime"),
+    Column("lineItem/UsageEndDate", "datetime", required=False, nullable=True),
+    Column("lineItem/UsageType", "str"),
+    Column("lineItem/UsageAmount", "float", minimum=0),
+    Column("lineItem/UnblendedCost", "float"),
+    Column("product/instanceType", "str", required=False, nullable=True),
+)
+CUR_2 = (
+    Column("line_item_usage_start_date", "datetime"),
+    Column("line_item_usage_end_date", "datetime", required=False, nullable=True),
+    Column("line_item_usage_type", "str"),
+    Column("line_item_usage_amount", "float", minimum=0),
+    Column("line_item_unblended_cost", "float"),
+    Column("product_instance_type", "str", required=False, nullable=True),
+)
+
+
+def _source(table: pd.DataFrame, source: str | None, what: str) -> str:
+    return source or table.attrs.get("source") or f"{what} table"
+
+
+def _row_labels(table: pd.DataFrame, mask: np.ndarray) -> list[int]:
+    """Positions of bad rows as the user sees them: file line numbers, else 0-based rows."""
+    positions = np.flatnonzero(mask)
+    offset = 2 if table.attrs.get("from_file") else 0  # header is line 1 of a CSV
+    return [int(p) + offset for p in positions[:20]]
+
+
+def _coerce(values: pd.Series, kind: str) -> tuple[pd.Series, np.ndarray]:
+    """Convert a column to its kind; return it and a mask of cells that would not convert."""
+    missing = values.isna().to_numpy()
+    if kind == "str":
+        out = values.astype("string").str.strip()
+        out = out.mask(out == "")
+        return out.astype(object).where(out.notna(), None), np.zeros(len(values), bool)
+    if kind in ("int", "float"):
+        out = pd.to_numeric(values, errors="coerce")
+        bad = out.isna().to_numpy() & ~missing
+        if kind == "int":
+            whole = out.isna() | (out == np.round(out))
+            bad |= ~whole.to_numpy()
+            out = out.where(whole).astype("Int64") if (bad.any() or out.isna().any()) else out
+            if not out.isna().any():
+                out = out.astype("int64")
+        else:
+            out = out.astype("float64")
+        return out, bad
+    if kind == "bool":
+        mapping = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+        text = values.astype("string").str.strip().str.lower()
+        out = text.map(mapping, na_action="ignore")
+        bad = out.isna().to_numpy() & ~missing
+        return out.astype("boolean"), bad
+    if kind == "datetime":
+        out = pd.to_datetime(values, errors="coerce", utc=True, format="mixed")
+        bad = out.isna().to_numpy() & ~missing
+        return out, bad
+    raise ValueError(f"unknown column kind {kind!r}")
+
+
+_KIND_WORDS = {
+    "str": "text",
+    "int": "whole numbers",
+    "float": "numbers",
+    "bool": "true/false",
+    "datetime": "dates/times",
+}
+
+
+def validate_table(
+    table: pd.DataFrame, columns: tuple[Column, ...], *, what: str, source: str | None = None
+) -> pd.DataFrame:
+    """Check ``table`` against a contract and return a copy with the contract's dtypes."""
+    src = _source(table, source, what)
+    if not isinstance(table, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}", source=src)
+    present = [str(c) for c in table.columns]
+    missing = [c.name for c in columns if c.required and c.name not in table.columns]
+    if missing:
+        hint = did_you_mean(missing[0], present)
+        raise InputError(
+            f"missing required column{'s' if len(missing) > 1 else ''} "
+            + ", ".join(repr(m) for m in missing)
+            + hint,
+            source=src,
+            column=missing[0],
+            fix=f"a {what} table needs the columns "
+            + ", ".join(c.name for c in columns if c.required),
+        )
+    if len(table) == 0:
+        raise InputError(f"the {what} table has no rows", source=src, fix="give at least one row")
+    out = table.copy()
+    out.attrs = dict(table.attrs)
+    for col in columns:
+        if col.name not in out.columns:
+            continue
+        values, bad = _coerce(out[col.name], col.kind)
+        if bad.any():
+            shown = table[col.name].iloc[np.flatnonzero(bad)[0]]
+            raise InputError(
+                f"expected {_KIND_WORDS[col.kind]}, found {shown!r}",
+                source=src,
+                column=col.name,
+                rows=_row_labels(table, bad),
+            )
+        empty = pd.isna(values).to_numpy() if col.kind != "str" else values.isna().to_numpy()
+        if not col.nullable and empty.any():
+            raise InputError(
+                "empty cells where a value is required",
+                source=src,
+                column=col.name,
+                rows=_row_labels(table, empty),
+            )
+        if col.minimum is not None:
+            num = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            low = (num <= col.minimum) if col.strict else (num < col.minimum)
+            low &= ~np.isnan(num)
+            if low.any():
+                sign = ">" if col.strict else ">="
+                raise InputError(
+                    f"expected values {sign} {col.minimum:g}, found {num[low][0]:g}",
+                    source=src,
+                    column=col.name,
+                    rows=_row_labels(table, low),
+                )
+        if col.choices is not None:
+            text = values.astype("string").str.strip().str.lower()
+            if col.choices == PRICING:
+                text = text.replace({"ondemand": "on-demand", "on_demand": "on-demand"})
+            allowed = {c.lower(): c for c in col.choices}
+            outside = text.notna().to_numpy() & ~text.isin(list(allowed)).fillna(False).to_numpy()
+            if outside.any():
+                found = str(values.iloc[np.flatnonzero(outside)[0]])
+                raise InputError(
+                    f"unexpected value {found!r}{did_you_mean(found, col.choices)}",
+                    source=src,
+                    column=col.name,
+                    rows=_row_labels(table, outside),
+                    fix="use one of " + ", ".join(col.choices),
+                )
+            values = text.map(allowed, na_action="ignore").astype(object)
+        out[col.name] = values
+    return out
+
+
+def _check_workers(table: pd.DataFrame, src: str) -> None:
+    fewer = (table["num_workers"] < table["num_nodes"]).to_numpy()
+    if fewer.any():
+        raise InputError(
+            "num_workers is smaller than num_nodes (every node runs at least one worker)",
+            source=src,
+            column="num_workers",
+            rows=_row_labels(table, fewer),
+        )
+
+
+def _fill_gpus_per_node(table: pd.DataFrame, src: str, catalog: CatalogSource) -> None:
+    """Fill ``gpus_per_node`` from the catalog where absent; types outside it must give it."""
+    have = (
+        table["gpus_per_node"].notna().to_numpy()
+        if "gpus_per_node" in table
+        else np.zeros(len(table), bool)
+    )
+    if have.all():
+        table["gpus_per_node"] = table["gpus_per_node"].astype("int64")
+        return
+    if catalog is None:
+        raise InputError(
+            "gpus_per_node is missing and no catalog was given to look it up",
+            source=src,
+            column="gpus_per_node",
+            rows=_row_labels(table, ~have),
+            fix="add a gpus_per_node column, or pass the EC2 catalog (load_catalog())",
+        )
+    if callable(catalog):  # loaded only when a row needs it: reading a catalog is not free
+        catalog = catalog()
+    counts = catalog.drop_duplicates("instance_type").set_index("instance_type")["gpu_count"]
+    looked_up = table["instance_type"].map(counts)
+    unknown = ~have & looked_up.isna().to_numpy()
+    if unknown.any():
+        first = str(table["instance_type"].iloc[np.flatnonzero(unknown)[0]])
+        in_catalog = first in counts.index
+        problem = (
+            f"instance type {first!r} has no GPU count in the catalog"
+            if in_catalog
+            else f"instance type {first!r} is not in the catalog"
+            + did_you_mean(first, counts.index)
+        )
+        raise InputError(
+            problem,
+            source=src,
+            column="gpus_per_node",
+            rows=_row_labels(table, unknown),
+            fix="add a gpus_per_node column (workers that fit on one node) for these rows",
+        )
+    merged = table["gpus_per_node"] if "gpus_per_node" in table else looked_up
+    table["gpus_per_node"] = merged.where(pd.Series(have, index=table.index), looked_up).astype(
+        "int64"
+    )
+
+
+def _check_capacity(table: pd.DataFrame, src: str) -> None:
+    over = (table["num_workers"] > table["num_nodes"] * table["gpus_per_node"]).to_numpy()
+    if over.any():
+        raise InputError(
+            "more workers than num_nodes x gpus_per_node can hold",
+            source=src,
+            column="num_workers",
+            rows=_row_labels(table, over),
+            fix="check num_workers, num_nodes and gpus_per_node",
+        )
+
+
+def _validate_configs(
+    table: pd.DataFrame,
+    columns: tuple[Column, ...],
+    what: str,
+    source: str | None,
+    catalog: CatalogSource,
+) -> pd.DataFrame:
+    out = validate_table(table, columns, what=what, source=source)
+    src = _source(table, source, what)
+    _check_workers(out, src)
+    _fill_gpus_per_node(out, src, catalog)
+    _check_capacity(out, src)
+    return out
+
+
+def validate_measurements(
+    table: pd.DataFrame, source: str | None = None, catalog: CatalogSource = None
+) -> pd.DataFrame:
+    """Validate a measurement table (one row per step or per configuration mean).
+
+    Args:
+        table: the measurements (see ``MEASUREMENTS``); extra columns pass through.
+        source: the file it came from, named in errors (default: ``table.attrs["source"]``).
+        catalog: where ``gpus_per_node`` is looked up for rows without it: a catalog table
+            or a function returning one (called only when a row needs it).
+
+    Returns:
+        A validated copy with typed columns and ``gpus_per_node`` filled.
+
+    Raises:
+        InputError: naming the column, the first bad rows and the fix.
+    """
+    return _validate_configs(table, MEASUREMENTS, "measurements", source, catalog)
+
+
+def validate_configs(
+    table: pd.DataFrame, source: str | None = None, catalog: CatalogSource = None
+) -> pd.DataFrame:
+    """Validate a table of configurations to predict (measurements without step_time_s).
+
+    Arguments, result and errors as ``validate_measurements``.
+    """
+    return _validate_configs(table, CONFIGS, "configurations", source, catalog)
+
+
+def validate_predictions(table: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Validate a prediction table: configurations plus step_time_s and its interval ends."""
+    out = validate_table(table, PREDICTIONS, what="predictions", source=source)
+    src = _source(table, source, "predictions")
+    unordered = ~(
+        (out["step_time_lo"] <= out["step_time_s"]) & (out["step_time_s"] <= out["step_time_hi"])
+    ).to_numpy()
+    if unordered.any():
+        raise InputError(
+            "expected step_time_lo <= step_time_s <= step_time_hi",
+            source=src,
+            column="step_time_lo",
+            rows=_row_labels(out, unordered),
+        )
+    return out
+
+
+def validate_catalog(table: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Validate an EC2 catalog table (one row per instance type and region)."""
+    out = validate_table(table, CATALOG, what="catalog", source=source)
+    dup = out.duplicated(["instance_type", "region"]).to_numpy()
+    if dup.any():
+        raise InputError(
+            "the same instance type and region appear twice",
+            source=_source(table, source, "catalog"),
+            column="instance_type",
+            rows=_row_labels(out, dup),
+            fix="keep one row per instance_type and region",
+        )
+    return out
+
+
+LEDGER_FORMATS = {"jobs": JOBS_LEDGER, "cur-legacy": CUR_LEGACY, "cur2": CUR_2}
+
+
+def ledger_format(table: pd.DataFrame) -> str:
+    """Which ledger a table is: 'cur-legacy', 'cur2' or 'jobs' (the default guess)."""
+    cols = {str(c) for c in table.columns}
+    if any(c.startswith("lineItem/") for c in cols):
+        return "cur-legacy"
+    if any(c.startswith("line_item_") for c in cols):
+        return "cur2"
+    return "jobs"
+
+
+def validate_ledger(table: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Validate a usage ledger: a CUR export (legacy or 2.0 names) or a plain jobs ledger."""
+    kind = ledger_format(table)
+    out = validate_table(table, LEDGER_FORMATS[kind], what=f"{kind} ledger", source=source)
+    out.attrs["ledger_format"] = kind
+    if kind == "jobs":
+        src = _source(table, source, "jobs ledger")
+        has_end = out["end"].notna() if "end" in out else pd.Series(False, index=out.index)
+        has_hours = out["hours"].notna() if "hours" in out else pd.Series(False, index=out.index)
+        neither = ~(has_end | has_hours).to_numpy()
+        if neither.any():
+            raise InputError(
+                "a job needs either an end time or hours",
+                source=src,
+                column="end" if "end" in out else "hours",
+                rows=_row_labels(out, neither),
+                fix="fill 'end' or 'hours' for these rows",
+            )
+        if "end" in out:
+            backwards = (has_end & (out["end"] < out["start"])).to_numpy()
+            if backwards.any():
+                raise InputError(
+                    "end is before start",
+                    source=src,
+                    column="end",
+                    rows=_row_labels(out, backwards),
+                )
+    return out
