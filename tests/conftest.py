@@ -1,26 +1,15 @@
-"""Shared fixtures: the repository root and the team's reference data in ../shared."""
+"""Shared fixtures: the team's reference data in ../shared (skipped with the reason when absent).
+
+Builders and helpers live in tests/builders.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from srifty_kit.tables.reference import reference_measurements as _reference_measurements
 from srifty_kit.tables.reference import shared_dir
-
-REPO = Path(__file__).resolve().parents[1]
-# the console script installed beside this interpreter: what a user runs
-SRIFTY = str(Path(sys.executable).with_name("srifty"))
-
-
-def run_srifty(*args: str, cwd=None, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
-    """Run the installed ``srifty`` console script as a user would, capturing its output."""
-    return subprocess.run(
-        [SRIFTY, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+
+from tests.builders import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_srifty
 
 from srifty_kit.model.physics import StepParams, simulate
+from tests.builders import run_srifty
 
 TRUE = StepParams(0.03, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, run_srifty
-from test_planner import synthetic_measurements
+
+from tests.builders import REPO, run_srifty, synthetic_measurements
 
 
 def srifty(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -272,7 +272,7 @@ def test_model_callable_may_return_a_tuple(tmp_path, monkeypatch):
 
 
 def test_sample_profiles_in_data_are_valid_measurement_tables():
-    from conftest import REPO
+    from tests.builders import REPO
 
     data = REPO / "data"
     single = validate_measurements(read_table(data / "sample_profile_single.csv"))

@@ -6,7 +6,8 @@ import importlib.util
 
 import pandas as pd
 import pytest
-from conftest import REPO
+
+from tests.builders import REPO
 
 
 @pytest.fixture(scope="module")

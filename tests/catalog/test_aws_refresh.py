@@ -22,7 +22,6 @@ import boto3
 import pandas as pd
 import pytest
 from botocore.stub import Stubber
-from conftest import REPO, run_srifty
 
 from srifty_kit import InputError, load_catalog
 from srifty_kit.catalog.aws import (
@@ -34,6 +33,7 @@ from srifty_kit.catalog.aws import (
     refresh_catalog,
 )
 from srifty_kit.cli import main
+from tests.builders import REPO, run_srifty
 
 pytestmark = pytest.mark.slow
 

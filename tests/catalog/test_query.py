@@ -9,7 +9,6 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, run_srifty
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from srifty_kit.catalog.query import (
     lookup,
 )
 from srifty_kit.tables.contracts import CATALOG
+from tests.builders import REPO, run_srifty
 
 CATALOG_CSV = REPO / "data" / "ec2_catalog_us-east-1.csv"
 G4DN_SIZES = {

@@ -6,9 +6,9 @@ import subprocess
 
 import pandas as pd
 import pytest
-from conftest import SRIFTY
 
 from srifty_kit.model.estimator import StepTimeModel
+from tests.builders import SRIFTY
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-from conftest import REPO, SRIFTY, run_srifty
 
 from srifty_kit.tables.contracts import MEASUREMENTS, validate_measurements
 from srifty_kit.tables.files import read_table
+from tests.builders import REPO, SRIFTY, run_srifty
 
 pytestmark = pytest.mark.slow
 

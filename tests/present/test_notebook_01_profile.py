@@ -7,10 +7,10 @@ import json
 import nbformat
 import papermill
 import pytest
-from conftest import REPO
 
 from srifty_kit.tables.contracts import validate_measurements
 from srifty_kit.tables.files import read_table
+from tests.builders import REPO
 
 NOTEBOOK = REPO / "notebooks" / "01_profile_model.ipynb"
 pytestmark = pytest.mark.slow

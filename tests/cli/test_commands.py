@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SRIFTY
 
 from srifty_kit.cli import build_parser, main
+from tests.builders import SRIFTY
 
 
 def _commands(parser: argparse.ArgumentParser, prefix=()):

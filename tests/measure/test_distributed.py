@@ -6,13 +6,13 @@ import os
 import subprocess
 
 import pytest
-from conftest import REPO, SRIFTY
 
 from srifty_kit import InputError
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.profile import profile_distributed
 from srifty_kit.tables.contracts import validate_measurements
 from srifty_kit.tables.files import read_table
+from tests.builders import REPO, SRIFTY
 
 pytestmark = pytest.mark.slow
 QUIET = {"progress": False, "warmup": 1, "min_steps": 3, "device": "cpu"}

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import papermill
 import pytest
-from conftest import REPO
 
 from srifty_kit.model.physics import StepParams, simulate
+from tests.builders import REPO
 
 NOTEBOOK = REPO / "notebooks" / "02_performance_model.ipynb"
 

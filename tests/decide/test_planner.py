@@ -15,45 +15,11 @@ from srifty_kit.decide.planner import Constraints, Job, search
 from srifty_kit.decide.spot import simulate
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
+from tests.builders import synthetic_measurements
 
 MEASURED = ("g4dn.12xlarge", "g6.12xlarge")
 TYPES = (*MEASURED, "p4d.24xlarge")  # the third is never measured: carried over by hardware
 FIXTURES_OK = [HealthCheck.function_scoped_fixture]  # module fixtures, read only
-
-
-def synthetic_measurements(seed: int = 0) -> pd.DataFrame:
-    """Ring all-reduce steps on two 4-GPU types, 1-2 nodes, three repeats, 2% noise."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for itype, alpha, beta, intra, inter in (
-        ("g4dn.12xlarge", 0.010, 0.0040, 0.010, 0.060),
-        ("g6.12xlarge", 0.008, 0.0025, 0.008, 0.045),
-    ):
-        for nodes in (1, 2):
-            for per in (1, 2, 4):
-                n = nodes * per
-                for bsz in (8, 16, 32, 64):
-                    sync = (
-                        0.0
-                        if n == 1
-                        else (
-                            2 * (per - 1) / per * intra if nodes == 1 else 2 * (n - 1) / n * inter
-                        )
-                    )
-                    for rep in range(3):
-                        rows.append(
-                            {
-                                "model": "resnet",
-                                "instance_type": itype,
-                                "gpus_per_node": 4,
-                                "num_nodes": nodes,
-                                "num_workers": n,
-                                "local_bsz": bsz,
-                                "step_time_s": (alpha + beta * bsz + sync) * rng.lognormal(0, 0.02),
-                                "repeat": rep,
-                            }
-                        )
-    return pd.DataFrame(rows)
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,9 @@ import warnings
 import nbformat
 import papermill
 import pytest
-from conftest import REPO
-from test_planner import synthetic_measurements
 
 from srifty_kit.model.estimator import StepTimeModel
+from tests.builders import REPO, synthetic_measurements
 
 NOTEBOOK = REPO / "notebooks" / "03_search_ec2.ipynb"
 pytestmark = pytest.mark.slow

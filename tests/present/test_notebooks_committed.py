@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from conftest import REPO
+
+from tests.builders import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 

@@ -1,0 +1,1 @@
+"""Tests, laid out like the package they test."""

@@ -1,0 +1,1 @@
+"""Tests of srifty_kit.tables."""
