@@ -423,7 +423,7 @@ def main() -> int:
         "the 2- against 3-4-node gap in these same traces, so the first split's coverage is not an "
         "independent check of it.\n\n"
         + markdown_table(floors)
-        + "\n\nWhat our structure assumes (`srifty_kit/physics.py`): across nodes the "
+        + "\n\nWhat our structure assumes (`srifty_kit/model/physics.py`): across nodes the "
         "gradients go round one ring over all n workers, so the bandwidth term grows as "
         "2(n-1)/n and the network latency is paid on the 2(k-1) ring steps that cross a node "
         "boundary (NCCL's ring cost model, `src/graph/tuning.cc`); with a single multi-node "
