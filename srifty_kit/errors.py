@@ -51,3 +51,17 @@ def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     if not close:
         return ""
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
+def plain(value: object) -> str:
+    """A value as a person reads it in a message: ``8.5`` not ``np.float64(8.5)``, ``16`` not
+    ``16.0``, strings quoted."""
+    item = getattr(value, "item", None)
+    if callable(item):  # a numpy scalar
+        try:
+            value = item()
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value) if isinstance(value, str) else str(value)

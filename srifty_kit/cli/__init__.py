@@ -1,10 +1,18 @@
-"""The ``srifty`` command: one subcommand per module of this package, each thin."""
+"""The ``srifty`` command: one subcommand per module of this package, each thin.
+
+``main`` is the one place that sets up what every command shares: SIGINT and SIGTERM end any
+command promptly and cleanly (whatever the shell left them as), bad input is one line and
+exit code 2, warnings are one line each, and an interrupt exits 130 (SIGINT) or 143
+(SIGTERM) after the command has kept what it measured.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import warnings
 from collections.abc import Sequence
 
 from srifty_kit.errors import InputError
@@ -14,37 +22,81 @@ from srifty_kit.errors import InputError
 _SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search", "demo")
 
 
-def comma_list(text: str | None) -> tuple[str, ...] | None:
-    """'g5, p4d' -> ('g5', 'p4d'): a flag's comma list, blanks dropped; None when not given."""
-    return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that every command keeps what it measured."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with errors in one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> None:  # noqa: D102 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="srifty",
         description="Pick the EC2 configuration for a training job: profile, fit, search.",
     )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     for name in _SUBCOMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
     return parser
 
 
+_received: list[int] = []  # the signals that interrupted this command
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    _received.append(signum)
+    raise Terminated(signum) if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+def _handle_signals() -> None:
+    """Make SIGINT and SIGTERM interrupt the command, even where they were inherited ignored.
+
+    A background job of a non-interactive shell starts with SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler: Ctrl-C (or ``kill -INT``) would be ignored for the
+    whole run. Schedulers and ``timeout`` send SIGTERM, whose default kills the process
+    before it can save what it measured.
+    """
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    text = " ".join(str(message).split())
+    print(f"srifty: warning: {text}", file=sys.stderr if file is None else file)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``srifty`` command; bad input exits 2 with one line on stderr."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the ``srifty`` command.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 done, 1 a command's negative answer (e.g. nothing fits), 2 bad
+        input (one line on stderr), 130 / 143 interrupted by SIGINT / SIGTERM.
+    """
+    _handle_signals()
+    warnings.showwarning = _one_line_warning
+    command = "srifty"
     try:
-        code = args.func(args)
+        args = build_parser().parse_args(argv)
+        command = f"srifty {args.command}"
+        code = int(args.func(args) or 0)
     except InputError as err:
-        print(f"srifty {args.command}: error: {err}", file=sys.stderr)
+        print(f"{command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"srifty {args.command}: interrupted", file=sys.stderr)
-        return 130
-    return int(code or 0)
+        said = "terminated" if signal.SIGTERM in _received else "interrupted"
+        print(f"{command}: {said}", file=sys.stderr)
+        code = 130
+    # a command that caught the interrupt itself (to save what it measured) returns normally
+    return 128 + _received[-1] if _received else code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from srifty_kit.catalog.query import filter_catalog, load_catalog
-from srifty_kit.cli import comma_list
+from srifty_kit.cli.flags import comma_list, non_negative, output, positive, positive_int, url
 
 # what fits a terminal; csv and json carry every column
 _TABLE_COLUMNS = [
@@ -84,7 +84,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--gpu", metavar="MODEL", help="GPU model(s), e.g. A100 or T4,L4")
     show.add_argument("--family", metavar="F", help="instance family(ies), e.g. g5 or p4d,p5")
     show.add_argument(
-        "--min-gpu-mem", type=float, metavar="GIB", help="at least this memory per accelerator"
+        "--min-gpu-mem",
+        type=non_negative,
+        metavar="GIB",
+        help="at least this memory per accelerator",
     )
     show.add_argument("--catalog", metavar="PATH", help="a catalog file instead of the embedded")
     show.add_argument(
@@ -104,15 +107,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ec2:DescribeSpotPriceHistory and pricing:GetProducts.",
     )
     refresh.add_argument("--region", required=True, metavar="R", help="e.g. us-east-1")
-    refresh.add_argument("--out", required=True, metavar="PATH", help=".csv, .parquet or .json")
+    refresh.add_argument(
+        "--out", required=True, type=output(), metavar="PATH", help=".csv, .parquet or .json"
+    )
     refresh.add_argument("--profile", metavar="P", help="AWS profile (default: the usual chain)")
     refresh.add_argument("--families", metavar="F", help="only these families (comma list)")
     refresh.add_argument(
-        "--max-attempts", type=int, default=8, metavar="N", help="attempts per call (default 8)"
+        "--max-attempts",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="attempts per call (default 8)",
     )
     refresh.add_argument(
-        "--spot-window-days", type=float, default=3.0, metavar="D", help="spot history window"
+        "--spot-window-days", type=positive, default=3.0, metavar="D", help="spot history window"
     )
-    refresh.add_argument("--endpoint-url", metavar="URL", help="EC2 endpoint (private or test)")
-    refresh.add_argument("--pricing-endpoint-url", metavar="URL", help="Pricing API endpoint")
+    refresh.add_argument(
+        "--endpoint-url", type=url, metavar="URL", help="EC2 endpoint (private or test)"
+    )
+    refresh.add_argument(
+        "--pricing-endpoint-url", type=url, metavar="URL", help="Pricing API endpoint"
+    )
     refresh.set_defaults(func=_refresh)

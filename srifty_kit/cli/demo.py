@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from srifty_kit.cli.flags import output_folder, positive
+
 
 def _demo(args: argparse.Namespace) -> int:
     from srifty_kit.present.demo import run_demo
@@ -29,7 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run over gloo on 127.0.0.1), fit a step-time model, search EC2 configurations for a "
         "job, and write the search report as HTML. Everything lands in --out.",
     )
-    p.add_argument("--out", default="reports/demo", help="output folder (default reports/demo)")
+    p.add_argument(
+        "--out",
+        default="reports/demo",
+        type=output_folder,
+        help="output folder (default reports/demo)",
+    )
     p.add_argument(
         "--model",
         default="mlp",
@@ -38,15 +45,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--seconds",
-        type=float,
+        type=positive,
         default=20.0,
         help="measuring budget in seconds, split between the two profiles",
     )
     p.add_argument(
         "--samples",
-        type=float,
+        type=positive,
         default=1e9,
         help="training samples to the target accuracy (default 1e9)",
     )
-    p.add_argument("--deadline-h", type=float, default=1.0, help="deadline in hours")
+    p.add_argument("--deadline-h", type=positive, default=1.0, help="deadline in hours")
     p.set_defaults(func=_demo)

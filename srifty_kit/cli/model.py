@@ -6,6 +6,7 @@ import argparse
 import sys
 import warnings
 
+from srifty_kit.cli.flags import output, probability
 from srifty_kit.tables.files import read_table, write_table
 
 
@@ -54,9 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "optional gpus_per_node, sync_time_s, placement) and save it as JSON.",
     )
     fit.add_argument("--measurements", required=True, help="CSV/Parquet/JSON measurements")
-    fit.add_argument("--out", required=True, help="model file to write (.json)")
+    fit.add_argument(
+        "--out", required=True, type=output(".json"), help="model file to write (.json)"
+    )
     fit.add_argument("--catalog", help="EC2 catalog file (default: the embedded one)")
-    fit.add_argument("--level", type=float, default=0.9, help="default interval level (0.9)")
+    fit.add_argument("--level", type=probability, default=0.9, help="default interval level (0.9)")
     fit.set_defaults(func=_fit)
     predict = subparsers.add_parser(
         "predict",
@@ -67,6 +70,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     predict.add_argument("--model", required=True, help="model file written by srifty fit")
     predict.add_argument("--configs", required=True, help="CSV/Parquet/JSON configurations")
-    predict.add_argument("--level", type=float, default=0.9, help="interval level (0.9)")
-    predict.add_argument("--out", required=True, help="predictions file to write")
+    predict.add_argument("--level", type=probability, default=0.9, help="interval level (0.9)")
+    predict.add_argument(
+        "--out",
+        required=True,
+        type=output(),
+        help="predictions file to write (.csv/.parquet/.json)",
+    )
     predict.set_defaults(func=_predict)

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from srifty_kit.cli import comma_list
+from srifty_kit.cli.flags import output, positive, probability, whole_list
 
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
@@ -29,39 +29,32 @@ across EC2 nodes, run the same command under torchrun on every node, e.g. two no
 """
 
 
-def _ints(text: str) -> list[float]:
-    """'4,8,16' -> [4, 8, 16]; whether they are whole and positive the library checks."""
-    try:
-        return [float(v) for v in comma_list(text)]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected numbers like 4,8,16, got {text!r}") from err
-
-
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="mlp", help=_MODEL_HELP)
     p.add_argument(
         "--batch-sizes",
-        type=_ints,
+        type=whole_list,
         required=True,
         help="local batch sizes, comma-separated, e.g. 4,8,16",
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument(
         "--target-precision",
-        type=float,
+        type=probability,
         default=0.02,
         help="stop a batch size once the 95%% CI of its mean is within this "
         "fraction of the mean (default 0.02)",
     )
     p.add_argument(
         "--max-seconds",
-        type=float,
+        type=positive,
         default=60.0,
         help="measuring budget for the whole run (default %(default)s)",
     )
     p.add_argument(
         "--out",
         required=True,
+        type=output(),
         help="measurement table to write, .csv or .parquet (one row per step)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -80,13 +73,13 @@ def register(subparsers: Any) -> None:
     _common(p)
     p.add_argument(
         "--memory-budget-gib",
-        type=float,
+        type=positive,
         default=None,
         help="memory budget for the largest batch (default: all of the device's)",
     )
     p.add_argument(
         "--noise-batch-sizes",
-        type=_ints,
+        type=whole_list,
         default=None,
         help="small,large batch sizes for the gradient noise scale (default: the smallest and "
         "largest profiled; a large one is accumulated from micro-batches and is best near the "
@@ -107,7 +100,7 @@ def register(subparsers: Any) -> None:
     _common(d)
     d.add_argument(
         "--world-sizes",
-        type=_ints,
+        type=whole_list,
         default=None,
         help="numbers of workers, e.g. 1,2,4 (default 1,2; not under torchrun)",
     )
@@ -115,11 +108,12 @@ def register(subparsers: Any) -> None:
     d.add_argument(
         "--collectives-out",
         default=None,
+        type=output(),
         help="also time all-reduce from 1 KB to 64 MB and write every sample here",
     )
     d.add_argument(
         "--timeout",
-        type=float,
+        type=positive,
         default=120.0,
         help="seconds without word from the workers before the run is ended",
     )
@@ -132,6 +126,11 @@ def _with_cwd_on_path() -> None:
         sys.path.insert(0, os.getcwd())
 
 
+def _nothing_written(out: str) -> str:
+    kept = f"; {out} is as it was" if os.path.exists(out) else ""
+    return f"interrupted before any step was measured: nothing written{kept}"
+
+
 def _fmt(table: Any, columns: list[str]) -> str:
     shown = table[[c for c in columns if c in table.columns]]
     return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
@@ -141,7 +140,7 @@ def _profile(args: argparse.Namespace) -> int:
     from srifty_kit.measure.profile import profile_spec
 
     _with_cwd_on_path()
-    budget = int(args.memory_budget_gib * 2**30) if args.memory_budget_gib else None
+    budget = None if args.memory_budget_gib is None else int(args.memory_budget_gib * 2**30)
     result = profile_spec(
         args.model,
         args.batch_sizes,
@@ -153,6 +152,9 @@ def _profile(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         noise_batch_sizes=tuple(args.noise_batch_sizes) if args.noise_batch_sizes else None,
     )
+    if result.measurements.empty:
+        print(_nothing_written(args.out), file=sys.stderr)
+        return 130
     f = result.facts
     print(
         f"{f['model']} on {f['instance_type']} ({f['device']}): {len(result.measurements)} "
@@ -219,7 +221,10 @@ def _profile_dist(args: argparse.Namespace) -> int:
         return 1
     steps = result.measurements
     if steps.empty:  # under torchrun only rank 0 keeps rows; an interrupt may leave none
-        return 130 if result.interrupted else 0
+        if result.interrupted:
+            print(_nothing_written(args.out), file=sys.stderr)
+            return 130
+        return 0
     summary = describe(steps, by=["num_workers", "local_bsz"], n_resamples=0)
     sync = steps.groupby(["num_workers", "local_bsz"])["sync_time_s"].mean().to_numpy()
     summary["sync_mean"] = sync

@@ -9,7 +9,15 @@ import warnings
 
 import pandas as pd
 
-from srifty_kit.cli import comma_list
+from srifty_kit.cli.flags import (
+    comma_list,
+    non_negative,
+    number,
+    output,
+    positive,
+    positive_int,
+    probability,
+)
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
 from srifty_kit.errors import InputError
 from srifty_kit.tables.files import write_json, write_table
@@ -117,6 +125,8 @@ def _document(result) -> dict:
 
     return {
         "feasible": result.feasible,
+        "binding": result.why.binding,
+        "cheapest_per_hour": row(result.why.cheapest_per_hour),
         "explanation": result.explanation,
         "infeasible_reason": result.infeasible_reason,
         "pick": row(result.pick),
@@ -131,14 +141,19 @@ def _document(result) -> dict:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from srifty_kit.catalog.query import load_catalog
     from srifty_kit.model.estimator import StepTimeModel
 
+    if args.out and args.format == "json" and not args.out.lower().endswith(".json"):
+        raise InputError(
+            "--format json writes the whole result as JSON",
+            source=args.out,
+            fix="name the output .json, or use --format csv for the ranked table",
+        )
+    # the embedded catalog holds one region: another one without --catalog is refused here,
+    # never answered with us-east-1 prices
+    catalog = load_catalog(region=args.region, path=args.catalog)
     model = StepTimeModel.load(args.model)
-    catalog = None
-    if args.catalog:
-        from srifty_kit.catalog.query import load_catalog
-
-        catalog = load_catalog(region=args.region, path=args.catalog)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
         result = search(
@@ -209,45 +224,55 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model file written by srifty fit")
     p.add_argument("--workload", required=True, help="training model's name in the model file")
     work = p.add_mutually_exclusive_group(required=True)
-    work.add_argument("--samples", type=float, help="samples to the target accuracy")
-    work.add_argument("--steps", type=float, help="optimizer steps to the target (--reference-bsz)")
-    work.add_argument("--epochs", type=float, help="epochs to the target (--dataset-size)")
-    p.add_argument("--dataset-size", type=int, help="training samples per epoch")
-    p.add_argument("--reference-bsz", type=int, help="global batch the work was observed at")
-    p.add_argument("--noise-scale", type=float, help="gradient noise scale B_noise (samples)")
+    work.add_argument("--samples", type=positive, help="samples to the target accuracy")
+    work.add_argument(
+        "--steps", type=positive, help="optimizer steps to the target (--reference-bsz)"
+    )
+    work.add_argument("--epochs", type=positive, help="epochs to the target (--dataset-size)")
+    p.add_argument("--dataset-size", type=positive_int, help="training samples per epoch")
+    p.add_argument(
+        "--reference-bsz", type=positive_int, help="global batch the work was observed at"
+    )
+    p.add_argument("--noise-scale", type=positive, help="gradient noise scale B_noise (samples)")
     p.add_argument("--facts", help="profile facts JSON to read the noise scale from")
-    p.add_argument("--deadline-h", type=float, help="finish within this many hours")
-    p.add_argument("--budget-usd", type=float, help="spend at most this many dollars")
-    p.add_argument("--confidence", type=float, default=0.9, help="confidence level (0.9)")
+    p.add_argument("--deadline-h", type=positive, help="finish within this many hours")
+    p.add_argument("--budget-usd", type=positive, help="spend at most this many dollars")
+    p.add_argument("--confidence", type=probability, default=0.9, help="confidence level (0.9)")
     p.add_argument("--objective", choices=OBJECTIVES, default="cost", help="what to optimise")
     p.add_argument("--spot", action="store_true", help="allow spot pricing")
-    p.add_argument("--fallback-after", type=int, help="spot: go on-demand after K reclaims")
+    p.add_argument(
+        "--fallback-after", type=number(0, whole=True), help="spot: go on-demand after K reclaims"
+    )
     p.add_argument("--hetero", action="store_true", help="allow mixes of two instance types")
-    p.add_argument("--max-nodes", type=int, default=16, help="nodes per cluster (16)")
-    p.add_argument("--vcpu-quota", type=int, help="EC2 vCPU quota the cluster must fit")
+    p.add_argument("--max-nodes", type=positive_int, default=16, help="nodes per cluster (16)")
+    p.add_argument("--vcpu-quota", type=positive_int, help="EC2 vCPU quota the cluster must fit")
     p.add_argument("--instance-types", help="only these, comma-separated")
     p.add_argument("--families", help="only these families, comma-separated (g5,p4d)")
-    p.add_argument("--min-gpu-memory-gib", type=float, help="GPU memory per worker at least")
+    p.add_argument("--min-gpu-memory-gib", type=positive, help="GPU memory per worker at least")
     p.add_argument("--local-bsz", help="per-worker batches to try, comma-separated")
-    p.add_argument("--global-bsz-max", type=int, help="largest global batch allowed")
+    p.add_argument("--global-bsz-max", type=positive_int, help="largest global batch allowed")
     p.add_argument(
         "--memory-per-sample-gib",
-        type=float,
+        type=positive,
         help="GPU memory per sample of local batch: keeps batches that fit",
     )
     p.add_argument(
         "--model-memory-gib",
-        type=float,
+        type=non_negative,
         default=0.0,
         help="GPU memory of weights, gradients and optimizer state (0)",
     )
-    p.add_argument("--checkpoint-gb", type=float, default=0.0, help="checkpoint size (GB)")
+    p.add_argument("--checkpoint-gb", type=non_negative, default=0.0, help="checkpoint size (GB)")
     p.add_argument(
-        "--checkpoint-interval-h", type=float, default=1.0, help="hours between checkpoints (1)"
+        "--checkpoint-interval-h", type=positive, default=1.0, help="hours between checkpoints (1)"
     )
     p.add_argument("--catalog", help="EC2 catalog file (default: the embedded one)")
     p.add_argument("--region", default="us-east-1", help="catalog region (us-east-1)")
-    p.add_argument("--top", type=int, default=10, help="rows in the ranked table (10)")
+    p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table (10)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    p.add_argument("--out", help="write the ranked table (csv) or the whole result (json)")
+    p.add_argument(
+        "--out",
+        type=output(),
+        help="write the ranked table (.csv/.parquet) or the whole result (--format json: .json)",
+    )
     p.set_defaults(func=_run)

@@ -8,6 +8,7 @@ read the fields.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -265,11 +266,13 @@ def _render_pick(e: Explanation) -> str:
 def _render_infeasible(e: Explanation) -> str:
     level = f"{e.level:.0%}"
     if e.binding == "filters":
-        why = "; ".join(f"{t}: {r}" for t, r in list(e.filtered_out.items())[:5])
+        # one count per reason (the part before any parenthesis), most common first
+        kinds = Counter(r.split(" (")[0] for r in e.filtered_out.values())
+        why = "; ".join(f"{n} {reason}" for reason, n in kinds.most_common())
         return (
             "No configuration to evaluate: no instance type passes the filters"
             + (f" ({why})" if why else "")
-            + ". Widen families, instance types or memory."
+            + ". Widen families, instance types, memory or the vCPU quota."
         )
     if e.binding == "deadline":
         binds = (

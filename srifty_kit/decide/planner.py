@@ -201,6 +201,13 @@ def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.D
         rows = rows[~gone]
     if constraints.min_gpu_memory_gib is not None:
         rows = filter_catalog(rows, min_gpu_mem_gib=constraints.min_gpu_memory_gib)
+    if constraints.vcpu_quota is not None:
+        vcpus = pd.to_numeric(rows["vcpus"], errors="coerce")
+        over = (vcpus > constraints.vcpu_quota).to_numpy()
+        for t, v in zip(rows.loc[over, "instance_type"], vcpus[over], strict=True):
+            quota = constraints.vcpu_quota
+            skipped[str(t)] = f"over the vCPU quota of {quota} (one node has {int(v)} vCPUs)"
+        rows = rows[~over]
     priced = rows["ondemand_usd_per_hr"].notna()
     for t in rows.loc[~priced, "instance_type"]:
         skipped[str(t)] = "no on-demand price in the catalog"

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, plain
 from srifty_kit.measure import host, memory, noise_scale
 from srifty_kit.measure.stopping import PrecisionTracker
 from srifty_kit.measure.torch_step import (
@@ -38,7 +38,7 @@ from srifty_kit.measure.torch_step import (
 )
 from srifty_kit.measure.zoo import ModelSpec, load_spec
 from srifty_kit.tables.contracts import validate_measurements
-from srifty_kit.tables.files import write_json, write_table
+from srifty_kit.tables.files import TABLE_SUFFIXES, check_writable, write_json, write_table
 
 NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps
 
@@ -55,7 +55,7 @@ def check_batch_sizes(batch_sizes: Iterable[int], what: str = "batch sizes") -> 
     for b in sizes:
         if isinstance(b, bool) or not isinstance(b, numbers.Real) or b != int(b) or b < 1:
             raise InputError(
-                f"{what[:-1]} {b!r} is not a positive whole number",
+                f"{what[:-1]} {plain(b)} is not a positive whole number",
                 fix=f"use {what} of 1 or more, e.g. 4,8,16",
             )
     return sorted({int(b) for b in sizes})
@@ -72,13 +72,10 @@ def check_budget(target_precision: float, max_seconds: float) -> None:
 
 
 def check_out_path(path: str | os.PathLike | None) -> None:
-    """Refuse an output name that write_table cannot write, before anything is measured."""
-    if path is not None and Path(path).suffix.lower() not in (".csv", ".parquet", ".json"):
-        raise InputError(
-            f"cannot write a table to {Path(path).name!r}",
-            source=str(path),
-            fix="name the output .csv, .parquet or .json",
-        )
+    """Refuse an output that cannot be written (suffix, folder, permissions) before anything
+    is measured; None (no output) passes."""
+    if path is not None:
+        check_writable(path, TABLE_SUFFIXES)
 
 
 def facts_path(path: str | os.PathLike) -> Path:
@@ -339,7 +336,7 @@ def profile_model(
                     raise
                 except Exception as err:  # one batch size failing must not lose the others
                     run.fail(b, err)
-                if out is not None:
+                if out is not None and run.rows:
                     _result(run, facts, False, wall0).save(out)
         phase("timing")
         facts["other_processes_cores"] = round(watch.others_cores(), 2)
@@ -366,8 +363,8 @@ def profile_model(
             + "; ".join(f"{b}: {e}" for b, e in run.errors.items()),
             fix="check the model, batch maker and optimizer on one batch by hand",
         )
-    if out is not None:
-        result.save(out)
+    if out is not None and not result.measurements.empty:
+        result.save(out)  # nothing measured, nothing written: an older file stays as it was
     return result
 
 

@@ -32,6 +32,10 @@ _BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
 # a group measured on fewer configurations than this is carried over from a better-measured
 # instance type and updated with its rows, when the catalog has the figures to do so
 THIN_GROUP = 8
+# predictions more than this factor beyond the largest fitted nodes or workers get a warning
+FAR_BEYOND = 8
+# a fit whose own steps fall inside its interval this much less often than its level is warned
+OWN_COVERAGE_SLACK = 0.2
 # the ``correction`` parameter: whether the per-batch compute correction is tried / kept
 _CORRECTIONS = {"auto": (False, True), "none": (False,), "batch": (True,)}
 
@@ -47,6 +51,22 @@ def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:
             if value > 0:
                 facts.setdefault(str(model), {})[column] = float(value)
     return facts
+
+
+def _warn_far_beyond(model: str, itype: str, fit, num_nodes, num_workers) -> None:
+    """Warn when a configuration lies far beyond the scales its fit was measured at."""
+    k = np.asarray(num_nodes, float) / max(fit.max_nodes, 1)
+    n = np.asarray(num_workers, float) / max(fit.max_workers, 1)
+    far = np.maximum(k, n) > FAR_BEYOND
+    if far.any():
+        warnings.warn(
+            f"StepTimeModel: {model}/{itype}: {int(far.sum())} configuration(s) up to "
+            f"{int(np.max(np.asarray(num_nodes)[far]))} nodes / "
+            f"{int(np.max(np.asarray(num_workers)[far]))} workers lie more than {FAR_BEYOND}x "
+            f"beyond the largest fitted ({fit.max_nodes} nodes, {fit.max_workers} workers): "
+            "those predictions are extrapolations nothing measured supports",
+            stacklevel=4,
+        )
 
 
 def _batch_ranges(table: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
@@ -128,7 +148,25 @@ class StepTimeModel(BaseEstimator):
         for name, terms in self.fixed_terms_.items():
             lines = "; ".join(f"{t}: {why}" for t, why in terms.items())
             warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=2)
+        self._warn_own_misses(table)
         return self
+
+    def _warn_own_misses(self, table: pd.DataFrame) -> None:
+        """Warn about a group whose own measured steps mostly fall outside its interval: the
+        model then does not describe them (mixed campaigns, a missing term)."""
+        table = table.reset_index(drop=True)
+        own = self._predict_table(table, self._level(None), _PREDICTION_COLUMNS)
+        step = table["step_time_s"].to_numpy()
+        inside = (step >= own["step_time_lo"].to_numpy()) & (step <= own["step_time_hi"].to_numpy())
+        share = pd.Series(inside).groupby([table["model"], table["instance_type"]]).mean()
+        for (m, t), covered in share.items():
+            if covered < self.level - OWN_COVERAGE_SLACK:
+                warnings.warn(
+                    f"StepTimeModel: {m}/{t}: only {covered:.0%} of its own measured steps lie "
+                    f"inside its {self.level:.0%} interval; the model does not describe these "
+                    "measurements well (mixed campaigns or hosts, or a term it lacks)",
+                    stacklevel=3,
+                )
 
     def _check_options(self) -> None:
         self._check_level(self.level)
@@ -253,6 +291,7 @@ class StepTimeModel(BaseEstimator):
                     fix=err.fix,
                 ) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
+            _warn_far_beyond(model, itype, fit, *shape[:2])
             pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
             for col in columns:
                 out.loc[rows.index, col] = pred[col]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, did_you_mean, plain
 
 # a catalog table, or a function that loads one when a row needs it (see _fill_gpus_per_node)
 CatalogSource = pd.DataFrame | Callable[[], pd.DataFrame] | None
@@ -133,6 +133,8 @@ def _coerce(values: pd.Series, kind: str) -> tuple[pd.Series, np.ndarray]:
         return out.astype(object).where(out.notna(), None), np.zeros(len(values), bool)
     if kind in ("int", "float"):
         out = pd.to_numeric(values, errors="coerce")
+        # inf is never a measurement, a count or a price: refuse it like text
+        out = out.mask(np.isinf(out.to_numpy(dtype=float, na_value=np.nan)))
         bad = out.isna().to_numpy() & ~missing
         if kind == "int":
             whole = out.isna() | (out == np.round(out))
@@ -173,6 +175,14 @@ def validate_table(
     if not isinstance(table, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}", source=src)
     present = [str(c) for c in table.columns]
+    repeated = sorted({c for c in present if present.count(c) > 1})
+    if repeated:
+        raise InputError(
+            f"the column {repeated[0]!r} appears more than once",
+            source=src,
+            column=repeated[0],
+            fix="keep one column of each name",
+        )
     missing = [c.name for c in columns if c.required and c.name not in table.columns]
     if missing:
         hint = did_you_mean(missing[0], present)
@@ -196,7 +206,7 @@ def validate_table(
         if bad.any():
             shown = table[col.name].iloc[np.flatnonzero(bad)[0]]
             raise InputError(
-                f"expected {_KIND_WORDS[col.kind]}, found {shown!r}",
+                f"expected {_KIND_WORDS[col.kind]}, found {plain(shown)}",
                 source=src,
                 column=col.name,
                 rows=_row_labels(table, bad),

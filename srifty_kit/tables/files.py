@@ -1,8 +1,17 @@
-"""Reading and writing tables: CSV, Parquet or JSON by suffix, and atomic writes."""
+"""Reading and writing tables: CSV, Parquet or JSON by suffix, and atomic writes.
+
+Every output of the kit goes through ``atomic_write``: an existing file is replaced whole or
+not at all. Commands call ``check_writable`` before their work starts, so a path that cannot
+be written is refused before anything is measured; if the write still fails at the end (the
+disk filled, permissions changed), the content is kept in a recovery file and the error says
+where.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -11,6 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from srifty_kit.errors import InputError
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".json")
 
 _READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
     ".csv": lambda p: pd.read_csv(p),
@@ -36,9 +47,75 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
     except (ValueError, OSError, UnicodeDecodeError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise InputError(f"cannot be read as {path.suffix[1:]}: {first}", source=str(path)) from err
+    _refuse_duplicate_header(path, table)
     table.attrs["source"] = str(path)
     table.attrs["from_file"] = True
     return table
+
+
+def _refuse_duplicate_header(path: Path, table: pd.DataFrame) -> None:
+    """pandas renames a repeated CSV header ('x', 'x.1'): say so instead of picking one."""
+    names = [str(c) for c in table.columns]
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+            names = next(csv.reader(handle), names)
+    seen: set[str] = set()
+    for name in (n.strip() for n in names):
+        if name in seen:
+            raise InputError(
+                f"the column {name!r} appears more than once in the header",
+                source=str(path),
+                column=name,
+                fix="keep one column of each name",
+            )
+        seen.add(name)
+
+
+def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = None) -> Path:
+    """Refuse an output path that cannot be written, before any work is done.
+
+    Args:
+        path: the file a command will write (it may exist: it is then replaced whole).
+        suffixes: the accepted suffixes (lower case, with the dot); None accepts any.
+
+    Returns:
+        The path.
+
+    Raises:
+        InputError: the suffix is not accepted, the path is a folder, a parent is a file, or
+            the folder that would hold it cannot be written; the message says what to change.
+    """
+    path = Path(path)
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        raise InputError(
+            f"cannot write this kind of file ({path.suffix or 'no suffix'})",
+            source=str(path),
+            fix="name the output " + ", ".join(suffixes[:-1]) + f" or {suffixes[-1]}"
+            if len(suffixes) > 1
+            else f"name the output {suffixes[0]}",
+        )
+    if path.is_dir():
+        raise InputError(
+            "is a folder, not a file", source=str(path), fix="give a file name inside it"
+        )
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # atomic_write creates the missing folders below this one
+    if not folder.is_dir():
+        raise InputError(
+            f"{folder} is a file, so no folder can be made there",
+            source=str(path),
+            fix="choose another output path",
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            f"the folder {folder} cannot be written",
+            source=str(path),
+            fix="choose a writable folder or change its permissions",
+        )
+    if path.exists() and not os.access(path, os.W_OK) and not os.access(folder, os.W_OK):
+        raise InputError("the file cannot be replaced", source=str(path), fix="check permissions")
+    return path
 
 
 def _umask() -> int:
@@ -48,19 +125,48 @@ def _umask() -> int:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
-    """Write to a temporary file beside ``path`` and rename it over: readers never see half."""
+    """Write to a temporary file beside ``path`` and rename it over: readers never see half.
+
+    Args:
+        path: the file to write; missing parent folders are created.
+        write: writes the content to the temporary path it is given.
+
+    Raises:
+        InputError: the file system refused the write (permissions, a full disk, a parent that
+            is a file); the content was then kept in a recovery file in the temporary folder,
+            and the message says where. An existing ``path`` is never touched by a failure.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+        os.close(fd)
+    except OSError as err:
+        _recover(path, write, err)
     try:
         write(Path(tmp))
         # mkstemp makes the file private (0600); give it the mode any new file would get
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        _recover(path, write, err)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _recover(path: Path, write: Callable[[Path], None], err: OSError) -> None:
+    """Keep what could not be written to ``path`` in the temporary folder; raise saying where."""
+    fd, kept = tempfile.mkstemp(prefix=f"srifty-recovered-{path.stem}-", suffix=path.suffix)
+    os.close(fd)
+    write(Path(kept))
+    reason = err.strerror or type(err).__name__
+    raise InputError(
+        f"could not write the file ({reason}); its content is kept in {kept}",
+        source=str(path),
+        fix="free space or fix permissions, then copy the kept file into place",
+    ) from err
 
 
 def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
@@ -83,7 +189,26 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
 
 
 def write_json(obj: object, path: str | os.PathLike) -> Path:
-    """Write a JSON document atomically."""
+    """Write a JSON document atomically; NaN and infinities become null (standard JSON has
+    neither, and other readers refuse ``Infinity``)."""
     path = Path(path)
-    atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=1, sort_keys=False)))
+    text = json.dumps(_standard(obj), indent=1, sort_keys=False, allow_nan=False)
+    atomic_write(path, lambda p: p.write_text(text))
     return path
+
+
+def _standard(obj: object) -> object:
+    """``obj`` with every non-finite float replaced by None, numpy scalars made plain."""
+    if isinstance(obj, dict):
+        return {k: _standard(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_standard(v) for v in obj]
+    item = getattr(obj, "item", None)
+    if callable(item) and not isinstance(obj, str | bytes):
+        try:
+            obj = item()
+        except (TypeError, ValueError):
+            return obj
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

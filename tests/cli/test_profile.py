@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import textwrap
-import threading
-import time
 
 import pytest
 
 from srifty_kit.tables.contracts import MEASUREMENTS, validate_measurements
 from srifty_kit.tables.files import read_table
-from tests.builders import REPO, SRIFTY, run_srifty
+from tests.builders import REPO, run_srifty
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +102,7 @@ def test_model_callable_from_the_current_directory(tmp_path):
 @pytest.mark.parametrize(
     "args, said",
     [
-        (["profile", "--model", "mlp", "--batch-sizes", "0,8"], "batch size 0"),
+        (["profile", "--model", "mlp", "--batch-sizes", "0,8"], "--batch-sizes"),
         (["profile", "--model", "mpl", "--batch-sizes", "8"], "did you mean 'mlp'"),
         (["profile-dist", "--world-sizes", "99", "--batch-sizes", "8"], "world size 99"),
     ],
@@ -123,44 +120,6 @@ def test_help_documents_the_model_contract_and_torchrun(tmp_path):
     assert "MODULE:CALLABLE" in profile and "make_batch" in profile
     dist = _run(["profile-dist", "--help"], tmp_path).stdout
     assert "torchrun --nnodes" in dist and "--master-addr" in dist
-
-
-def test_ctrl_c_keeps_the_steps_measured_so_far(tmp_path):
-    proc = subprocess.Popen(
-        [
-            SRIFTY,
-            "profile",
-            "--model",
-            "mlp",
-            "--batch-sizes",
-            "4,8",
-            "--max-seconds",
-            "120",
-            "--target-precision",
-            "0.00001",
-            "--out",
-            "p.csv",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    # only this thread reads stderr: communicate() would take part of it (it once took the
-    # "interrupted" line, a flake under load)
-    seen: list[str] = []
-    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: proc.stderr.read(1), "")))
-    reader.start()
-    deadline = time.monotonic() + 120
-    while "n=" not in "".join(seen) and time.monotonic() < deadline:
-        time.sleep(0.2)  # the progress bar shows a step count once steps are being timed
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
-    reader.join(10)
-    assert proc.returncode == 130, "".join(seen)[-2000:]
-    kept = validate_measurements(read_table(tmp_path / "p.csv"))
-    assert len(kept) >= 1 and (kept["step_time_s"] > 0).all()
-    assert "interrupted" in "".join(seen)
 
 
 def test_cuda_check_fails_loudly_without_cuda(tmp_path):

@@ -1,0 +1,151 @@
+"""Ctrl-C and SIGTERM end every long command promptly, keep what was measured, lose nothing older.
+
+Each case starts the real console script, with SIGINT inherited as ignored (a background job
+of a non-interactive shell) or as default, signals it at a stated moment, and checks the exit
+status, the time it took to stop, and the files.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from srifty_kit.tables.contracts import validate_measurements
+from srifty_kit.tables.files import read_table
+from tests.builders import SRIFTY
+
+pytestmark = pytest.mark.slow
+
+BUDGET_S = 60  # what the command was given: an interrupt must end it far sooner
+STOP_WITHIN_S = 15
+OLD = "model,instance_type,num_nodes,num_workers,local_bsz,step_time_s,gpus_per_node\n"
+OLD += "old,x,1,1,4,0.5,1\n"
+
+
+class Run:
+    """A ``srifty`` process and everything it printed on stderr, read by one thread."""
+
+    def __init__(self, args: list[str], cwd: Path, ignore_sigint: bool) -> None:
+        def inherit() -> None:
+            if ignore_sigint:  # what a background job of a non-interactive shell inherits
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        self.proc = subprocess.Popen(
+            [SRIFTY, *args],
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=inherit,
+        )
+        self.seen: list[str] = []
+        self.reader = threading.Thread(
+            target=lambda: self.seen.extend(iter(lambda: self.proc.stderr.read(1), ""))
+        )
+        self.reader.start()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.seen)
+
+    def wait_for(self, predicate, timeout: float = BUDGET_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate() and time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"ended before the moment came:\n{self.stderr[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self, signum: int) -> float:
+        """Send ``signum``; seconds until the process ended."""
+        sent = time.monotonic()
+        self.proc.send_signal(signum)
+        try:
+            self.proc.wait(timeout=STOP_WITHIN_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.reader.join(10)
+        return time.monotonic() - sent
+
+
+def _profile_args(out: str) -> list[str]:
+    return [
+        "profile",
+        "--model",
+        "mlp",
+        "--batch-sizes",
+        "4,8",
+        "--max-seconds",
+        str(BUDGET_S),
+        "--target-precision",
+        "0.00001",
+        "--out",
+        out,
+    ]
+
+
+def _changed(path: Path, old: str):
+    return lambda: path.is_file() and path.read_text() != old
+
+
+def _in_main(pid: int) -> bool:
+    """Whether srifty's main() has set up its signal handling (SIGTERM caught): from then on
+    an interrupt is its to handle; before it, Python's own start-up is still running."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+MOMENTS = {
+    # while main() imports the subcommand's modules (pandas, torch)
+    "import": lambda run, out: run.wait_for(lambda: _in_main(run.proc.pid)),
+    # the progress bar is up: warming up or timing the first batch size, nothing saved yet
+    "set-up": lambda run, out: run.wait_for(lambda: "profiling" in run.stderr),
+    # steps of the first batch size are being timed (the bar counts them)
+    "timing": lambda run, out: run.wait_for(lambda: "n=" in run.stderr),
+}
+
+
+@pytest.mark.parametrize("ignore_sigint", [True, False], ids=["sigint-ignored", "sigint-default"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+@pytest.mark.parametrize("moment", list(MOMENTS))
+def test_profile_stops_promptly_and_keeps_measured_steps(tmp_path, moment, signum, ignore_sigint):
+    out = tmp_path / "p.csv"
+    out.write_text(OLD)
+    run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint)
+    MOMENTS[moment](run, out)
+    took = run.stop(signum)
+    assert took < STOP_WITHIN_S
+    assert run.proc.returncode == 128 + signum, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    if out.read_text() == OLD:  # stopped before a step was measured: nothing written
+        assert moment != "timing"
+        assert not (tmp_path / "p.facts.json").exists()
+        assert "nothing written" in run.stderr or moment == "import"
+    else:  # what was measured is kept, as a valid table
+        kept = validate_measurements(read_table(out))
+        assert len(kept) >= 1 and (kept["model"] == "mlp").all()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.csv")]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_profile_dist_stops_in_the_distributed_phase_and_keeps_its_rows(tmp_path, signum):
+    out = tmp_path / "d.csv"
+    out.write_text(OLD)
+    args = _profile_args("d.csv")
+    args[0] = "profile-dist"
+    args[4] = "8"  # one batch size
+    run = Run([*args, "--world-sizes", "1,2"], tmp_path, ignore_sigint=True)
+    run.wait_for(_changed(out, OLD))  # world size 1 written; world size 2 is running
+    took = run.stop(signum)
+    assert took < STOP_WITHIN_S
+    assert run.proc.returncode == 128 + signum, run.stderr[-2000:]
+    assert "Traceback" not in run.stderr
+    kept = validate_measurements(read_table(out))
+    assert len(kept) >= 1 and set(kept["num_workers"]) <= {1, 2}
