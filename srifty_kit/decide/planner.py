@@ -7,6 +7,10 @@ front of (time, cost) upper ends, its knee, the pick, and why the pick beats the
 instance per hour. Infeasible constraints give an empty result that says which constraint
 binds and the nearest feasible point; they never raise.
 
+``search`` is ``select(evaluate(...))``: ``evaluate`` does the expensive half once (every
+candidate predicted with its interval and priced), ``select`` re-filters and re-ranks those
+arrays for another deadline, budget or objective — what an interactive panel calls on each move.
+
 On the level: a deadline "at confidence 0.9" is checked against the upper end of the 90%
 prediction interval — the 95th percentile of a two-sided interval — so the stated confidence is
 a floor, not an estimate.
@@ -14,7 +18,7 @@ a floor, not an estimate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -276,19 +280,7 @@ def _rank(
     return near[order][:top]
 
 
-def search(
-    model: StepTimeModel,
-    catalog: pd.DataFrame | None = None,
-    job: Job | None = None,
-    constraints: Constraints | None = None,
-    *,
-    objective: str = "cost",
-    top: int = 10,
-) -> SearchResult:
-    """Rank EC2 configurations for ``job`` under ``constraints`` (see the module docstring)."""
-    if job is None:
-        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
-    constraints = constraints or Constraints()
+def _check_ranking(objective: str, top: int) -> None:
     if not (isinstance(top, int) and top >= 1):
         raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. 10")
     if objective not in OBJECTIVES:
@@ -296,6 +288,44 @@ def search(
             f"unknown objective {objective!r}{did_you_mean(objective, OBJECTIVES)}",
             fix="use one of " + ", ".join(OBJECTIVES),
         )
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """Every candidate of one model, catalog, job and constraints, predicted and priced once.
+
+    The expensive half of ``search`` (enumeration, predictions with intervals at the
+    confidence level, time and cost); ``select`` re-filters and re-ranks it for any deadline,
+    budget and objective without predicting again. The deadline and budget in ``constraints``
+    are what it was evaluated with; they do not shape the candidates.
+    """
+
+    candidates: cand.Candidates
+    model: StepTimeModel
+    catalog: pd.DataFrame
+    job: Job
+    constraints: Constraints
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def allows(self, constraints: Constraints) -> bool:
+        """Whether ``constraints`` differ from the evaluated ones only in deadline and budget."""
+        free = {"deadline_h": None, "budget_usd": None}
+        return replace(constraints, **free) == replace(self.constraints, **free)
+
+
+def evaluate(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None = None,
+    job: Job | None = None,
+    constraints: Constraints | None = None,
+) -> Evaluated:
+    """Enumerate, predict and price every candidate for ``job`` (the expensive half of
+    ``search``; the same checks of its arguments)."""
+    if job is None:
+        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
+    constraints = constraints or Constraints()
     if catalog is None:
         from srifty_kit.catalog.query import load_catalog
 
@@ -311,7 +341,28 @@ def search(
             f"{did_you_mean(job.model, fitted)}",
             fix="use one of " + ", ".join(fitted),
         )
-    c = _evaluate(model, catalog, job, constraints)
+    return Evaluated(_evaluate(model, catalog, job, constraints), model, catalog, job, constraints)
+
+
+def select(
+    evaluated: Evaluated,
+    constraints: Constraints | None = None,
+    *,
+    objective: str = "cost",
+    top: int = 10,
+) -> SearchResult:
+    """Filter ``evaluated`` by the deadline and budget of ``constraints`` (default: the
+    evaluated ones) and rank it by ``objective``: what ``search`` returns for the same inputs,
+    without predicting again. Constraints that change the candidates (confidence, spot, mixes,
+    nodes, filters) need a new ``evaluate``."""
+    _check_ranking(objective, top)
+    constraints = evaluated.constraints if constraints is None else constraints
+    if not evaluated.allows(constraints):
+        raise InputError(
+            "these constraints change the candidates, not only the deadline and budget",
+            fix="evaluate(model, catalog, job, constraints) again",
+        )
+    c, job = evaluated.candidates, evaluated.job
     ok = _feasible(c, constraints)
     idx = np.flatnonzero(ok)
     common = {
@@ -319,8 +370,8 @@ def search(
         "n_candidates": len(c),
         "n_feasible": int(idx.size),
         "job": job,
-        "model": model,
-        "catalog": catalog,
+        "model": evaluated.model,
+        "catalog": evaluated.catalog,
         "candidates": c,
         "feasible_mask": ok,
     }
@@ -337,6 +388,23 @@ def search(
     pick = ranked.iloc[0]
     why = explain(c, int(idx[ranked_pos[0]]), job, constraints, objective)
     return SearchResult(ranked, pareto, knee, pick, why, **common)
+
+
+def search(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None = None,
+    job: Job | None = None,
+    constraints: Constraints | None = None,
+    *,
+    objective: str = "cost",
+    top: int = 10,
+) -> SearchResult:
+    """Rank EC2 configurations for ``job`` under ``constraints`` (see the module docstring):
+    ``select(evaluate(model, catalog, job, constraints), ...)``."""
+    if job is None:
+        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
+    _check_ranking(objective, top)
+    return select(evaluate(model, catalog, job, constraints), objective=objective, top=top)
 
 
 def _catalog_types(catalog: pd.DataFrame | None, names: pd.Series) -> cand.Types:

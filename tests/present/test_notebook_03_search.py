@@ -30,6 +30,7 @@ def test_notebook_parameters_are_the_questions_knobs():
         "objective",
         "spot",
         "hetero",
+        "interactive",
     } <= names
 
 
@@ -61,6 +62,7 @@ def test_notebook_ranks_draws_the_front_and_explains_the_pick(tmp_path):
             "local_bsz": [16, 32, 64],
             "deadline_h": 100.0,
             "max_nodes": 8,
+            "interactive": False,
         },
         progress_bar=False,
     )
@@ -71,3 +73,32 @@ def test_notebook_ranks_draws_the_front_and_explains_the_pick(tmp_path):
     assert "meet the constraints" in text
     assert "Why not the cheapest per hour" in text or "also the cheapest" in text
     assert "time_hi_h" in text  # the ranked table and the front are shown
+
+
+def test_notebook_shows_the_panel_when_interactive(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        StepTimeModel().fit(synthetic_measurements()).save(tmp_path / "model.json")
+    executed = tmp_path / "03.ipynb"
+    papermill.execute_notebook(
+        str(NOTEBOOK),
+        str(executed),
+        kernel_name="python3",
+        cwd=str(tmp_path),
+        parameters={
+            "model_path": str(tmp_path / "model.json"),
+            "workload": "resnet",
+            "samples": 1.2e8,
+            "reference_bsz": 256,
+            "local_bsz": [16, 32, 64],
+            "deadline_h": 100.0,
+            "max_nodes": 8,
+        },
+        progress_bar=False,
+    )
+    nb = nbformat.read(executed, as_version=4)
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    widget = "application/vnd.jupyter.widget-view+json"
+    assert any(widget in o.get("data", {}) for o in outputs)  # the panel, not static figures
+    assert not any("image/png" in o.get("data", {}) for o in outputs)
+    assert "Why not the cheapest per hour" in _text(nb) or "also the cheapest" in _text(nb)

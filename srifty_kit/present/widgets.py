@@ -1,0 +1,544 @@
+"""The EC2 search as a JupyterLab panel (ipywidgets 8 + bqplot), wired to the decide layer.
+
+``SearchPanel`` evaluates every candidate once per model, job and candidate-shaping
+constraints (``planner.evaluate``: enumeration, predictions with intervals, prices) and keeps
+the last few evaluations; moving the deadline, the budget or the objective only re-filters and
+re-ranks those arrays (``planner.select``). The bqplot figure is updated in place: its marks
+get new data, nothing is redrawn from scratch. Errors in what the user set (``InputError``)
+and "nothing meets the constraints" are shown in the panel as a message.
+
+Every control and output carries a stable CSS class (``CLASSES``) for browser tests and
+styling; the table carries the inputs it was computed for as ``data-*`` attributes.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import OrderedDict
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.decide.choices import panel_constraints, search_choices
+from srifty_kit.decide.explanation import config_phrase
+from srifty_kit.decide.job import Constraints, Job
+from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
+from srifty_kit.errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from srifty_kit.model.estimator import StepTimeModel
+
+# name -> CSS class of each control and output (stable: browser tests address them)
+CLASSES = {
+    "panel": "srifty-search-panel",
+    "workload": "srifty-workload",
+    "samples": "srifty-samples",
+    "deadline_on": "srifty-deadline-on",
+    "deadline": "srifty-deadline",
+    "budget_on": "srifty-budget-on",
+    "budget": "srifty-budget",
+    "confidence": "srifty-confidence",
+    "objective": "srifty-objective",
+    "max_nodes": "srifty-max-nodes",
+    "spot": "srifty-spot",
+    "mixes": "srifty-mixes",
+    "families": "srifty-families",
+    "gpus": "srifty-gpus",
+    "message": "srifty-message",
+    "figure": "srifty-figure",
+    "table": "srifty-table",
+    "why": "srifty-why",
+}
+# the figure's marks, in drawing order (the SVG holds one group per mark, in this order)
+MARKS = ("cloud", "front", "front_dots", "knee", "pick", "nearest", "deadline", "budget")
+CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is instant
+CLOUD_POINTS = 2000  # candidates drawn in the scatter (a fixed sample per evaluation)
+NUMBER = "{:.4g}"  # how the table writes numbers
+STYLE = """<style>
+.srifty-ranked { border-collapse: collapse; font-size: 12px; }
+.srifty-ranked caption { text-align: left; font-weight: bold; padding: 4px 0; }
+.srifty-ranked th, .srifty-ranked td { padding: 2px 8px; border-bottom: 1px solid #ddd; }
+.srifty-ranked td { text-align: right; }
+.srifty-ranked td:nth-child(2) { text-align: left; }
+.srifty-error { color: #b00020; }
+.srifty-infeasible { color: #8a4b00; }
+.srifty-why-text, .srifty-answer { white-space: pre-wrap; font-size: 12px; }
+</style>"""
+
+
+def tag(widget: Any, css_class: str) -> Any:
+    """``widget`` with ``css_class`` added to its DOM element (returned for chaining)."""
+    widget.add_class(css_class)
+    return widget
+
+
+def data_attributes(values: dict[str, Any]) -> str:
+    """``data-key="value"`` pairs, HTML-escaped; floats keep every digit (repr)."""
+
+    def text(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, bool | np.bool_):
+            return "true" if v else "false"
+        if isinstance(v, tuple | list):
+            return ",".join(str(x) for x in v)
+        return repr(float(v)) if isinstance(v, float | np.floating) else str(v)
+
+    return " ".join(
+        f'data-{k.replace("_", "-")}="{html.escape(text(v))}"' for k, v in values.items()
+    )
+
+
+def error_html(err: Exception) -> str:
+    """An error as the panel shows it: one line, what to fix."""
+    return f'<div class="srifty-error"><b>Cannot search:</b> {html.escape(str(err))}</div>'
+
+
+def log_choices(
+    value: float, low: float, high: float, per_decade: int = 50, label: str = "{:g}"
+) -> list[tuple[str, float]]:
+    """(label, value) stops from ``low`` to ``high``, evenly spaced in log, three significant
+    digits, ``value`` among them: a selection slider sends back exactly one of these values (a
+    float slider would snap the value to its step and send that back instead)."""
+    decades = np.log10(high / low)
+    grid = np.geomspace(low, high, int(round(decades * per_decade)) + 1)
+    values = sorted({float(f"{v:.3g}") for v in grid} | {float(value)})
+    return [(label.format(v), v) for v in values]
+
+
+def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
+    """A log axis' ends around the finite positive ``values``, widened by ``margin``."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return 0.1, 10.0
+    return float(v.min() / margin), float(v.max() * margin)
+
+
+# the table's columns after rank and configuration: (title, result column)
+TABLE_COLUMNS = (
+    ("$/h", "usd_per_hr"),
+    ("time h", "time_h"),
+    ("time h (upper)", "time_hi_h"),
+    ("cost $", "cost_usd"),
+    ("cost $ (upper)", "cost_hi_usd"),
+    ("step s", "step_time_s"),
+    ("efficiency", "efficiency"),
+)
+
+
+def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
+    """The ranked configurations as an HTML table carrying ``inputs`` as data attributes."""
+    head = "".join(
+        f"<th>{html.escape(t)}</th>" for t in ("#", "configuration", *(t for t, _ in TABLE_COLUMNS))
+    )
+    rows = []
+    for i, (_, row) in enumerate(result.ranked.iterrows(), start=1):
+        cells = [str(i), html.escape(config_phrase(row))]
+        cells += [NUMBER.format(float(row[c])) for _, c in TABLE_COLUMNS]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    counts = {"n_candidates": result.n_candidates, "n_feasible": result.n_feasible}
+    caption = (
+        f"{result.n_feasible:,} of {result.n_candidates:,} configurations meet the constraints"
+        + ("" if result.feasible else ": none to rank")
+    )
+    return (
+        f'<table class="srifty-ranked" {data_attributes({**inputs, **counts})}>'
+        f"<caption>{html.escape(caption)}</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+class SearchPanel:
+    """Controls for the search's questions, the cost-time figure, the ranked table and why.
+
+    Args:
+        model: a fitted ``StepTimeModel``.
+        catalog: the EC2 catalog (default: the embedded one).
+        job: the training job; the panel's workload and samples controls replace its model
+            and its samples to the target (its other fields are kept).
+        constraints: the starting deadline, budget, confidence, nodes, spot, mixes, families.
+        objective: the starting objective (``planner.OBJECTIVES``).
+        top: rows in the table.
+
+    ``panel.widget`` is the ipywidgets box (JupyterLab displays the panel itself);
+    ``panel.result`` is the current ``SearchResult``, ``panel.error`` the current error and
+    ``panel.evaluated`` the evaluation the result was selected from.
+    """
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        catalog: pd.DataFrame | None = None,
+        job: Job | None = None,
+        constraints: Constraints | None = None,
+        *,
+        objective: str = "cost",
+        top: int = 10,
+    ) -> None:
+        import ipywidgets as w
+
+        from srifty_kit.catalog.query import load_catalog
+
+        if job is None:
+            raise InputError("the panel needs a Job", fix="SearchPanel(model, catalog, Job(...))")
+        self.model = model
+        self.catalog = load_catalog() if catalog is None else catalog
+        self.job = job
+        self.top = top
+        self.result: SearchResult | None = None
+        self.error: Exception | None = None
+        self.evaluated: Evaluated | None = None  # what the current result was selected from
+        self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
+        self._drawn: Evaluated | None = None
+        c = constraints or Constraints()
+        choices = search_choices(model, self.catalog)
+        samples = job.work.samples
+        wide = {"description_width": "90px"}
+        self.controls = {
+            "workload": w.Dropdown(
+                options=choices["workloads"], value=job.model, description="workload", style=wide
+            ),
+            "samples": w.SelectionSlider(
+                options=log_choices(samples, samples / 100, samples * 100, label="{:.3g}"),
+                value=samples,
+                description="samples",
+                continuous_update=False,
+                style=wide,
+            ),
+            "deadline_on": w.Checkbox(
+                value=c.deadline_h is not None,
+                description="deadline",
+                indent=False,
+                layout=w.Layout(width="100px"),
+            ),
+            "deadline": w.SelectionSlider(
+                options=log_choices(c.deadline_h or 10.0, 0.01, 1000.0),
+                value=c.deadline_h or 10.0,
+                description="hours",
+            ),
+            "budget_on": w.Checkbox(
+                value=c.budget_usd is not None,
+                description="budget",
+                indent=False,
+                layout=w.Layout(width="100px"),
+            ),
+            "budget": w.SelectionSlider(
+                options=log_choices(c.budget_usd or 100.0, 1.0, 1e6),
+                value=c.budget_usd or 100.0,
+                description="USD",
+            ),
+            "confidence": w.SelectionSlider(
+                options=sorted({*np.round(np.arange(0.5, 0.995, 0.01), 2).tolist(), c.confidence}),
+                value=c.confidence,
+                description="confidence",
+                continuous_update=False,
+                style=wide,
+            ),
+            "objective": w.Dropdown(
+                options=OBJECTIVES, value=objective, description="objective", style=wide
+            ),
+            "max_nodes": w.IntSlider(
+                value=c.max_nodes,
+                min=1,
+                max=max(64, c.max_nodes),
+                description="max nodes",
+                continuous_update=False,
+                style=wide,
+            ),
+            "spot": w.Checkbox(value=c.spot, description="spot allowed", indent=False),
+            "mixes": w.Checkbox(value=c.mixes, description="two-type mixes", indent=False),
+            "families": w.SelectMultiple(
+                options=choices["families"],
+                value=tuple(c.families or ()),
+                description="families",
+                rows=5,
+                style=wide,
+            ),
+            "gpus": w.SelectMultiple(
+                options=choices["gpu_models"],
+                value=(),
+                description="GPU models",
+                rows=5,
+                style=wide,
+            ),
+        }
+        for name, control in self.controls.items():
+            tag(control, CLASSES[name])
+            control.observe(self._changed, names="value")
+        self.style = w.HTML(STYLE)
+        self.message = tag(w.HTML(), CLASSES["message"])
+        self.table = tag(w.HTML(), CLASSES["table"])
+        self.why = tag(w.HTML(), CLASSES["why"])
+        self.figure, self.marks, self.scales = self._figure()
+        tag(self.figure, CLASSES["figure"])
+        ctl = self.controls
+        left = w.VBox(
+            [
+                ctl["workload"],
+                ctl["samples"],
+                w.HBox([ctl["deadline_on"], ctl["deadline"]]),
+                w.HBox([ctl["budget_on"], ctl["budget"]]),
+                ctl["confidence"],
+                ctl["objective"],
+                ctl["max_nodes"],
+                w.HBox([ctl["spot"], ctl["mixes"]]),
+                ctl["families"],
+                ctl["gpus"],
+            ],
+            layout=w.Layout(width="430px"),
+        )
+        self.widget = tag(
+            w.VBox([self.style, w.HBox([left, self.figure]), self.message, self.table, self.why]),
+            CLASSES["panel"],
+        )
+        self.refresh()
+
+    @property
+    def explanation(self) -> str:
+        """Why the current pick (or why nothing fits), or the current error, in sentences."""
+        return self.result.explanation if self.result is not None else str(self.error)
+
+    # -- what the controls ask -------------------------------------------------------------
+    def inputs(self) -> tuple[Job, Constraints, str]:
+        """The job, constraints and objective the controls set now."""
+        v = {name: control.value for name, control in self.controls.items()}
+        job = self.job
+        if v["workload"] != job.model:
+            job = replace(job, model=v["workload"])
+        if float(v["samples"]) != job.work.samples:
+            job = replace(job, samples=float(v["samples"]), steps=None, epochs=None)
+        constraints = panel_constraints(
+            self.catalog,
+            deadline_h=float(v["deadline"]) if v["deadline_on"] else None,
+            budget_usd=float(v["budget"]) if v["budget_on"] else None,
+            confidence=float(v["confidence"]),
+            max_nodes=int(v["max_nodes"]),
+            spot=bool(v["spot"]),
+            mixes=bool(v["mixes"]),
+            families=tuple(v["families"]),
+            gpu_models=tuple(v["gpus"]),
+        )
+        return job, constraints, str(v["objective"])
+
+    def _evaluated(self, job: Job, constraints: Constraints) -> tuple[Evaluated, dict]:
+        key = (job, replace(constraints, deadline_h=None, budget_usd=None))
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        ev = evaluate(self.model, self.catalog, job, constraints)
+        c = ev.candidates
+        rng = np.random.default_rng(0)
+        idx = np.sort(rng.choice(len(c), min(CLOUD_POINTS, len(c)), replace=False))
+        view = {
+            "cloud": idx,
+            "x": log_bounds(c["time_hi_h"]) if len(c) else (0.1, 10.0),
+            "y": log_bounds(c["cost_hi_usd"]) if len(c) else (0.1, 10.0),
+        }
+        self._cache[key] = (ev, view)
+        while len(self._cache) > CACHED_EVALUATIONS:
+            self._cache.popitem(last=False)
+        return ev, view
+
+    def _changed(self, change: dict) -> None:
+        self.refresh()
+
+    def refresh(self) -> SearchResult | None:
+        """Search for what the controls set now and show it (errors as a message)."""
+        try:
+            job, constraints, objective = self.inputs()
+            ev, view = self._evaluated(job, constraints)
+            result = select(ev, constraints, objective=objective, top=self.top)
+        except InputError as err:
+            self.result, self.error = None, err
+            self._show_error(err)
+            return None
+        self.result, self.error, self.evaluated = result, None, ev
+        inputs = {
+            "workload": job.model,
+            "samples": job.work.samples,
+            "deadline": constraints.deadline_h,
+            "budget": constraints.budget_usd,
+            "confidence": constraints.confidence,
+            "objective": objective,
+            "max_nodes": constraints.max_nodes,
+            "spot": constraints.spot,
+            "mixes": constraints.mixes,
+            "families": constraints.families or (),
+            "instance_types": constraints.instance_types or (),
+            "job": json.dumps(asdict(job)),
+        }
+        # the figure first and the table last: a browser sees the table change last
+        self._draw(ev, view, result, constraints)
+        self.why.value = f'<pre class="srifty-why-text">{html.escape(result.explanation)}</pre>'
+        self.message.value = (
+            f'<div class="srifty-ok">{result.n_feasible:,} of {result.n_candidates:,} '
+            "configurations meet the constraints.</div>"
+            if result.feasible
+            else f'<div class="srifty-infeasible">{html.escape(result.explanation)}</div>'
+        )
+        self.table.value = ranked_html(result, inputs)
+        return result
+
+    def _show_error(self, err: Exception) -> None:
+        self.message.value = error_html(err)
+        self.table.value = '<table class="srifty-ranked" data-error="true"></table>'
+        self.why.value = ""
+        for name in ("front", "front_dots", "knee", "pick", "nearest"):
+            self._set(self.marks[name], [], [])
+
+    # -- the figure --------------------------------------------------------------------------
+    def _figure(self) -> tuple[Any, dict, dict]:
+        import bqplot as bq
+
+        xs = bq.LogScale(allow_padding=False)
+        ys = bq.LogScale(allow_padding=False)
+        colors = bq.ColorScale(colors=["#cfcfcf", "#4c78a8"], min=0, max=1)
+        sc = {"x": xs, "y": ys}
+        marks = {
+            "cloud": bq.Scatter(
+                x=[],
+                y=[],
+                color=[],
+                scales={**sc, "color": colors},
+                default_size=10,
+                stroke_width=0,
+                opacities=[0.6],
+                labels=["configurations (blue: meet constraints)"],
+            ),
+            "front": bq.Lines(
+                x=[],
+                y=[],
+                scales=sc,
+                colors=["black"],
+                interpolation="step-after",
+                labels=["Pareto front"],
+                display_legend=True,
+            ),
+            "front_dots": bq.Scatter(
+                x=[], y=[], scales=sc, colors=["black"], default_size=16, labels=["front points"]
+            ),
+            "knee": bq.Scatter(
+                x=[],
+                y=[],
+                scales=sc,
+                marker="diamond",
+                colors=["gold"],
+                stroke="black",
+                default_size=120,
+                labels=["knee"],
+                display_legend=True,
+            ),
+            "pick": bq.Scatter(
+                x=[],
+                y=[],
+                scales=sc,
+                marker="square",
+                colors=["crimson"],
+                stroke="black",
+                default_size=120,
+                labels=["pick"],
+                display_legend=True,
+            ),
+            "nearest": bq.Scatter(
+                x=[],
+                y=[],
+                scales=sc,
+                marker="cross",
+                colors=["darkorange"],
+                default_size=140,
+                labels=["nearest (infeasible)"],
+                display_legend=True,
+            ),
+            "deadline": bq.Lines(
+                x=[],
+                y=[],
+                scales=sc,
+                colors=["#555555"],
+                line_style="dashed",
+                labels=["deadline"],
+                display_legend=True,
+            ),
+            "budget": bq.Lines(
+                x=[],
+                y=[],
+                scales=sc,
+                colors=["#555555"],
+                line_style="dotted",
+                labels=["budget"],
+                display_legend=True,
+            ),
+        }
+        axes = [
+            bq.Axis(scale=xs, label="time to finish, upper end (h)", tick_format=".2~g"),
+            bq.Axis(
+                scale=ys,
+                label="cost to finish, upper end (USD)",
+                side="left",
+                tick_format=".2~g",
+            ),
+        ]
+        fig = bq.Figure(
+            marks=[marks[name] for name in MARKS],
+            axes=axes,
+            title="Cost-time tradeoff",
+            fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 20},
+            layout={"width": "640px", "height": "420px"},
+            legend_location="bottom-right",
+            legend_style={"fill": "white", "stroke": "#ccc"},
+            animation_duration=0,
+        )
+        return fig, marks, sc
+
+    @staticmethod
+    def _set(mark: Any, x: Any, y: Any, **more: Any) -> None:
+        with mark.hold_sync():
+            mark.x = np.asarray(x, float)
+            mark.y = np.asarray(y, float)
+            for k, v in more.items():
+                setattr(mark, k, v)
+
+    def _draw(
+        self, ev: Evaluated, view: dict, result: SearchResult, constraints: Constraints
+    ) -> None:
+        m, c = self.marks, ev.candidates
+        if self._drawn is not ev:  # a new evaluation: new cloud and axes
+            idx = view["cloud"]
+            for axis in ("x", "y"):
+                with self.scales[axis].hold_sync():
+                    self.scales[axis].min, self.scales[axis].max = view[axis]
+            self._set(
+                m["cloud"],
+                c["time_hi_h"][idx],
+                c["cost_hi_usd"][idx],
+                color=result.feasible_mask[idx].astype(float),
+            )
+            self._drawn = ev
+        else:
+            m["cloud"].color = result.feasible_mask[view["cloud"]].astype(float)
+        front = result.pareto
+        self._set(m["front"], front["time_hi_h"], front["cost_hi_usd"])
+        self._set(m["front_dots"], front["time_hi_h"], front["cost_hi_usd"])
+        for name, row in (
+            ("knee", result.knee),
+            ("pick", result.pick),
+            ("nearest", result.nearest),
+        ):
+            if row is None:
+                self._set(m[name], [], [])
+            else:
+                self._set(m[name], [row["time_hi_h"]], [row["cost_hi_usd"]])
+        self.figure.title = (
+            f"Cost-time tradeoff: {result.n_feasible:,} of {result.n_candidates:,} meet the "
+            "constraints"
+        )
+        (x0, x1), (y0, y1) = view["x"], view["y"]
+        d, b = constraints.deadline_h, constraints.budget_usd
+        self._set(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
+        self._set(m["deadline"], [d, d] if d else [], [y0, y1] if d else [])  # the last mark
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)

@@ -1,0 +1,240 @@
+"""The panels in a real browser: JupyterLab on 127.0.0.1 with a token, headless Debian chromium
+driven by Playwright. Moving a control changes the table and the figure to exactly what the
+decide layer returns for the same inputs; screenshots go to reports/screenshots/."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import warnings
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
+
+from srifty_kit import Constraints, Job, StepTimeModel, load_catalog, search
+from srifty_kit.decide.explanation import config_phrase
+from srifty_kit.present.widgets import MARKS, log_bounds
+from tests.builders import (
+    REPO,
+    browser_page,
+    jupyter_lab,
+    run_notebook_in_lab,
+    slider_press,
+    synthetic_measurements,
+)
+
+pytestmark = pytest.mark.slow
+SCREENSHOTS = REPO / "reports" / "screenshots"
+NOTEBOOK_03 = {
+    "workload": "resnet",
+    "samples": 1.2e8,
+    "reference_bsz": 256,
+    "noise_scale": 4096.0,
+    "local_bsz": [16, 32, 64],
+    "deadline_h": 20.0,
+    "budget_usd": None,
+    "spot": False,
+    "hetero": False,
+    "max_nodes": 8,
+    "interactive": True,
+}
+
+# what the figure shows, read from bqplot's SVG: the plot area, and per mark its points
+FIGURE_JS = """
+(cls) => {
+  const fig = document.querySelector('.' + cls);
+  const area = fig.querySelector('rect.plotarea_background');
+  const marks = fig.querySelector('svg.svg-figure > g > g').children;
+  const points = (g) => Array.from(g.querySelectorAll('g.object_grp')).map(
+      (p) => p.getAttribute('transform'));
+  const line = (g) => {
+    const p = g.querySelector('path.line');
+    return p ? p.getAttribute('d') : '';
+  };
+  return {
+    width: +area.getAttribute('width'), height: +area.getAttribute('height'),
+    points: Array.from(marks).map(points), lines: Array.from(marks).map(line),
+    title: fig.querySelector('text.mainheading').textContent,
+  };
+}
+"""
+TABLE_JS = """
+(cls) => {
+  const t = document.querySelector('.' + cls + ' table.srifty-ranked');
+  return {
+    data: Object.assign({}, t.dataset),
+    rows: Array.from(t.querySelectorAll('tbody tr')).map(
+        (r) => Array.from(r.querySelectorAll('td')).map((c) => c.textContent)),
+  };
+}
+"""
+
+
+def _xy(transform: str) -> tuple[float, float]:
+    x, y = re.match(r"translate\(([-\d.e]+),\s*([-\d.e]+)\)", transform).groups()
+    return float(x), float(y)
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        StepTimeModel().fit(synthetic_measurements()).save(root / "model.json")
+    return root, StepTimeModel.load(root / "model.json")
+
+
+@pytest.fixture(scope="module")
+def page(fitted):
+    if shutil.which("chromium") is None:
+        pytest.fail(
+            "chromium is not installed: the browser tests need Debian's chromium "
+            "(`apt-get install -y chromium`; `make test` installs it)"
+        )
+    root, _ = fitted
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with jupyter_lab(root) as lab, browser_page() as page:
+        page.lab = lab
+        yield page
+
+
+def _parameterize(fitted, notebook: str, name: str, parameters: dict) -> str:
+    root, _ = fitted
+    nb = load_notebook_node(str(REPO / "notebooks" / notebook))
+    nb = parameterize_notebook(nb, {"model_path": str(root / "model.json"), **parameters})
+    nbformat.write(nb, root / name)
+    return name
+
+
+def _expected(data: dict, model, catalog) -> tuple:
+    """What search() returns for the inputs the table says it was computed for."""
+    job = json.loads(data["job"])
+    if job["local_bsz"] is not None:
+        job["local_bsz"] = tuple(job["local_bsz"])
+    constraints = Constraints(
+        deadline_h=float(data["deadline"]) if data["deadline"] else None,
+        budget_usd=float(data["budget"]) if data["budget"] else None,
+        confidence=float(data["confidence"]),
+        max_nodes=int(data["maxNodes"]),
+        spot=data["spot"] == "true",
+        mixes=data["mixes"] == "true",
+    )
+    return search(model, catalog, Job(**job), constraints, objective=data["objective"], top=10)
+
+
+def _assert_panel_shows(page, result) -> None:
+    table = page.evaluate(TABLE_JS, "srifty-table")
+    assert int(table["data"]["nFeasible"]) == result.n_feasible
+    assert int(table["data"]["nCandidates"]) == result.n_candidates
+    want = [
+        [str(i), config_phrase(r)]
+        + [
+            f"{r[c]:.4g}"
+            for c in (
+                "usd_per_hr",
+                "time_h",
+                "time_hi_h",
+                "cost_usd",
+                "cost_hi_usd",
+                "step_time_s",
+                "efficiency",
+            )
+        ]
+        for i, (_, r) in enumerate(result.ranked.iterrows(), start=1)
+    ]
+    assert table["rows"] == want
+    fig = page.evaluate(FIGURE_JS, "srifty-figure")
+    (x0, x1) = log_bounds(result.candidates["time_hi_h"])
+    (y0, y1) = log_bounds(result.candidates["cost_hi_usd"])
+
+    def pixel(t: float, c: float) -> tuple[float, float]:
+        px = fig["width"] * np.log(t / x0) / np.log(x1 / x0)
+        py = fig["height"] * (1 - np.log(c / y0) / np.log(y1 / y0))
+        return px, py
+
+    mark = {name: i for i, name in enumerate(MARKS)}
+    front = [_xy(p) for p in fig["points"][mark["front_dots"]]]
+    assert len(front) == len(result.pareto)
+    want_front = [
+        pixel(t, c)
+        for t, c in zip(result.pareto["time_hi_h"], result.pareto["cost_hi_usd"], strict=True)
+    ]
+    assert np.allclose(sorted(front), sorted(want_front), atol=0.5)
+    pick = [_xy(p) for p in fig["points"][mark["pick"]]]
+    assert np.allclose(
+        pick, [pixel(result.pick["time_hi_h"], result.pick["cost_hi_usd"])], atol=0.5
+    )
+    knee = [_xy(p) for p in fig["points"][mark["knee"]]]
+    assert np.allclose(
+        knee, [pixel(result.knee["time_hi_h"], result.knee["cost_hi_usd"])], atol=0.5
+    )
+    deadline_x = float(re.match(r"M([-\d.e]+),", fig["lines"][mark["deadline"]]).group(1))
+    assert deadline_x == pytest.approx(pixel(result.why.deadline_h, y0)[0], abs=0.5)
+    assert f"{result.n_feasible:,} of {result.n_candidates:,}" in fig["title"]
+
+
+def _wait_table(page, attribute: str, value: str) -> None:
+    page.wait_for_function(
+        "([a, v]) => { const t = document.querySelector('.srifty-table table.srifty-ranked');"
+        " return t && t.dataset[a] === v; }",
+        arg=[attribute, value],
+        timeout=60_000,
+    )
+
+
+def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitted):
+    _, model = fitted
+    catalog = load_catalog()
+    name = _parameterize(fitted, "03_search_ec2.ipynb", "03.ipynb", NOTEBOOK_03)
+    run_notebook_in_lab(page, page.lab, name, ".srifty-table table.srifty-ranked tbody tr")
+    first = page.evaluate(TABLE_JS, "srifty-table")["data"]
+    assert float(first["deadline"]) == NOTEBOOK_03["deadline_h"] and first["spot"] == "false"
+    _assert_panel_shows(page, _expected(first, model, catalog))
+
+    # move the deadline slider five stops to the left: a tighter deadline
+    slider_press(page, "srifty-deadline", "ArrowLeft", 5)
+    readout = page.locator(".srifty-deadline .widget-readout")
+    page.wait_for_function(
+        "() => { const t = document.querySelector('.srifty-table table.srifty-ranked');"
+        " const r = document.querySelector('.srifty-deadline .widget-readout');"
+        " return t && r && parseFloat(t.dataset.deadline) === parseFloat(r.textContent)"
+        f" && parseFloat(t.dataset.deadline) < {NOTEBOOK_03['deadline_h']}; }}",
+        timeout=60_000,
+    )
+    moved = page.evaluate(TABLE_JS, "srifty-table")["data"]
+    assert float(moved["deadline"]) == float(readout.text_content())
+    tighter = _expected(moved, model, catalog)
+    assert tighter.n_feasible < _expected(first, model, catalog).n_feasible
+    _assert_panel_shows(page, tighter)
+
+    # allow spot: new candidates, evaluated once, ranked against the same deadline
+    page.locator(".srifty-spot input[type=checkbox]").check()
+    _wait_table(page, "spot", "true")
+    spot = page.evaluate(TABLE_JS, "srifty-table")["data"]
+    assert spot["deadline"] == moved["deadline"]
+    with_spot = _expected(spot, model, catalog)
+    assert with_spot.n_candidates > tighter.n_candidates
+    _assert_panel_shows(page, with_spot)
+    page.locator(".srifty-search-panel").screenshot(path=str(SCREENSHOTS / "03_search_panel.png"))
+
+
+def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
+    _, model = fitted
+    name = _parameterize(fitted, "03_search_ec2.ipynb", "03_tight.ipynb", NOTEBOOK_03)
+    run_notebook_in_lab(page, page.lab, name, ".srifty-table table.srifty-ranked tbody tr")
+    # the shortest deadline the slider offers: nothing finishes in 36 seconds
+    slider_press(page, "srifty-deadline", "Home")
+    _wait_table(page, "nFeasible", "0")
+    message = page.locator(".srifty-message").inner_text()
+    assert "deadline binds" in message and "Nearest" in message
+    assert page.locator(".srifty-table tbody tr").count() == 0
+    fig = page.evaluate(FIGURE_JS, "srifty-figure")
+    mark = {name: i for i, name in enumerate(MARKS)}
+    assert fig["points"][mark["pick"]] == [] and len(fig["points"][mark["nearest"]]) == 1
+    data = pd.Series(page.evaluate(TABLE_JS, "srifty-table")["data"])
+    assert float(data["deadline"]) == 0.01

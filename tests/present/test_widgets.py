@@ -1,0 +1,121 @@
+"""SearchPanel without a browser: its controls drive the decide layer, errors land in the panel."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.explanation import config_phrase
+from srifty_kit.decide.planner import Constraints, Job, search
+from srifty_kit.errors import InputError
+from srifty_kit.model.estimator import StepTimeModel
+from srifty_kit.present.widgets import CLASSES, SearchPanel, log_choices
+from tests.builders import synthetic_measurements
+
+JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bsz=(16, 32, 64))
+START = Constraints(deadline_h=20.0, max_nodes=8)
+
+
+@pytest.fixture(scope="module")
+def model() -> StepTimeModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return StepTimeModel().fit(synthetic_measurements())
+
+
+@pytest.fixture(scope="module")
+def catalog() -> pd.DataFrame:
+    return load_catalog()
+
+
+@pytest.fixture
+def panel(model, catalog) -> SearchPanel:
+    return SearchPanel(model, catalog, JOB, START)
+
+
+def _same(a, b) -> None:
+    pd.testing.assert_frame_equal(a.ranked, b.ranked)
+    pd.testing.assert_frame_equal(a.pareto, b.pareto)
+    assert a.explanation == b.explanation
+
+
+def test_every_control_and_output_carries_its_css_class(panel):
+    for name, control in panel.controls.items():
+        assert CLASSES[name] in control._dom_classes
+    for name in ("message", "table", "why"):
+        assert CLASSES[name] in getattr(panel, name)._dom_classes
+    assert CLASSES["figure"] in panel.figure._dom_classes
+    assert CLASSES["panel"] in panel.widget._dom_classes
+
+
+def test_moving_the_deadline_reranks_without_evaluating_again(panel, model, catalog):
+    first = panel.evaluated
+    options = [v for _, v in panel.controls["deadline"].options]
+    tighter = options[options.index(20.0) - 10]
+    panel.controls["deadline"].value = tighter
+    assert panel.evaluated is first  # the same arrays, re-filtered
+    _same(panel.result, search(model, catalog, JOB, replace(START, deadline_h=tighter)))
+    assert f'data-deadline="{tighter!r}"' in panel.table.value
+    assert config_phrase(panel.result.pick) in panel.table.value
+    assert panel.marks["deadline"].x.tolist() == [tighter, tighter]
+    assert panel.marks["pick"].x.tolist() == [panel.result.pick["time_hi_h"]]
+    assert len(panel.marks["front_dots"].x) == len(panel.result.pareto)
+
+
+def test_objective_and_budget_rerank_the_same_evaluation(panel, model, catalog):
+    first = panel.evaluated
+    panel.controls["objective"].value = "time"
+    budget = min((v for _, v in panel.controls["budget"].options), key=lambda v: abs(v - 500))
+    panel.controls["budget_on"].value = True
+    panel.controls["budget"].value = budget
+    assert panel.evaluated is first
+    want = search(model, catalog, JOB, replace(START, budget_usd=budget), objective="time")
+    _same(panel.result, want)
+    assert panel.marks["budget"].y.tolist() == [budget, budget]
+
+
+def test_spot_evaluates_once_and_toggling_back_reuses_it(panel, model, catalog):
+    on_demand = panel.evaluated
+    panel.controls["spot"].value = True
+    with_spot = panel.evaluated
+    assert with_spot is not on_demand and len(with_spot) > len(on_demand)
+    _same(panel.result, search(model, catalog, JOB, replace(START, spot=True)))
+    panel.controls["spot"].value = False
+    assert panel.evaluated is on_demand
+    panel.controls["spot"].value = True
+    assert panel.evaluated is with_spot
+
+
+def test_a_deadline_nothing_meets_says_what_binds_in_the_panel(panel):
+    panel.controls["deadline"].value = panel.controls["deadline"].options[0][1]
+    assert panel.error is None and not panel.result.feasible
+    assert "deadline binds" in panel.message.value and "Nearest" in panel.message.value
+    assert "<tbody></tbody>" in panel.table.value
+    assert len(panel.marks["pick"].x) == 0 and len(panel.marks["nearest"].x) == 1
+
+
+def test_a_filter_nothing_passes_is_a_message_not_a_traceback(panel):
+    panel.controls["families"].value = ("p4d",)
+    panel.controls["gpus"].value = ("T4",)
+    assert isinstance(panel.error, InputError) and panel.result is None
+    assert "srifty-error" in panel.message.value and "T4" in panel.message.value
+    assert "no instance type has T4" in panel.explanation
+    panel.controls["gpus"].value = ()  # back to a search that works
+    assert panel.error is None and panel.result is not None
+
+
+def test_gpu_models_narrow_the_search_to_their_instance_types(panel, catalog):
+    panel.controls["gpus"].value = ("L4",)
+    types = set(panel.result.ranked["instance_type"])
+    l4 = set(catalog.loc[catalog["gpu_model"] == "L4", "instance_type"])
+    assert types and types <= l4
+
+
+def test_slider_stops_hold_the_starting_value_exactly():
+    stops = [v for _, v in log_choices(7.25, 0.01, 1000.0)]
+    assert 7.25 in stops and stops == sorted(stops)
+    assert stops[0] == 0.01 and stops[-1] == 1000.0
