@@ -213,3 +213,433 @@ def slider_press(page: Any, css_class: str, key: str, times: int = 1) -> None:
     handle.focus()
     for _ in range(times):
         handle.press(key)
+
+
+# -- usage ledgers of the weekly cost report (tests/tables, tests/present, tests/cli) ----------
+
+LEDGER_WEEK = "2026-11-23"  # a Monday; the builders' usage has a week before it and one row after
+AWS_SECRETS = ("AKIAFAKEKEYFORTESTS0", "fakeSecretKeyThatMustNeverAppearInAReport0123")
+
+# job, team, model, local_bsz, instance_type, pricing, nodes, start, hours per node
+_USAGE_JOBS = (
+    ("vision-resnet", "vision", "resnet", 32, "g4dn.12xlarge", "spot", 2, "2026-11-23T02:00", 4.5),
+    ("nlp-bert", "nlp", "bert", 8, "p4d.24xlarge", "savings-plan", 1, "2026-11-24T10:00", 3.0),
+    ("nlp-eval", "nlp", None, None, "c6i.4xlarge", "on-demand", 1, "2026-11-26T08:00", 6.0),
+    ("vision-big", "vision", "resnet", 32, "g6.12xlarge", "on-demand", 1, "2026-11-28T01:00", 2.0),
+    (
+        "vision-resnet-0",
+        "vision",
+        "resnet",
+        32,
+        "g4dn.12xlarge",
+        "on-demand",
+        2,
+        "2026-11-17T03:00",
+        4.0,
+    ),
+    ("recsys-ncf", "recsys", "ncf", 4096, "g4dn.xlarge", "spot", 1, "2026-11-12T09:00", 10.0),
+    ("nlp-later", "nlp", None, None, "c6i.4xlarge", "on-demand", 1, "2026-12-01T09:00", 2.0),
+)
+SP_RATE = 0.72  # savings-plan effective cost per on-demand dollar
+SPOT_RATE = 0.35  # spot price per on-demand dollar
+
+
+def usage_hours() -> pd.DataFrame:
+    """The instance-hours of a few jobs over three weeks around ``LEDGER_WEEK``: one row per
+    job, node and clock hour (the grain of a CUR), with what it cost and its on-demand price.
+
+    Prices are the embedded catalog's on-demand prices; spot at ``SPOT_RATE`` of them,
+    savings-plan usage at ``SP_RATE``. No job crosses midnight, so a jobs ledger dating each
+    run by its start has the same days.
+    """
+    from srifty_kit.catalog.query import load_catalog
+
+    ondemand = load_catalog().drop_duplicates("instance_type").set_index("instance_type")
+    rows = []
+    for number, (job, team, model, bsz, itype, pricing, nodes, start, hours) in enumerate(
+        _USAGE_JOBS
+    ):
+        price = float(ondemand.loc[itype, "ondemand_usd_per_hr"])
+        rate = {"spot": SPOT_RATE, "savings-plan": SP_RATE}.get(pricing, 1.0) * price
+        for node in range(nodes):
+            for hour in range(int(np.ceil(hours))):
+                amount = min(1.0, hours - hour)
+                rows.append(
+                    {
+                        "job": job,
+                        "team": team,
+                        "model": model,
+                        "local_bsz": bsz,
+                        "instance_type": itype,
+                        "pricing": pricing,
+                        "num_nodes": nodes,
+                        "run_hours": hours,
+                        "resource_id": f"i-0{number:04d}{node:012x}",
+                        "start": pd.Timestamp(start) + pd.Timedelta(hours=hour),
+                        "amount": amount,
+                        "cost_usd": rate * amount,
+                        "ondemand_usd": price * amount,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def _iso(ts: pd.Series) -> pd.Series:
+    return ts.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write(frame: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.name.endswith(".parquet"):
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False, compression="gzip" if path.name.endswith(".gz") else None)
+    return path
+
+
+def cur_frame(hours: pd.DataFrame, legacy: bool = False, tags: str = "map") -> pd.DataFrame:
+    """``hours`` as CUR line items (legacy or 2.0 names) with a storage line per job, a
+    savings-plan negation per covered line and a tax line; CUR 2.0 tags as a map (a dict per
+    row, for Parquet) or JSON text (as in a CSV export)."""
+    import json
+
+    sp = hours["pricing"] == "savings-plan"
+    usage_type = np.where(hours["pricing"] == "spot", "USE1-SpotUsage:", "USE1-BoxUsage:")
+    lines = pd.DataFrame(
+        {
+            "type": np.where(sp, "SavingsPlanCoveredUsage", "Usage"),
+            "start": _iso(hours["start"]),
+            "end": _iso(hours["start"] + pd.Timedelta(hours=1)),
+            "product": "AmazonEC2",
+            "usage_type": usage_type + hours["instance_type"],
+            "amount": hours["amount"],
+            "cost": np.where(sp, hours["ondemand_usd"], hours["cost_usd"]),
+            "resource": hours["resource_id"],
+            "instance_type": hours["instance_type"],
+            "list_cost": hours["ondemand_usd"],
+            "sp_cost": np.where(sp, hours["cost_usd"], np.nan),
+            "job": hours["job"],
+            "team": hours["team"],
+            "model": hours["model"],
+            "local_bsz": hours["local_bsz"].map(lambda b: None if pd.isna(b) else str(int(b))),
+        }
+    )
+    negation = lines[sp].assign(
+        type="SavingsPlanNegation", cost=-lines.loc[sp, "cost"], sp_cost=np.nan
+    )
+    storage = lines.drop_duplicates("job").assign(
+        usage_type="USE1-EBS:VolumeUsage.gp3",
+        amount=3.0,
+        cost=0.8,
+        instance_type=None,
+        list_cost=0.8,
+        sp_cost=np.nan,
+        type="Usage",
+    )
+    tax = lines.head(1).assign(
+        type="Tax",
+        product="AmazonEC2",
+        usage_type="",
+        cost=12.0,
+        amount=0.0,
+        instance_type=None,
+        list_cost=np.nan,
+        sp_cost=np.nan,
+        resource=None,
+        job=None,
+        team=None,
+        model=None,
+        local_bsz=None,
+    )
+    lines = pd.concat([lines, negation, storage, tax], ignore_index=True)
+    tag_names = ("job", "team", "model", "local_bsz")
+    if legacy:
+        names = {
+            "type": "lineItem/LineItemType",
+            "start": "lineItem/UsageStartDate",
+            "end": "lineItem/UsageEndDate",
+            "product": "lineItem/ProductCode",
+            "usage_type": "lineItem/UsageType",
+            "amount": "lineItem/UsageAmount",
+            "cost": "lineItem/UnblendedCost",
+            "resource": "lineItem/ResourceId",
+            "instance_type": "product/instanceType",
+            "list_cost": "pricing/publicOnDemandCost",
+            "sp_cost": "savingsPlan/SavingsPlanEffectiveCost",
+        }
+        names.update({t: f"resourceTags/user:{t}" for t in tag_names})
+        return lines.rename(columns=names)
+    maps = [
+        {f"user_{t}": row[t] for t in tag_names if isinstance(row[t], str)}
+        for _, row in lines.iterrows()
+    ]
+    lines = lines.drop(columns=list(tag_names)).rename(
+        columns={
+            "type": "line_item_line_item_type",
+            "start": "line_item_usage_start_date",
+            "end": "line_item_usage_end_date",
+            "product": "line_item_product_code",
+            "usage_type": "line_item_usage_type",
+            "amount": "line_item_usage_amount",
+            "cost": "line_item_unblended_cost",
+            "resource": "line_item_resource_id",
+            "instance_type": "product_instance_type",
+            "list_cost": "pricing_public_on_demand_cost",
+            "sp_cost": "savings_plan_savings_plan_effective_cost",
+        }
+    )
+    if tags == "map":
+        for column in ("line_item_usage_start_date", "line_item_usage_end_date"):
+            lines[column] = pd.to_datetime(lines[column]).dt.tz_localize(None)
+        lines["resource_tags"] = [list(m.items()) for m in maps]
+    else:
+        lines["resource_tags"] = [json.dumps(m) for m in maps]
+    return lines
+
+
+def write_cur(hours: pd.DataFrame, path: Path, legacy: bool = False) -> Path:
+    """A CUR export file: legacy names as CSV (gzip when the name ends .gz), CUR 2.0 as
+    Parquet (tags a map) or CSV (tags JSON text), by the file name."""
+    path = Path(path)
+    if legacy:
+        return _write(cur_frame(hours, legacy=True), path)
+    if path.name.endswith(".parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        frame = cur_frame(hours, tags="map")
+        tags = frame.pop("resource_tags")
+        table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
+            "resource_tags", pa.array(list(tags), type=pa.map_(pa.string(), pa.string()))
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+        return path
+    return _write(cur_frame(hours, tags="json"), path)
+
+
+def write_focus(hours: pd.DataFrame, path: Path) -> Path:
+    """``hours`` as a FOCUS 1.x export (CSV), with a storage line per job and a commitment
+    purchase line."""
+    import json
+
+    sp = hours["pricing"] == "savings-plan"
+    category = np.select(
+        [hours["pricing"] == "spot", sp], ["Dynamic", "Committed"], default="Standard"
+    )
+    tags = [
+        json.dumps(
+            {
+                f"user:{t}": str(int(v)) if t == "local_bsz" else v
+                for t, v in row.items()
+                if not pd.isna(v)
+            }
+        )
+        for row in hours[["job", "team", "model", "local_bsz"]].to_dict("records")
+    ]
+    lines = pd.DataFrame(
+        {
+            "BillingAccountId": "123456789012",
+            "ChargePeriodStart": _iso(hours["start"]),
+            "ChargePeriodEnd": _iso(hours["start"] + pd.Timedelta(hours=1)),
+            "ChargeCategory": "Usage",
+            "ServiceCategory": "Compute",
+            "ServiceName": "Amazon Elastic Compute Cloud",
+            "PricingCategory": category,
+            "CommitmentDiscountType": np.where(sp, "Savings Plan", None),
+            "ConsumedQuantity": hours["amount"],
+            "ConsumedUnit": "Hrs",
+            "BilledCost": np.where(sp, 0.0, hours["cost_usd"]),
+            "EffectiveCost": hours["cost_usd"],
+            "ListCost": hours["ondemand_usd"],
+            "ResourceId": hours["resource_id"],
+            "SkuPriceDetails": [json.dumps({"InstanceType": t}) for t in hours["instance_type"]],
+            "Tags": tags,
+        }
+    )
+    storage = lines.drop_duplicates("Tags").assign(
+        ServiceCategory="Storage",
+        ConsumedQuantity=3.0,
+        ConsumedUnit="GB-Mo",
+        EffectiveCost=0.8,
+        BilledCost=0.8,
+        ListCost=0.8,
+        SkuPriceDetails="{}",
+        PricingCategory="Standard",
+    )
+    purchase = lines.head(1).assign(
+        ChargeCategory="Purchase",
+        EffectiveCost=0.0,
+        BilledCost=500.0,
+        SkuPriceDetails="{}",
+        ConsumedQuantity=None,
+        ConsumedUnit=None,
+        ResourceId=None,
+        Tags="{}",
+    )
+    return _write(pd.concat([lines, storage, purchase], ignore_index=True), Path(path))
+
+
+def jobs_ledger_frame(hours: pd.DataFrame) -> pd.DataFrame:
+    """``hours`` as a plain jobs ledger: one row per job (savings-plan runs at their cost)."""
+    runs = (
+        hours.groupby("job", sort=False)
+        .agg(
+            team=("team", "first"),
+            instance_type=("instance_type", "first"),
+            pricing=("pricing", "first"),
+            start=("start", "min"),
+            hours=("run_hours", "first"),
+            num_nodes=("num_nodes", "first"),
+            cost_usd=("cost_usd", "sum"),
+            model=("model", "first"),
+            local_bsz=("local_bsz", "first"),
+        )
+        .reset_index()
+    )
+    runs["pricing"] = runs["pricing"].replace("savings-plan", "on-demand")
+    runs["end"] = _iso(runs["start"] + pd.to_timedelta(runs.pop("hours"), unit="h"))
+    runs["start"] = _iso(runs["start"])
+    runs["local_bsz"] = runs["local_bsz"].astype("Int64")
+    return runs
+
+
+def write_jobs_ledger(hours: pd.DataFrame, path: Path) -> Path:
+    """``hours`` as a jobs ledger CSV."""
+    return _write(jobs_ledger_frame(hours), Path(path))
+
+
+# -- Athena through a real moto server on 127.0.0.1 ---------------------------------------------
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """A moto server on 127.0.0.1 (a free port), as its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def fake_aws_env(endpoint: str | None, home: Path) -> dict[str, str]:
+    """The environment with fake credentials (``AWS_SECRETS``) and nothing of the user's AWS
+    setup; AWS calls go to ``endpoint`` when given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_ACCESS_KEY_ID=AWS_SECRETS[0],
+        AWS_SECRET_ACCESS_KEY=AWS_SECRETS[1],
+        AWS_CONFIG_FILE=str(home / "no-aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(home / "no-aws-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    if endpoint:
+        env["AWS_ENDPOINT_URL"] = endpoint
+    return env
+
+
+def moto_api(endpoint: str, path: str, body: Any) -> None:
+    """POST to moto's own API (``/moto-api/...``): JSON for objects, text otherwise."""
+    import json
+    import urllib.request
+
+    text = isinstance(body, str)
+    request = urllib.request.Request(
+        f"{endpoint}{path}",
+        data=body.encode() if text else json.dumps(body).encode(),
+        headers={"Content-Type": "text/plain" if text else "application/json"},
+    )
+    with urllib.request.urlopen(request) as r:
+        assert r.status in (200, 201), r.status
+
+
+_ATHENA_TYPES = (
+    ("MAP", "map(varchar, varchar)"),
+    ("TIMESTAMP", "timestamp(3)"),
+    ("DATE", "date"),
+    ("DOUBLE", "double"),
+    ("FLOAT", "double"),
+    ("DECIMAL", "decimal(18,6)"),
+    ("BIGINT", "bigint"),
+    ("INT", "integer"),
+    ("HUGEINT", "bigint"),
+    ("VARCHAR", "varchar"),
+)
+
+
+def athena_type(duckdb_type: str) -> str:
+    """The Athena (Trino) type an AWS CUR table gives the column DuckDB reads as ``duckdb_type``."""
+    upper = str(duckdb_type).upper()
+    return next((a for d, a in _ATHENA_TYPES if upper.startswith(d)), "varchar")
+
+
+def athena_result(frame: pd.DataFrame, types: list[str] | None = None) -> dict:
+    """A query result as Athena's GetQueryResults sends it (header row first, every cell as
+    text, NULL as an empty cell), for moto's ``/moto-api/static/athena/query-results``."""
+
+    def cell(value: Any, kind: str) -> dict:
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            return {}
+        if kind.startswith("timestamp"):
+            return {"VarCharValue": pd.Timestamp(value).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]}
+        if kind == "date":
+            return {"VarCharValue": pd.Timestamp(value).strftime("%Y-%m-%d")}
+        if kind in ("bigint", "integer"):
+            return {"VarCharValue": str(int(value))}
+        if kind == "double":
+            return {"VarCharValue": repr(float(value))}
+        return {"VarCharValue": str(value)}
+
+    if types is None:
+        types = []
+        for name in frame.columns:
+            dtype = frame[name].dtype
+            if pd.api.types.is_datetime64_any_dtype(dtype):
+                types.append("timestamp(3)")
+            elif pd.api.types.is_integer_dtype(dtype):
+                types.append("bigint")
+            elif pd.api.types.is_float_dtype(dtype):
+                types.append("double")
+            else:
+                types.append("varchar")
+    header = {"Data": [{"VarCharValue": str(c)} for c in frame.columns]}
+    rows = [
+        {"Data": [cell(v, k) for v, k in zip(values, types, strict=True)]}
+        for values in frame.itertuples(index=False)
+    ]
+    info = [
+        {"Name": str(c), "Label": str(c), "Type": k, "Nullable": "UNKNOWN"}
+        for c, k in zip(frame.columns, types, strict=True)
+    ]
+    return {"rows": [header, *rows], "column_info": info}
+
+
+def recording_ledger(path: Path) -> Any:
+    """A DuckDB ledger over ``path`` that keeps the result of every query it runs (in
+    ``answers``), to answer the same queries through moto's Athena."""
+    from srifty_kit.tables.ledger import DuckDBLedger
+
+    class Recording(DuckDBLedger):
+        answers: list[pd.DataFrame]
+
+        def query(self, sql: str) -> pd.DataFrame:
+            result = super().query(sql)
+            self.answers.append(result)
+            return result
+
+        def information_schema(self) -> pd.DataFrame:
+            """What Athena's information_schema.columns says of a table with these files."""
+            rows = self._con.execute(f"DESCRIBE SELECT * FROM {self.relation()}").fetchall()
+            return pd.DataFrame(
+                [(r[0], athena_type(r[1])) for r in rows if r[0] != "filename"],
+                columns=["column_name", "data_type"],
+            )
+
+    ledger = Recording(path)
+    ledger.answers = []
+    return ledger
