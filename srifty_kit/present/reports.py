@@ -1,8 +1,15 @@
-"""Parameterised notebook reports: run a notebook with papermill, export it to HTML."""
+"""Parameterised notebook reports: run a notebook with papermill, export it to HTML.
+
+``run_report`` runs any shipped notebook (or a path); ``run_weekly_report`` checks the weekly
+cost report's parameters before a kernel starts and runs ``04_weekly_cost_report`` for one
+week, its files named by that week.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -64,11 +71,15 @@ def run_report(
     kernel_name: str = "python3",
     progress: bool = True,
     timeout_s: float | None = 600,
+    failed_name: str | None = None,
 ) -> Report:
     """Execute ``notebook`` with ``parameters`` in ``out_dir`` and export it to HTML.
 
-    The executed notebook is kept even when a cell fails (papermill saves it cell by cell), so
-    nothing computed is lost; an ``InputError`` raised inside the notebook comes back as one.
+    The notebook executes into a temporary file beside its final name and is renamed over it
+    when done, so a reader never sees half a report and a rerun replaces it whole. A run whose
+    cell fails keeps its executed notebook for inspection (papermill saves it cell by cell):
+    under ``failed_name`` when given (leaving the last good report in place), else under the
+    report's own name. An ``InputError`` raised inside the notebook comes back as one.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -78,10 +89,12 @@ def run_report(
     out.mkdir(parents=True, exist_ok=True)
     stem = name or source.stem
     executed = out / f"{stem}.ipynb"
+    running = out / f".{stem}.running.ipynb"
+    failed = out / f"{failed_name}.ipynb" if failed_name else executed
     try:
         papermill.execute_notebook(
             str(source),
-            str(executed),
+            str(running),
             parameters=parameters,
             kernel_name=kernel_name,
             cwd=str(out),
@@ -89,14 +102,183 @@ def run_report(
             execution_timeout=timeout_s,
         )
     except PapermillExecutionError as err:
+        os.replace(running, failed)
         if err.ename == "InputError":
             raise InputError(
-                f"{err.evalue} (see the executed notebook)", source=str(executed)
+                f"{err.evalue} (see the executed notebook)", source=str(failed)
             ) from err
+        raise ReportFailed(err, failed) from err
+    except BaseException:
+        running.unlink(missing_ok=True)
         raise
+    os.replace(running, executed)
+    if failed != executed:
+        failed.unlink(missing_ok=True)  # an earlier failure of this report is now stale
     page = None
     if html:
         page = out / f"{stem}.html"
         text = _html_of(executed, exclude_input)
         atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
     return Report(notebook=executed, html=page)
+
+
+class ReportFailed(RuntimeError):
+    """A report's cell raised: its error in one line, and where the executed notebook is."""
+
+    def __init__(self, err: Exception, notebook: Path) -> None:
+        self.notebook = notebook
+        ename = getattr(err, "ename", type(err).__name__)
+        evalue = str(getattr(err, "evalue", err)).strip().splitlines()
+        cell = getattr(err, "exec_count", None)
+        where = f"cell [{cell}] " if cell is not None else "a cell "
+        first = evalue[0] if evalue else ""
+        super().__init__(f"{where}raised {ename}: {first} (executed notebook kept at {notebook})")
+
+
+def notebook_figures(notebook: str | os.PathLike, folder: str | os.PathLike) -> list[Path]:
+    """Write every PNG figure of an executed notebook to ``folder`` (``<stem>_fig<N>.png``)."""
+    import base64
+
+    import nbformat
+
+    notebook = Path(notebook)
+    nb = nbformat.read(notebook, as_version=4)
+    out, n = [], 0
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}).get("image/png")
+            if not data:
+                continue
+            n += 1
+            path = Path(folder) / f"{notebook.stem}_fig{n}.png"
+            raw = base64.b64decode(data)
+            atomic_write(path, lambda p, raw=raw: p.write_bytes(raw))
+            out.append(path)
+    return out
+
+
+# --------------------------------------------------------------------------- the weekly report
+
+WEEKLY_NOTEBOOK = "04_weekly_cost_report"
+
+
+def weekly_parameters(
+    week_start: str | dt.date | None,
+    ledger: str | os.PathLike | None,
+    *,
+    engine: str = "duckdb",
+    top_n: int = 10,
+    models: Sequence[str | os.PathLike] | None = None,
+    level: float = 0.9,
+    interactive: bool = False,
+    athena: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
+    """The weekly notebook's parameters, checked before any kernel starts, as the plain
+    types papermill passes: the week as an ISO date, paths made absolute (the notebook runs in
+    the output folder), the ledger's format recognised from its columns."""
+    from srifty_kit.present.weekly import ENGINES, open_ledger, parse_week
+    from srifty_kit.tables.ledger import DuckDBLedger
+    from srifty_kit.tables.usage_sql import detect_format
+
+    week = parse_week(week_start)
+    if engine not in ENGINES:
+        raise InputError(
+            f"unknown engine {engine!r}{did_you_mean(engine, ENGINES)}",
+            fix="use " + " or ".join(ENGINES),
+        )
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
+    if not 0 < float(level) < 1:
+        raise InputError(f"level must be in (0, 1), got {level}", fix="e.g. 0.9")
+    athena = {k: v for k, v in (athena or {}).items() if v is not None}
+    if engine == "athena":
+        open_ledger(engine="athena", **athena)  # checks what Athena needs, calls nothing
+        ledger_path = None
+    else:
+        if athena:
+            raise InputError(
+                "Athena options given with the duckdb engine",
+                fix="use --engine athena (implied by --athena-table) or drop them",
+            )
+        ledger_path = str(Path(ledger).resolve()) if ledger else None
+        files = open_ledger(ledger_path)
+        if isinstance(files, DuckDBLedger):
+            detect_format(files.columns(), files.label)
+    model_paths = None
+    if models is not None:
+        model_paths = []
+        for path in models:
+            if not Path(path).is_file():
+                raise InputError("model or profile not found", source=str(path), fix="check it")
+            model_paths.append(str(Path(path).resolve()))
+    return {
+        "week_start": week.isoformat(),
+        "ledger": ledger_path,
+        "engine": engine,
+        "top_n": int(top_n),
+        "interactive": bool(interactive),
+        "models": model_paths,
+        "level": float(level),
+        **{
+            key: athena.get(key)
+            for key in (
+                "athena_database",
+                "athena_table",
+                "athena_output",
+                "athena_workgroup",
+                "aws_profile",
+                "aws_region",
+            )
+        },
+    }
+
+
+def weekly_report_name(week_start: dt.date | str) -> str:
+    """The file stem of a week's report: ``weekly_cost_2026-11-23``."""
+    return f"weekly_cost_{week_start if isinstance(week_start, str) else week_start.isoformat()}"
+
+
+def run_weekly_report(
+    week_start: str | dt.date | None,
+    ledger: str | os.PathLike | None,
+    out_dir: str | os.PathLike,
+    *,
+    engine: str = "duckdb",
+    top_n: int = 10,
+    models: Sequence[str | os.PathLike] | None = None,
+    level: float = 0.9,
+    interactive: bool = False,
+    progress: bool = True,
+    timeout_s: float | None = 1800,
+    **athena: str | None,
+) -> Report:
+    """Run the weekly cost report for the week starting ``week_start`` (None: the last full
+    week) over ``ledger`` (a CUR, FOCUS or jobs ledger file or folder; None: the packaged
+    sample) or, with ``engine="athena"``, the Athena table named in ``athena``
+    (athena_database, athena_table, athena_output, athena_workgroup, aws_profile, aws_region).
+
+    Writes ``weekly_cost_<week>.ipynb`` (executed) and ``.html`` (no code cells, figures
+    embedded) in ``out_dir``, each atomically, so a rerun replaces the week's report. A cell
+    that fails raises ``ReportFailed`` and keeps ``weekly_cost_<week>.failed.ipynb``.
+    """
+    params = weekly_parameters(
+        week_start,
+        ledger,
+        engine=engine,
+        top_n=top_n,
+        models=models,
+        level=level,
+        interactive=interactive,
+        athena=athena,
+    )
+    name = weekly_report_name(params["week_start"])
+    return run_report(
+        WEEKLY_NOTEBOOK,
+        params,
+        out_dir,
+        name=name,
+        exclude_input=True,
+        progress=progress,
+        timeout_s=timeout_s,
+        failed_name=f"{name}.failed",
+    )

@@ -1,0 +1,316 @@
+"""The weekly cost report: its forecast and savings, and the notebook run for real (papermill
+with the python3 kernel, nbconvert to HTML) agreeing with the ledger's own aggregation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import warnings
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.savings import recommend
+from srifty_kit.errors import InputError
+from srifty_kit.model.estimator import StepTimeModel
+from srifty_kit.model.spend import MIN_DAYS, forecast_next_week
+from srifty_kit.present.reports import ReportFailed, run_report, run_weekly_report
+from srifty_kit.present.weekly import last_full_week, parse_week
+from tests.builders import (
+    AWS_SECRETS,
+    LEDGER_WEEK,
+    fake_aws_env,
+    jobs_ledger_frame,
+    synthetic_measurements,
+    usage_hours,
+    write_cur,
+)
+
+WEEK = dt.date.fromisoformat(LEDGER_WEEK)
+
+
+# --------------------------------------------------------------------------- the forecast
+
+
+def daily_spend(days: int, seed: int = 0) -> pd.Series:
+    rng = np.random.default_rng(seed)
+    index = pd.date_range("2026-08-03", periods=days, freq="D")  # a Monday
+    weekday = np.where(index.day_of_week < 5, 1000.0, 250.0)
+    return pd.Series(weekday + 3.0 * np.arange(days) + rng.normal(0, 40, days), index=index)
+
+
+def test_the_forecast_interval_holds_its_point_and_follows_the_working_week():
+    f = forecast_next_week(daily_spend(84), level=0.9)
+    assert f.available and f.lo_usd < f.total_usd < f.hi_usd
+    assert (f.daily["lo"] <= f.daily["mean"]).all() and (f.daily["mean"] <= f.daily["hi"]).all()
+    weekdays = f.daily[f.daily.index.day_of_week < 5]["mean"]
+    weekend = f.daily[f.daily.index.day_of_week >= 5]["mean"]
+    assert weekdays.min() > weekend.max()
+    # a wider level gives a wider interval around the same point
+    wide = forecast_next_week(daily_spend(84), level=0.99)
+    assert wide.lo_usd < f.lo_usd and wide.hi_usd > f.hi_usd
+    assert wide.total_usd == pytest.approx(f.total_usd)
+
+
+def test_too_short_a_history_gives_no_forecast_and_says_why():
+    f = forecast_next_week(daily_spend(MIN_DAYS - 1))
+    assert not f.available and f.total_usd is None
+    assert "history too short" in f.note and str(MIN_DAYS) in f.note
+
+
+def test_spend_never_forecast_below_zero():
+    falling = pd.Series(
+        np.linspace(500, 5, 28), index=pd.date_range("2026-09-07", periods=28, freq="D")
+    )
+    f = forecast_next_week(falling)
+    assert f.lo_usd >= 0 and (f.daily[["mean", "lo", "hi"]] >= 0).all().all()
+
+
+# --------------------------------------------------------------------------- the savings
+
+
+@pytest.fixture(scope="module")
+def resnet_model(tmp_path_factory) -> StepTimeModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(synthetic_measurements())
+    path = tmp_path_factory.mktemp("model") / "resnet.json"
+    model.save(path)
+    model.path_ = path
+    return model
+
+
+def a_job(**changes) -> dict:
+    job = {
+        "job": "train",
+        "model": "resnet",
+        "instance_type": "g4dn.12xlarge",
+        "num_nodes": 2.0,
+        "pricing": "on-demand",
+        "wall_hours": 5.0,
+        "cost_usd": 3.912 * 2 * 5.0,
+        "local_bsz": 32.0,
+    }
+    return {**job, **changes}
+
+
+def test_the_saving_is_what_was_paid_less_the_recommendation_within_its_interval(resnet_model):
+    jobs = pd.DataFrame([a_job(), a_job(job="spot-run", pricing="spot", cost_usd=14.0)])
+    out = recommend(jobs, {"resnet": resnet_model}, load_catalog(), level=0.9)
+    assert (out["note"] == "").all()
+    for row in out.itertuples():
+        assert row.rec_cost_lo_usd <= row.rec_cost_usd <= row.rec_cost_hi_usd
+        assert row.saving_usd == pytest.approx(row.cost_usd - row.rec_cost_usd)
+        assert row.saving_lo_usd <= row.saving_usd <= row.saving_hi_usd
+        assert row.rec_local_bsz == 32  # the job's own per-worker batch
+        assert row.rec_num_workers * 32 <= 2 * 4 * 32  # the global batch never grows
+    assert (out["rec_hours"] > 0).all() and (out["samples"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "note"),
+    [
+        ({"model": None}, "no model tag"),
+        ({"model": "gpt"}, "no fitted model or profile for 'gpt'"),
+        ({"local_bsz": np.nan}, "no per-worker batch"),
+        ({"instance_type": "c6i.4xlarge"}, "has no GPU"),
+        ({"instance_type": "x9.huge"}, "not in the catalog"),
+    ],
+)
+def test_a_job_without_what_a_recommendation_needs_says_what_is_missing(resnet_model, change, note):
+    out = recommend(pd.DataFrame([a_job(**change)]), {"resnet": resnet_model}, load_catalog())
+    assert note in out["note"].iloc[0]
+    assert np.isnan(out["saving_usd"].iloc[0])
+
+
+def test_weeks_default_to_the_last_full_monday_to_sunday_week():
+    assert last_full_week(dt.date(2026, 12, 2)) == dt.date(2026, 11, 23)
+    assert last_full_week(dt.date(2026, 11, 30)) == dt.date(2026, 11, 23)
+    assert parse_week("2026-11-23") == WEEK
+    with pytest.raises(InputError, match="not an ISO date"):
+        parse_week("23/11/2026")
+
+
+# --------------------------------------------------------------------------- the notebook
+
+
+def pandas_week(path) -> dict:
+    """The week's numbers straight from the CUR file with pandas: an independent reading."""
+    cur = pd.read_parquet(path)
+    tags = cur["resource_tags"].map(dict)
+    for tag in ("job", "team"):
+        cur[tag] = tags.map(lambda t, tag=tag: t.get(f"user_{tag}", "(untagged)"))
+    instance = cur["line_item_line_item_type"].isin(["Usage", "SavingsPlanCoveredUsage"]) & cur[
+        "line_item_usage_type"
+    ].str.contains("BoxUsage|SpotUsage")
+    lines = cur[instance].copy()
+    covered = lines["line_item_line_item_type"] == "SavingsPlanCoveredUsage"
+    lines["cost"] = lines["line_item_unblended_cost"].where(
+        ~covered, lines["savings_plan_savings_plan_effective_cost"]
+    )
+    lines["pricing"] = np.where(
+        covered,
+        "savings-plan",
+        np.where(lines["line_item_usage_type"].str.contains("Spot"), "spot", "on-demand"),
+    )
+    lines["family"] = lines["product_instance_type"].str.split(".").str[0]
+    start = pd.to_datetime(lines["line_item_usage_start_date"])
+    end = pd.Timestamp(WEEK) + pd.Timedelta(7, "D")
+    week = lines[
+        (start >= pd.Timestamp(WEEK)) & (start < pd.Timestamp(WEEK) + pd.Timedelta(7, "D"))
+    ]
+    before = lines[
+        (start >= pd.Timestamp(WEEK) - pd.Timedelta(7, "D")) & (start < pd.Timestamp(WEEK))
+    ]
+
+    def by(key):
+        return week.groupby(key)["cost"].sum().to_dict()
+
+    return {
+        "total_usd": week["cost"].sum(),
+        "previous_week_usd": before["cost"].sum(),
+        "node_hours": week["line_item_usage_amount"].sum(),
+        "spot_share": week.loc[week["pricing"] == "spot", "cost"].sum() / week["cost"].sum(),
+        "by_team": by("team"),
+        "by_job": by("job"),
+        "by_family": by("family"),
+        "by_pricing": by("pricing"),
+        "not_instance_rows": int(
+            (
+                ~instance
+                & (cur["line_item_line_item_type"] != "SavingsPlanNegation")
+                & (pd.to_datetime(cur["line_item_usage_start_date"]) < end)
+            ).sum()
+        ),
+    }
+
+
+def notebook_summary(path) -> dict:
+    nb = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in nb.cells if "summary" in c.metadata.get("tags", [])]
+    (data,) = [o["data"] for o in cell.outputs if "application/json" in o.get("data", {})]
+    return data["application/json"]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory, resnet_model):
+    """The report run once for real on a small CUR 2.0 export, with fake AWS keys about."""
+    d = tmp_path_factory.mktemp("weekly")
+    cur = write_cur(usage_hours(), d / "cur.parquet")
+    mp = pytest.MonkeyPatch()
+    for name, value in fake_aws_env(None, d).items():
+        mp.setenv(name, value)
+    try:
+        report = run_weekly_report(
+            LEDGER_WEEK, cur, d / "out", models=[resnet_model.path_], progress=False
+        )
+    finally:
+        mp.undo()
+    return cur, report
+
+
+@pytest.mark.slow
+def test_the_executed_notebooks_figures_equal_the_ledgers_own_aggregation(ran):
+    cur, report = ran
+    got, want = notebook_summary(report.notebook), pandas_week(cur)
+    for key in ("total_usd", "previous_week_usd", "node_hours", "spot_share"):
+        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    for key in ("by_team", "by_job", "by_family", "by_pricing"):
+        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    assert got["quality"]["not EC2 instance usage"] == want["not_instance_rows"]
+    f = got["forecast"]
+    assert f["lo_usd"] <= f["total_usd"] <= f["hi_usd"] and f["level"] == 0.9
+    assert got["savings_usd"] is not None  # the resnet jobs have a model
+
+
+@pytest.mark.slow
+def test_the_html_has_no_code_cells_no_credentials_and_embeds_its_figures(ran):
+    _, report = ran
+    assert report.html.name == f"weekly_cost_{LEDGER_WEEK}.html"
+    assert report.notebook.name == f"weekly_cost_{LEDGER_WEEK}.ipynb"
+    html = report.html.read_text()
+    code_cells = re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', html)
+    assert len(code_cells) >= 8 and all("jp-mod-noInput" in c for c in code_cells)
+    assert 'class="highlight' not in html and "weekly.weekly_report(" not in html
+    assert "import matplotlib" not in html and "aws_profile =" not in html
+    assert html.count("data:image/png;base64") >= 3
+    assert "prediction interval" in html and "could have been saved" in html
+    assert "Traceback" not in html
+    for text in (html, report.notebook.read_text()):
+        assert not any(secret in text for secret in AWS_SECRETS)
+    assert not list(report.html.parent.glob(".*"))  # no temporary file left behind
+
+
+@pytest.mark.slow
+def test_a_week_without_usage_is_an_explicit_no_usage_report(tmp_path, ran):
+    cur, _ = ran
+    report = run_weekly_report("2026-10-05", cur, tmp_path, models=[], progress=False)
+    html = report.html.read_text()
+    assert "No usage in the week of" in html
+    assert notebook_summary(report.notebook)["total_usd"] == 0
+
+
+@pytest.mark.slow
+def test_a_ledger_with_no_usable_row_fails_in_one_line_keeping_the_notebook(tmp_path):
+    path = tmp_path / "jobs.csv"
+    jobs_ledger_frame(usage_hours()).assign(cost_usd=-1.0).to_csv(path, index=False)
+    with pytest.raises(InputError, match="negative cost") as e:
+        run_weekly_report(LEDGER_WEEK, path, tmp_path / "out", models=[], progress=False)
+    assert "\n" not in str(e.value)
+    assert (tmp_path / "out" / f"weekly_cost_{LEDGER_WEEK}.failed.ipynb").is_file()
+    assert not (tmp_path / "out" / f"weekly_cost_{LEDGER_WEEK}.html").exists()
+
+
+def test_parameters_are_checked_before_a_kernel_starts(tmp_path):
+    jobs = jobs_ledger_frame(usage_hours()).drop(columns="cost_usd")
+    jobs.to_csv(tmp_path / "jobs.csv", index=False)
+    cases = [
+        ({"ledger": tmp_path / "jobs.csv"}, "no column 'cost_usd'"),
+        ({"ledger": tmp_path / "nope.csv"}, "no such file"),
+        ({"week_start": "last week"}, "not an ISO date"),
+        ({"top_n": 0}, "top_n"),
+        ({"level": 1.5}, "level"),
+        ({"engine": "bigquery"}, "unknown engine"),
+        ({"engine": "athena", "athena_table": "cur"}, "needs a database and a table"),
+        ({"models": [tmp_path / "none.json"]}, "model or profile not found"),
+    ]
+    for change, match in cases:
+        args = {"week_start": LEDGER_WEEK, "ledger": None, **change}
+        with pytest.raises(InputError, match=match):
+            run_weekly_report(args.pop("week_start"), args.pop("ledger"), tmp_path / "o", **args)
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").iterdir())
+
+
+def failing_notebook(path, body: str):
+    params = new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(
+        cells=[params, new_code_cell("print('kept before the failure')"), new_code_cell(body)]
+    )
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_a_failing_cell_keeps_its_notebook_and_the_last_good_report(tmp_path):
+    nb = failing_notebook(tmp_path / "r.ipynb", "print(10 / x)")
+    out = tmp_path / "out"
+    good = run_report(nb, {"x": 2}, out, name="r", failed_name="r.failed", progress=False)
+    first = good.html.read_text()
+    assert "5.0" in first
+    with pytest.raises(ReportFailed) as e:
+        run_report(nb, {"x": 0}, out, name="r", failed_name="r.failed", progress=False)
+    message = str(e.value)
+    assert "ZeroDivisionError" in message and "r.failed.ipynb" in message and "\n" not in message
+    assert "kept before the failure" in (out / "r.failed.ipynb").read_text()
+    assert good.html.read_text() == first and "5.0" in good.notebook.read_text()
+    # a good rerun replaces the report whole and drops the stale failure
+    again = run_report(nb, {"x": 4}, out, name="r", failed_name="r.failed", progress=False)
+    assert "2.5" in again.html.read_text() and not (out / "r.failed.ipynb").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["r.html", "r.ipynb"]
