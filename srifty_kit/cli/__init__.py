@@ -19,7 +19,7 @@ from srifty_kit.errors import InputError
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).
-_SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search", "demo")
+_SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search", "demo", "report")
 
 
 class Terminated(KeyboardInterrupt):

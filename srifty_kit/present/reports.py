@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -100,13 +101,12 @@ def run_report(
             cwd=str(out),
             progress_bar=progress,
             execution_timeout=timeout_s,
+            kernel_manager_class=_quiet_kernel_manager(),
         )
     except PapermillExecutionError as err:
         os.replace(running, failed)
         if err.ename == "InputError":
-            raise InputError(
-                f"{err.evalue} (see the executed notebook)", source=str(failed)
-            ) from err
+            raise InputError(f"{err.evalue} (executed notebook kept at {failed})") from err
         raise ReportFailed(err, failed) from err
     except BaseException:
         running.unlink(missing_ok=True)
@@ -120,6 +120,23 @@ def run_report(
         text = _html_of(executed, exclude_input)
         atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
     return Report(notebook=executed, html=page)
+
+
+def _quiet_kernel_manager() -> type:
+    """nbclient's kernel manager, with the kernel process's own stderr (transport warnings,
+    shutdown chatter) sent nowhere: what a cell prints is in the notebook, and a command's
+    errors stay one line."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        """An AsyncKernelManager whose kernel writes no stderr of its own."""
+
+        async def start_kernel(self, **kw: Any) -> None:
+            """Start the kernel with stderr to /dev/null."""
+            kw.setdefault("stderr", subprocess.DEVNULL)
+            await super().start_kernel(**kw)
+
+    return QuietKernelManager
 
 
 class ReportFailed(RuntimeError):

@@ -1,0 +1,129 @@
+"""``srifty report weekly``: the weekly cost report of a usage ledger, local files or Athena."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+
+from srifty_kit.cli.flags import output_folder, positive_int, probability
+
+# what deploy/ holds; tests/cli/test_report.py checks the files say the same
+CRON_LINE = (
+    "0 6 * * 1  cd /srv/srifty && .venv/bin/srifty report weekly --ledger /data/cur "
+    "--out reports/weekly >> reports/weekly/cron.log 2>&1"
+)
+SCHEDULING = f"""\
+scheduling: every Monday at 06:00, for the week before (the default week)
+  cron (crontab -e; deploy/srifty-weekly-report.crontab):
+    {CRON_LINE}
+  systemd (deploy/systemd/): copy srifty-weekly-report.service and .timer to
+    /etc/systemd/system/, the .env file to /etc/srifty/weekly-report.env, then
+    systemctl enable --now srifty-weekly-report.timer
+
+A rerun for the same week replaces that week's report. AWS credentials come from the
+profile (--aws-profile) or the environment as for the AWS CLI; they never enter the report.
+"""
+
+
+def _iso_date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO date like 2026-11-23, got {text!r}"
+        ) from None
+
+
+def _weekly(args: argparse.Namespace) -> int:
+    from srifty_kit.errors import InputError
+    from srifty_kit.present.reports import ReportFailed, run_weekly_report
+
+    athena = {
+        "athena_database": args.athena_database,
+        "athena_table": args.athena_table,
+        "athena_output": args.athena_output,
+        "athena_workgroup": args.athena_workgroup,
+        "aws_profile": args.aws_profile,
+        "aws_region": args.aws_region,
+    }
+    engine = "athena" if args.athena_table or args.athena_database else "duckdb"
+    if engine == "duckdb" and not args.ledger:
+        raise InputError(
+            "no ledger given",
+            fix="give --ledger FILE_OR_FOLDER, or --athena-database and "
+            "--athena-table for a CUR table in Athena",
+        )
+    if engine == "athena" and args.ledger:
+        raise InputError("give --ledger or the Athena table, not both", fix="drop one")
+    try:
+        report = run_weekly_report(
+            args.week,
+            args.ledger,
+            args.out,
+            engine=engine,
+            top_n=args.top,
+            models=args.models,
+            level=args.level,
+            progress=not args.quiet,
+            **(athena if engine == "athena" else {}),
+        )
+    except ReportFailed as err:
+        print(f"srifty report weekly: error: {err}", file=sys.stderr)
+        return 1
+    print(f"report: {report.html}\nnotebook: {report.notebook}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``report weekly``."""
+    report = subparsers.add_parser(
+        "report",
+        help="papermill reports: the weekly cost report",
+        description="Reports run as notebooks with papermill and exported to HTML.",
+    )
+    kinds = report.add_subparsers(dest="report", metavar="REPORT", parser_class=type(report))
+    kinds.required = True
+    weekly = kinds.add_parser(
+        "weekly",
+        help="a week's EC2 spend, trend, forecast and savings, from a CUR, FOCUS or jobs ledger",
+        description="Run notebooks/04_weekly_cost_report for one week of a usage ledger and "
+        "write weekly_cost_<WEEK>.html (no code, figures embedded) and the executed notebook "
+        "to --out: spend by team, job, instance family and pricing, spot savings, "
+        "week-over-week change, next week's forecast with its interval, what the recommended "
+        "configurations would have cost, and a data-quality table. The ledger is an AWS Cost "
+        "and Usage Report (legacy or 2.0 names; CSV, gzip CSV or Parquet; a file or a folder of "
+        "parts), a FOCUS export or a jobs ledger, read in place by DuckDB; or a CUR table in "
+        "Athena (--athena-database/--athena-table), queried with the same SQL.",
+        epilog=SCHEDULING,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    weekly.add_argument(
+        "--week",
+        type=_iso_date,
+        help="first day of the week, ISO (e.g. 2026-11-23); default: the last full Mon-Sun week",
+    )
+    weekly.add_argument("--ledger", help="the ledger: a .csv, .csv.gz or .parquet file or folder")
+    weekly.add_argument("--out", default="reports/weekly", type=output_folder, help="output folder")
+    weekly.add_argument(
+        "--top", type=positive_int, default=10, help="jobs in the top-jobs and savings tables"
+    )
+    weekly.add_argument(
+        "--models",
+        nargs="+",
+        metavar="PATH",
+        help="model files (srifty fit) or profiles for the savings; default: the packaged "
+        "and reference measurements",
+    )
+    weekly.add_argument(
+        "--level", type=probability, default=0.9, help="level of the intervals (default 0.9)"
+    )
+    weekly.add_argument("--quiet", action="store_true", help="no progress bar")
+    aws = weekly.add_argument_group("Athena (the CUR in S3)")
+    aws.add_argument("--athena-database", help="Athena database holding the CUR table")
+    aws.add_argument("--athena-table", help="the CUR (or FOCUS) table")
+    aws.add_argument("--athena-output", help="s3:// location for Athena's query results")
+    aws.add_argument("--athena-workgroup", help="Athena workgroup (default: primary)")
+    aws.add_argument("--aws-profile", help="AWS CLI profile to use")
+    aws.add_argument("--aws-region", help="AWS region of the Athena table")
+    weekly.set_defaults(func=_weekly)

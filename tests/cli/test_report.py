@@ -1,0 +1,190 @@
+"""``srifty report weekly`` as a user runs it: the report from the sample CUR, from Athena (a
+moto server on 127.0.0.1), bad input in one line with exit code 2, and the schedule it shows."""
+
+from __future__ import annotations
+
+import configparser
+import datetime as dt
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from srifty_kit.cli import build_parser
+from srifty_kit.cli.report import CRON_LINE
+from srifty_kit.tables.ledger import weekly_usage
+from tests.builders import (
+    AWS_SECRETS,
+    LEDGER_WEEK,
+    REPO,
+    athena_result,
+    fake_aws_env,
+    jobs_ledger_frame,
+    moto_api,
+    moto_server,
+    recording_ledger,
+    run_srifty,
+    usage_hours,
+    write_cur,
+)
+
+SAMPLE = REPO / "data" / "sample_cur_usage.parquet"
+DEPLOY = REPO / "deploy"
+
+
+def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("srifty report"), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.slow
+def test_the_weekly_report_of_the_sample_cur_is_html_without_code_and_the_notebook(tmp_path):
+    out = tmp_path / "weekly"
+    done = run_srifty(
+        "report", "weekly", "--week", "2026-11-23", "--ledger", str(SAMPLE), "--out", str(out),
+        "--quiet", timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    html = out / "weekly_cost_2026-11-23.html"
+    assert f"report: {html}" in done.stdout
+    assert (out / "weekly_cost_2026-11-23.ipynb").is_file()
+    page = html.read_text()
+    code = re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', page)
+    assert code and all("jp-mod-noInput" in c for c in code)
+    assert page.count("data:image/png;base64") >= 3  # figures embedded
+    assert re.search(r"Next week: \$[\d,]+\*\* expected, 90% prediction interval \$", page)
+    assert re.search(r"could have been saved on \d+ jobs \(the sum of their 90% intervals", page)
+    assert "saving_lo_usd" in page and "Traceback" not in page
+    assert sorted(p.name for p in out.iterdir()) == [html.name, "weekly_cost_2026-11-23.ipynb"]
+
+
+def write_jobs(tmp_path, **change):
+    path = tmp_path / "jobs.csv"
+    jobs_ledger_frame(usage_hours()).assign(**change).to_csv(path, index=False)
+    return path
+
+
+def test_bad_input_is_one_line_and_exit_code_2_before_any_kernel(tmp_path):
+    frame = jobs_ledger_frame(usage_hours()).drop(columns="cost_usd")
+    frame.to_csv(tmp_path / "no_cost.csv", index=False)
+    out = str(tmp_path / "out")
+    cases = [
+        (["--ledger", str(tmp_path / "no_cost.csv")], ("no column 'cost_usd'", "no_cost.csv")),
+        (["--ledger", str(tmp_path / "absent")], ("no such file or folder",)),
+        (["--ledger", str(SAMPLE), "--week", "23/11/2026"], ("ISO date",)),
+        (["--ledger", str(SAMPLE), "--level", "90"], ("--level",)),
+        ([], ("no ledger given",)),
+        (["--ledger", str(SAMPLE), "--athena-table", "cur"], ("not both",)),
+        (["--athena-table", "cur", "--athena-output", "s3://b/"], ("database and a table",)),
+    ]
+    for args, needles in cases:
+        one_line_error(run_srifty("report", "weekly", "--out", out, *args), *needles)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [({"cost_usd": -4.0}, "negative cost"), ({"start": "13/45/2026"}, "unparseable start date")],
+)
+def test_a_ledger_with_no_usable_row_exits_2_and_keeps_the_notebook(tmp_path, change, needle):
+    out = tmp_path / "out"
+    done = run_srifty(
+        "report", "weekly", "--week", LEDGER_WEEK, "--ledger", str(write_jobs(tmp_path, **change)),
+        "--out", str(out), "--quiet", timeout=600,
+    )  # fmt: skip
+    one_line_error(done, needle, "jobs.csv")
+    assert (out / f"weekly_cost_{LEDGER_WEEK}.failed.ipynb").is_file()
+
+
+@pytest.mark.slow
+def test_a_week_without_usage_is_a_no_usage_report_not_an_error(tmp_path):
+    out = tmp_path / "out"
+    done = run_srifty(
+        "report", "weekly", "--week", "2026-06-01", "--ledger", str(write_jobs(tmp_path)),
+        "--out", str(out), "--quiet", timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "No usage in the week of" in (out / "weekly_cost_2026-06-01.html").read_text()
+
+
+def test_help_shows_the_schedule_the_deploy_files_hold():
+    done = run_srifty("report", "weekly", "--help")
+    assert done.returncode == 0
+    assert CRON_LINE in " ".join(done.stdout.split("\n"))  # argparse keeps the epilog's lines
+    for name in ("srifty-weekly-report.crontab", "srifty-weekly-report.timer"):
+        assert name in done.stdout
+    crontab = DEPLOY / "srifty-weekly-report.crontab"
+    (line,) = [x for x in crontab.read_text().splitlines() if x and not x.startswith("#")]
+    assert line == CRON_LINE
+    minute, hour, _, _, weekday, *command = line.split()
+    assert (minute, hour, weekday) == ("0", "6", "1")  # Mondays at 06:00
+    argv = shlex.split(" ".join(command).split("&&", 1)[1].split(">>")[0])
+    assert argv[0].endswith("srifty")
+    assert build_parser().parse_args(argv[1:]).report == "weekly"
+
+
+def test_the_systemd_timer_runs_the_report_every_monday():
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.read(DEPLOY / "systemd" / "srifty-weekly-report.service")
+    timer = configparser.ConfigParser(interpolation=None)
+    timer.read(DEPLOY / "systemd" / "srifty-weekly-report.timer")
+    env = dict(
+        line.split("=", 1)
+        for line in (DEPLOY / "systemd" / "srifty-weekly-report.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    command = unit["Service"]["ExecStart"]
+    for name, value in env.items():
+        command = command.replace(f"${{{name}}}", value)
+    argv = shlex.split(command)
+    args = build_parser().parse_args(argv[1:])
+    assert (args.command, args.report, args.week) == ("report", "weekly", None)  # the week before
+    assert unit["Service"]["Type"] == "oneshot"
+    assert timer["Timer"]["OnCalendar"].startswith("Mon ")
+    assert timer["Install"]["WantedBy"] == "timers.target"
+    if shutil.which("systemd-analyze"):
+        said = subprocess.run(
+            ["systemd-analyze", "calendar", "--iterations=2", timer["Timer"]["OnCalendar"]],
+            capture_output=True,
+            text=True,
+        )
+        assert said.returncode == 0, said.stderr
+        days = re.findall(r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d\d-\d\d 06:00:00", said.stdout)
+        assert days and set(days) == {"Mon"}
+
+
+@pytest.mark.slow
+def test_the_report_runs_on_athena_through_the_same_flags_without_leaking_keys(tmp_path):
+    cur = write_cur(usage_hours(), tmp_path / "cur.parquet")
+    ledger = recording_ledger(cur)
+    weekly_usage(ledger, dt.date.fromisoformat(LEDGER_WEEK))  # what Athena will be asked
+    with moto_server() as endpoint:
+        moto_api(
+            endpoint,
+            "/moto-api/static/athena/query-results",
+            {"results": [athena_result(f) for f in (ledger.information_schema(), *ledger.answers)]},
+        )
+        out = tmp_path / "out"
+        done = run_srifty(
+            "report", "weekly", "--week", LEDGER_WEEK, "--out", str(out), "--quiet",
+            "--athena-database", "billing", "--athena-table", "cur",
+            "--athena-output", "s3://reports-bucket/athena/", "--aws-region", "us-east-1",
+            "--models", str(REPO / "data" / "sample_profile_dist.csv"),
+            env=fake_aws_env(endpoint, tmp_path), timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    html = (out / f"weekly_cost_{LEDGER_WEEK}.html").read_text()
+    assert "athena:billing.cur" in html and "cur2" in html
+    for text in (
+        html,
+        (out / f"weekly_cost_{LEDGER_WEEK}.ipynb").read_text(),
+        done.stdout,
+        done.stderr,
+    ):
+        assert not any(secret in text for secret in AWS_SECRETS)
