@@ -1,4 +1,5 @@
-"""The end-to-end demo: profile a demo model here, fit, search EC2, write an HTML report."""
+"""The end-to-end demo: profile a demo model here, fit, search EC2, write an HTML report; then
+the weekly cost report of the packaged sample ledger, and an index page linking both."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from srifty_kit.present.reports import Report, run_report
-from srifty_kit.tables.files import write_table
+from srifty_kit.present.reports import Report, notebook_figures, run_report, run_weekly_report
+from srifty_kit.tables.files import atomic_write, write_table
 
 SINGLE_BATCHES = (8, 16, 32, 64)
 DIST_WORLDS = (1, 2)  # two processes: what a 2-core machine can run without oversubscribing
@@ -25,6 +26,8 @@ class Demo:
     model: Path
     report: Report
     pick: str
+    weekly: Report | None = None  # the weekly cost report of the sample ledger
+    index: Path | None = None  # index.html linking the reports and their figures
 
 
 def _noise_scale(facts: dict) -> float | None:
@@ -91,6 +94,58 @@ def run_demo(
         "reference_bsz": max(SINGLE_BATCHES),
         "noise_scale": _noise_scale(single.facts),
         "deadline_h": deadline_h,
+        "interactive": False,  # an HTML report: static tables and figures, not the panel
     }
     report = run_report("03_search_ec2", parameters, out, name="search_ec2", progress=progress)
-    return Demo(measurements, model_path, report, _pick_text(report))
+    weekly = run_demo_weekly(out, model_path, progress=progress)
+    index = write_index(out, [("Search EC2 for the demo job", report), (WEEKLY_TITLE, weekly)])
+    return Demo(measurements, model_path, report, _pick_text(report), weekly, index)
+
+
+WEEKLY_TITLE = "Weekly cost report of the sample ledger (generated data)"
+
+
+def run_demo_weekly(out: Path, model_path: Path | None = None, progress: bool = True) -> Report:
+    """The weekly cost report of the packaged sample CUR for its last full week; the savings
+    use the demo's own fitted model first (its training model measured here), then the
+    default measurements."""
+    from srifty_kit.present.weekly import SAMPLE_LEDGER, SAMPLE_WEEK, default_model_sources
+    from srifty_kit.tables.reference import packaged
+
+    models = ([str(model_path)] if model_path else []) + default_model_sources()
+    return run_weekly_report(
+        SAMPLE_WEEK, packaged(SAMPLE_LEDGER), out, models=models, progress=progress
+    )
+
+
+def write_index(out: str | os.PathLike, reports: list[tuple[str, Report]]) -> Path:
+    """``index.html`` in ``out``: a link to each report's HTML and its figures (written to
+    ``figures/`` as PNG files), atomically."""
+    from html import escape
+
+    out = Path(out)
+    sections = []
+    for title, report in reports:
+        figures = notebook_figures(report.notebook, out / "figures")
+        images = "\n".join(
+            f'<a href="{escape(p.relative_to(out).as_posix())}"><img src="'
+            f'{escape(p.relative_to(out).as_posix())}" alt="{escape(title)}, figure {i}" '
+            'width="360"></a>'
+            for i, p in enumerate(figures, 1)
+        )
+        page = report.html.relative_to(out).as_posix() if report.html else ""
+        sections.append(
+            f'<h2><a href="{escape(page)}">{escape(title)}</a></h2>\n'
+            f'<p><a href="{escape(page)}">{escape(page)}</a> (the executed notebook: '
+            f'<a href="{escape(report.notebook.name)}">{escape(report.notebook.name)}</a>)</p>'
+            f"\n<p>{images}</p>"
+        )
+    body = "\n".join(sections)
+    text = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        "<title>srifty_kit demo</title></head>\n<body>\n<h1>srifty_kit demo</h1>\n"
+        f"{body}\n</body></html>\n"
+    )
+    path = out / "index.html"
+    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+    return path

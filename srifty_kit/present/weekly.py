@@ -44,7 +44,8 @@ TOP_JOB_COLUMNS = (
     "cost_usd",
     "gpu_util",
 )
-SAMPLE_LEDGER = "sample_cur_usage.parquet"
+SAMPLE_LEDGER = "sample_cur_usage.parquet"  # packaged, generated (data/sample_cur_README.md)
+SAMPLE_WEEK = "2026-11-23"  # the sample's last full week
 SAMPLE_PROFILE = "sample_profile_dist.csv"
 
 

@@ -314,3 +314,17 @@ def test_a_failing_cell_keeps_its_notebook_and_the_last_good_report(tmp_path):
     again = run_report(nb, {"x": 4}, out, name="r", failed_name="r.failed", progress=False)
     assert "2.5" in again.html.read_text() and not (out / "r.failed.ipynb").exists()
     assert sorted(p.name for p in out.iterdir()) == ["r.html", "r.ipynb"]
+
+
+@pytest.mark.slow
+def test_the_demo_ends_in_an_index_linking_both_reports_and_their_figures(tmp_path):
+    from srifty_kit.present.demo import run_demo
+
+    demo = run_demo(tmp_path / "demo", seconds=4, progress=False)
+    index = demo.index.read_text()
+    for report in (demo.report, demo.weekly):
+        assert f'href="{report.html.name}"' in index and report.html.is_file()
+    figures = re.findall(r'<img src="(figures/[^"]+\.png)"', index)
+    assert any("search_ec2" in f for f in figures) and any("weekly_cost" in f for f in figures)
+    assert all((tmp_path / "demo" / f).stat().st_size > 1000 for f in figures)
+    assert "No usage" not in demo.weekly.html.read_text()  # the sample's last full week
