@@ -186,10 +186,12 @@ def run_notebook_in_lab(
     cells in its kernel, and wait until ``ready`` (a CSS selector) is on the page; a cell's
     error comes back in the exception."""
     url, token = lab
-    page.goto(f"{url}/lab/tree/{name}?token={token}")
+    page.goto(f"{url}/lab/tree/{name}?reset&token={token}")  # reset: no restored tabs
     page.wait_for_function(
-        "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-        " return !!(w && w.sessionContext && w.content && w.content.widgets.length); }",
+        "(name) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+        " return !!(w && w.context && w.context.path === name && w.sessionContext"
+        " && w.content && w.content.widgets.length); }",
+        arg=name,
         timeout=timeout_s * 1000,
     )
     page.evaluate(

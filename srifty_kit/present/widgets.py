@@ -473,12 +473,12 @@ class SearchPanel:
             ),
         }
         axes = [
-            bq.Axis(scale=xs, label="time to finish, upper end (h)", tick_format=".2~g"),
+            bq.Axis(scale=xs, label="time to finish, upper end (h)", tick_format=".3~g"),
             bq.Axis(
                 scale=ys,
                 label="cost to finish, upper end (USD)",
                 side="left",
-                tick_format=".2~g",
+                tick_format=".3~g",
             ),
         ]
         fig = bq.Figure(

@@ -17,7 +17,9 @@ from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
 from srifty_kit import Constraints, Job, StepTimeModel, load_catalog, search
+from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.explanation import config_phrase
+from srifty_kit.decide.planner import evaluate
 from srifty_kit.present.widgets import MARKS, log_bounds
 from tests.builders import (
     REPO,
@@ -238,3 +240,113 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     assert fig["points"][mark["pick"]] == [] and len(fig["points"][mark["nearest"]]) == 1
     data = pd.Series(page.evaluate(TABLE_JS, "srifty-table")["data"])
     assert float(data["deadline"]) == 0.01
+
+
+# -- notebook 05: the four lessons ---------------------------------------------------------------
+
+NOTEBOOK_05 = {
+    "samples": 1.2e8,
+    "reference_bsz": 256,
+    "noise_scale": 4096.0,
+    "local_bsz": 32,
+    "runs": 500,
+    "interactive": True,
+}
+ANSWER_JS = """
+(cls) => {
+  const a = document.querySelector('.' + cls + ' .srifty-answer');
+  return a ? {text: a.textContent, inputs: JSON.parse(a.dataset.inputs)} : null;
+}
+"""
+# lesson panel -> (question control, keys to press, the input it moves, readout -> value)
+QUESTIONS = {
+    "srifty-lesson-scaling": ("srifty-noise-scale", "ArrowLeft", 10, ("job", "noise_scale")),
+    "srifty-lesson-spot": (
+        "srifty-checkpoint-interval",
+        "ArrowRight",
+        6,
+        ("job", "checkpoint_interval_h"),
+    ),
+    "srifty-lesson-controller": ("srifty-slow-factor", "ArrowRight", 4, ("slow_factor",)),
+    "srifty-lesson-variance": ("srifty-deadline", "ArrowLeft", 10, ("deadline_h",)),
+}
+
+
+def _job(fields: dict) -> Job:
+    fields = dict(fields)
+    if fields["local_bsz"] is not None:
+        fields["local_bsz"] = tuple(fields["local_bsz"])
+    return Job(**fields)
+
+
+def _lesson_answer(panel: str, inputs: dict, model, catalog) -> str:
+    """What the decide layer answers for the inputs the panel says it used."""
+    job = _job(inputs["job"])
+    if panel == "srifty-lesson-scaling":
+        return tradeoffs.scaling(
+            model,
+            catalog,
+            job,
+            inputs["instance_type"],
+            inputs["local_bsz"],
+            max_nodes=inputs["max_nodes"],
+            level=inputs["level"],
+        ).text()
+    if panel == "srifty-lesson-spot":
+        return tradeoffs.spot_tradeoff(
+            model,
+            catalog,
+            job,
+            inputs["instance_type"],
+            inputs["num_nodes"],
+            inputs["local_bsz"],
+            bucket=inputs["bucket"],
+            deadline_h=inputs["deadline_h"],
+            level=inputs["level"],
+            runs=inputs["runs"],
+        ).text()
+    if panel == "srifty-lesson-controller":
+        return tradeoffs.controller_lesson(
+            model,
+            catalog,
+            job,
+            tuple(inputs["instance_types"]),
+            tuple(inputs["num_nodes"]),
+            inputs["local_bsz"],
+            steps=inputs["steps"],
+            slow_at=inputs["slow_at"],
+            slow_factor=inputs["slow_factor"],
+        ).text()
+    constraints = Constraints(confidence=inputs["confidence"], max_nodes=inputs["max_nodes"])
+    evaluated = evaluate(model, catalog, job, constraints)
+    return tradeoffs.deadline_judgement(evaluated, inputs["deadline_h"], runs=inputs["runs"]).text()
+
+
+def _readout_value(text: str) -> float:
+    return float(re.match(r"[-\d.e+]+", text.strip()).group(0))
+
+
+def test_each_lesson_answers_as_the_decide_layer_does_when_its_control_moves(page, fitted):
+    _, model = fitted
+    catalog = load_catalog()
+    name = _parameterize(fitted, "05_tradeoffs.ipynb", "05.ipynb", NOTEBOOK_05)
+    run_notebook_in_lab(page, page.lab, name, ".srifty-lesson-variance .srifty-answer")
+    for panel, (control, key, times, path) in QUESTIONS.items():
+        before = page.evaluate(ANSWER_JS, panel)
+        assert before["text"] == _lesson_answer(panel, before["inputs"], model, catalog)
+        figure_before = page.evaluate(FIGURE_JS, f"{panel} .srifty-figure")
+        slider_press(page, f"{panel} .{control}", key, times)
+        moved_to = _readout_value(page.locator(f".{panel} .{control} .widget-readout").inner_text())
+        page.wait_for_function(
+            "([cls, path, value]) => { const a = document.querySelector("
+            "'.' + cls + ' .srifty-answer'); if (!a) return false;"
+            " let v = JSON.parse(a.dataset.inputs); for (const k of path) v = v[k];"
+            " return v === value; }",
+            arg=[panel, list(path), moved_to],
+            timeout=120_000,
+        )
+        after = page.evaluate(ANSWER_JS, panel)
+        assert after["text"] != before["text"]
+        assert after["text"] == _lesson_answer(panel, after["inputs"], model, catalog)
+        assert page.evaluate(FIGURE_JS, f"{panel} .srifty-figure") != figure_before
+        page.locator(f".{panel}").screenshot(path=str(SCREENSHOTS / f"05_{panel[14:]}.png"))

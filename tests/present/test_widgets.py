@@ -119,3 +119,43 @@ def test_slider_stops_hold_the_starting_value_exactly():
     stops = [v for _, v in log_choices(7.25, 0.01, 1000.0)]
     assert 7.25 in stops and stops == sorted(stops)
     assert stops[0] == 0.01 and stops[-1] == 1000.0
+
+
+# -- notebook 05's lesson panels ---------------------------------------------------------------
+
+LESSON_JOB = replace(JOB, local_bsz=None, checkpoint_gb=10.0)
+
+
+def test_lesson_panels_answer_what_the_decide_layer_answers(model, catalog):
+    from srifty_kit.decide import tradeoffs
+    from srifty_kit.decide.planner import evaluate
+    from srifty_kit.present.lessons import ControllerLesson, VarianceLesson
+
+    lesson = VarianceLesson(model, catalog, LESSON_JOB, deadline_h=5.0, max_nodes=8, runs=300)
+    first = lesson.evaluated
+    answer = lesson.ask(20.0)  # the nearest stop of the slider
+    moved = lesson.controls["deadline"].value
+    assert moved == pytest.approx(20.0, rel=0.03) and lesson.evaluated is first
+    ev = evaluate(model, catalog, LESSON_JOB, Constraints(confidence=0.9, max_nodes=8))
+    assert answer == tradeoffs.deadline_judgement(ev, moved, runs=300).text()
+    assert 'data-inputs="' in lesson.answer_box.value and "deadline_h" in lesson.answer_box.value
+
+    controller = ControllerLesson(model, catalog, LESSON_JOB, local_bsz=32)
+    want = tradeoffs.controller_lesson(model, catalog, LESSON_JOB, local_bsz=32, slow_factor=2.0)
+    assert controller.ask(2.0) == want.text()
+    assert controller.marks["batches"].y.shape == (8, 40)  # one line per worker, 40 steps
+
+
+def test_a_lesson_shows_what_is_wrong_in_its_panel(model, catalog):
+    from srifty_kit.present.lessons import ScalingLesson
+
+    lesson = ScalingLesson(
+        model, catalog, LESSON_JOB, instance_types=("g4dn.12xlarge", "c7i.large"), local_bsz=32
+    )
+    good = lesson.answer
+    lesson.controls["instance_type"].value = "c7i.large"
+    assert isinstance(lesson.error, InputError)
+    assert "no GPU" in lesson.message.value and "srifty-error" in lesson.message.value
+    assert lesson.answer == good  # the last good answer stays, the message says why not
+    lesson.controls["instance_type"].value = "g4dn.12xlarge"
+    assert lesson.error is None and lesson.message.value == ""

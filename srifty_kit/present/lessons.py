@@ -1,0 +1,539 @@
+"""Notebook 05's four lesson panels (ipywidgets 8 + bqplot), each wired to one decide.tradeoffs
+function: workers x batch x statistical efficiency, spot against on-demand, the batch
+controller on a mixed cluster, the point estimate against the upper end.
+
+Each panel has a few controls, a figure updated in place and an answer: the tradeoffs
+result's ``text()``, in an element (``srifty-answer``) that carries the inputs it was computed
+for as JSON (``data-inputs``). ``panel.ask(value)`` sets the lesson's question control and
+returns the answer (how the notebook answers its question when it runs headless).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.decide import tradeoffs
+from srifty_kit.decide.job import Constraints, Job
+from srifty_kit.decide.planner import evaluate
+from srifty_kit.errors import InputError
+from srifty_kit.present.widgets import STYLE, error_html, log_choices, tag
+
+if TYPE_CHECKING:  # pragma: no cover
+    from srifty_kit.model.estimator import StepTimeModel
+
+
+def job_inputs(job: Job) -> dict[str, Any]:
+    """A job as JSON-ready fields (``Job(**fields)`` rebuilds it, tuples as lists)."""
+    return asdict(job)
+
+
+def answer_html(text: str, inputs: dict[str, Any]) -> str:
+    """The answer element: the text, and the inputs it was computed for as JSON."""
+    data = html.escape(json.dumps(inputs), quote=True)
+    return f'<div class="srifty-answer" data-inputs="{data}">{html.escape(text)}</div>'
+
+
+class Lesson:
+    """What the four panels share: controls, a figure, an answer, errors as a message."""
+
+    question = ""  # the name of the control the lesson's question moves
+
+    def __init__(self, controls: dict[str, Any], figure: Any, css_class: str) -> None:
+        import ipywidgets as w
+
+        self.controls = controls
+        self.figure = tag(figure, "srifty-figure")
+        self.answer = ""
+        self.error: Exception | None = None
+        self.message = tag(w.HTML(), "srifty-message")
+        self.answer_box = tag(w.HTML(), "srifty-lesson-answer")
+        for name, control in controls.items():
+            tag(control, f"srifty-{name.replace('_', '-')}")
+            control.observe(lambda _change: self.refresh(), names="value")
+        self.widget = tag(
+            w.VBox(
+                [
+                    w.HTML(STYLE),
+                    w.HBox([w.VBox(list(controls.values())), self.figure]),
+                    self.message,
+                    self.answer_box,
+                ]
+            ),
+            css_class,
+        )
+
+    def compute(self) -> tuple[Any, dict[str, Any]]:
+        """The tradeoffs result for the controls now, and the inputs it was computed for."""
+        raise NotImplementedError
+
+    def draw(self, result: Any) -> None:
+        """Put ``result`` on the figure (in place)."""
+        raise NotImplementedError
+
+    def refresh(self) -> Any:
+        """Compute for the controls now and show it; an InputError becomes the message."""
+        try:
+            result, inputs = self.compute()
+        except InputError as err:
+            self.error = err
+            self.message.value = error_html(err)
+            return None
+        self.error, self.result = None, result
+        self.message.value = ""
+        self.draw(result)
+        self.answer = result.text()
+        self.answer_box.value = answer_html(self.answer, inputs)
+        return result
+
+    def ask(self, value: Any) -> str:
+        """Move the question's control to its stop nearest ``value`` and return the answer."""
+        control = self.controls[self.question]
+        stops = [v for _, v in control.options]
+        if value not in stops:
+            value = min(stops, key=lambda v: abs(np.log(v / value)))
+        control.value = value
+        return self.answer if self.error is None else str(self.error)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _figure(marks: list, axes: list, title: str, legend: str = "top-right") -> Any:
+    import bqplot as bq
+
+    return bq.Figure(
+        marks=marks,
+        axes=axes,
+        title=title,
+        fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 70},
+        layout={"width": "600px", "height": "380px"},
+        animation_duration=0,
+        legend_location=legend,
+        legend_style={"fill": "white", "stroke": "#ccc"},
+    )
+
+
+def _selection(values: list[tuple[str, Any]], value: Any, description: str, **kw: Any) -> Any:
+    import ipywidgets as w
+
+    return w.SelectionSlider(
+        options=values,
+        value=value,
+        description=description,
+        style={"description_width": "150px"},
+        layout=w.Layout(width="480px"),
+        readout=True,
+        **kw,
+    )
+
+
+class ScalingLesson(Lesson):
+    """(a) Workers x batch x statistical efficiency: time and cost to the target as workers
+    grow on one instance type; the question moves the gradient noise scale."""
+
+    question = "noise_scale"
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        catalog: pd.DataFrame,
+        job: Job,
+        instance_types: tuple[str, ...] = ("g4dn.12xlarge", "g6.12xlarge", "p4d.24xlarge"),
+        local_bsz: int = 64,
+        max_nodes: int = 16,
+        level: float = 0.9,
+    ) -> None:
+        import bqplot as bq
+        import ipywidgets as w
+
+        self.model, self.catalog, self.job = model, catalog, job
+        self.max_nodes, self.level = max_nodes, level
+        noise = job.noise_scale or 2000.0
+        batches = sorted({2**i for i in range(11)} | {int(local_bsz)})
+        controls = {
+            "noise_scale": _selection(
+                log_choices(noise, 10.0, 1e6, per_decade=20), noise, "noise scale"
+            ),
+            "local_bsz": _selection([(str(b), b) for b in batches], int(local_bsz), "local batch"),
+            "instance_type": w.Dropdown(
+                options=list(instance_types),
+                value=instance_types[0],
+                description="instance type",
+                style={"description_width": "140px"},
+            ),
+        }
+        xs, ts, cs = bq.LogScale(), bq.LogScale(), bq.LogScale()
+        self.marks = {
+            "time": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ts}, colors=["#4c78a8"], marker="circle",
+                labels=["time (upper end)"], display_legend=True,
+            ),
+            "cost": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], marker="square",
+                labels=["cost (upper end)"], display_legend=True,
+            ),
+            "cheapest": bq.Scatter(
+                x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], stroke="black",
+                default_size=160, marker="diamond", labels=["cheapest"], display_legend=True,
+            ),
+            "fastest": bq.Scatter(
+                x=[], y=[], scales={"x": xs, "y": ts}, colors=["#4c78a8"], stroke="black",
+                default_size=160, marker="diamond", labels=["fastest"], display_legend=True,
+            ),
+        }  # fmt: skip
+        axes = [
+            bq.Axis(scale=xs, label="workers", tick_format="d"),
+            bq.Axis(scale=ts, label="hours to target", side="left", tick_format=".3~g"),
+            bq.Axis(scale=cs, label="USD to target", side="right", tick_format=".3~g"),
+        ]
+        figure = _figure(list(self.marks.values()), axes, "Time and cost against workers", "top")
+        super().__init__(controls, figure, "srifty-lesson-scaling")
+        self.refresh()
+
+    def compute(self) -> tuple[tradeoffs.Scaling, dict[str, Any]]:
+        """``tradeoffs.scaling`` with the job's noise scale replaced by the control's."""
+        v = {k: c.value for k, c in self.controls.items()}
+        job = replace(self.job, noise_scale=float(v["noise_scale"]))
+        inputs = {
+            "job": job_inputs(job),
+            "instance_type": v["instance_type"],
+            "local_bsz": int(v["local_bsz"]),
+            "max_nodes": self.max_nodes,
+            "level": self.level,
+        }
+        result = tradeoffs.scaling(
+            self.model,
+            self.catalog,
+            job,
+            v["instance_type"],
+            int(v["local_bsz"]),
+            max_nodes=self.max_nodes,
+            level=self.level,
+        )
+        return result, inputs
+
+    def draw(self, result: tradeoffs.Scaling) -> None:
+        """Time and cost lines over workers; the cheapest and the fastest count marked."""
+        t = result.table
+        for name, column in (("time", "time_hi_h"), ("cost", "cost_hi_usd")):
+            with self.marks[name].hold_sync():
+                self.marks[name].x = t["num_workers"].to_numpy(float)
+                self.marks[name].y = t[column].to_numpy(float)
+        for name, row, column in (
+            ("cheapest", result.cheapest, "cost_hi_usd"),
+            ("fastest", result.fastest, "time_hi_h"),
+        ):
+            with self.marks[name].hold_sync():
+                self.marks[name].x = np.array([float(row["num_workers"])])
+                self.marks[name].y = np.array([float(row[column])])
+
+
+class SpotLesson(Lesson):
+    """(b) Spot against on-demand: interruption rate, checkpoint interval and restart cost;
+    the question moves the checkpoint interval."""
+
+    question = "checkpoint_interval"
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        catalog: pd.DataFrame,
+        job: Job,
+        instance_type: str = "g4dn.12xlarge",
+        num_nodes: int = 8,
+        local_bsz: int = 64,
+        deadline_h: float | None = None,
+        level: float = 0.9,
+        runs: int = 2000,
+    ) -> None:
+        import bqplot as bq
+        import ipywidgets as w
+
+        from srifty_kit.tables.contracts import INTERRUPTION_BUCKETS
+
+        self.model, self.catalog, self.job = model, catalog, job
+        self.instance_type, self.num_nodes, self.local_bsz = instance_type, num_nodes, local_bsz
+        self.level, self.runs = level, runs
+        if deadline_h is None:  # fixed once: 3% over the on-demand time at the first interval
+            deadline_h = tradeoffs.spot_deadline(
+                model, catalog, job, instance_type, num_nodes, local_bsz, level=level
+            )
+        self.deadline_h = deadline_h
+        listed = catalog.loc[catalog["instance_type"] == instance_type, "spot_interruption_bucket"]
+        bucket = str(listed.iloc[0]) if len(listed) and pd.notna(listed.iloc[0]) else ">20%"
+        controls = {
+            "checkpoint_interval": _selection(
+                log_choices(job.checkpoint_interval_h, 1 / 60, 8, per_decade=12, label="{:.3g} h"),
+                job.checkpoint_interval_h,
+                "checkpoint every",
+            ),
+            "bucket": w.Dropdown(
+                options=list(INTERRUPTION_BUCKETS),
+                value=bucket,
+                description="reclaims / month",
+                style={"description_width": "140px"},
+            ),
+            "restart": _selection(
+                log_choices(job.restart_h, 0.01, 2.0, per_decade=10, label="{:.3g} h"),
+                job.restart_h,
+                "restart takes",
+            ),
+        }  # fmt: skip
+        xs, ys, ms = bq.LogScale(), bq.LinearScale(min=0), bq.LinearScale(min=0, max=1)
+        self.marks = {
+            "spot": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"],
+                labels=["spot, expected cost"], display_legend=True,
+            ),
+            "ondemand": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ys}, colors=["black"], line_style="dashed",
+                labels=["on-demand cost"], display_legend=True,
+            ),
+            "miss": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ms}, colors=["#e45756"], line_style="dotted",
+                labels=["spot runs missing the deadline"], display_legend=True,
+            ),
+            "now": bq.Scatter(
+                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"], stroke="black",
+                default_size=140, marker="diamond", labels=["this interval"], display_legend=True,
+            ),
+        }  # fmt: skip
+        axes = [
+            bq.Axis(scale=xs, label="checkpoint interval (h)", tick_format=".2~g"),
+            bq.Axis(scale=ys, label="USD to target", side="left", tick_format=".3~g"),
+            bq.Axis(scale=ms, label="share missing the deadline", side="right", tick_format=".0%"),
+        ]
+        figure = _figure(list(self.marks.values()), axes, "Spot against on-demand", "bottom-left")
+        super().__init__(controls, figure, "srifty-lesson-spot")
+        self.refresh()
+
+    def compute(self) -> tuple[tradeoffs.SpotTradeoff, dict[str, Any]]:
+        """``tradeoffs.spot_tradeoff`` with the job's checkpoint interval and restart from the
+        controls, reclaims at the chosen bucket."""
+        v = {k: c.value for k, c in self.controls.items()}
+        job = replace(
+            self.job,
+            checkpoint_interval_h=float(v["checkpoint_interval"]),
+            restart_h=float(v["restart"]),
+        )
+        inputs = {
+            "job": job_inputs(job),
+            "instance_type": self.instance_type,
+            "num_nodes": self.num_nodes,
+            "local_bsz": self.local_bsz,
+            "bucket": v["bucket"],
+            "deadline_h": self.deadline_h,
+            "level": self.level,
+            "runs": self.runs,
+        }
+        result = tradeoffs.spot_tradeoff(
+            self.model,
+            self.catalog,
+            job,
+            self.instance_type,
+            self.num_nodes,
+            self.local_bsz,
+            bucket=v["bucket"],
+            deadline_h=self.deadline_h,
+            level=self.level,
+            runs=self.runs,
+        )
+        return result, inputs
+
+    def draw(self, result: tradeoffs.SpotTradeoff) -> None:
+        """The expected spot cost and the miss share over intervals; on-demand flat."""
+        grid = result.by_interval
+        x = grid["checkpoint_interval_h"].to_numpy(float)
+        od = float(result.ondemand["cost_usd"])
+        for name, y in (
+            ("spot", grid["cost_usd"].to_numpy(float)),
+            ("ondemand", np.full(x.size, od)),
+            ("miss", grid["miss_share"].to_numpy(float)),
+        ):
+            with self.marks[name].hold_sync():
+                self.marks[name].x, self.marks[name].y = x, y
+        with self.marks["now"].hold_sync():
+            self.marks["now"].x = np.array([result.checkpoint_interval_h])
+            self.marks["now"].y = np.array([result.expected["cost_usd"]])
+
+
+class ControllerLesson(Lesson):
+    """(c) A two-type cluster balanced by OmniLearn's proportional controller, step by step;
+    the question slows worker 0 down mid-run."""
+
+    question = "slow_factor"
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        catalog: pd.DataFrame,
+        job: Job,
+        instance_types: tuple[str, str] = ("g4dn.12xlarge", "g6.12xlarge"),
+        num_nodes: tuple[int, int] = (1, 1),
+        local_bsz: int = 64,
+        steps: int = 40,
+        slow_at: int = 20,
+    ) -> None:
+        import bqplot as bq
+
+        self.model, self.catalog, self.job = model, catalog, job
+        self.instance_types, self.num_nodes = tuple(instance_types), tuple(num_nodes)
+        self.local_bsz, self.steps, self.slow_at = local_bsz, steps, slow_at
+        factors = [(f"{f:g}x", float(f)) for f in np.round(np.arange(1.0, 4.01, 0.25), 2)]
+        controls = {"slow_factor": _selection(factors, 1.0, "worker 0 slows down")}
+        xs, bs, ts = bq.LinearScale(), bq.LinearScale(min=0), bq.LinearScale(min=0)
+        self.marks = {
+            "batches": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": bs}, labels=["local batch per worker"],
+            ),
+            "step": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ts}, colors=["black"], stroke_width=3,
+                labels=["step time"], display_legend=True,
+            ),
+        }  # fmt: skip
+        axes = [
+            bq.Axis(scale=xs, label="step", tick_format="d"),
+            bq.Axis(scale=bs, label="local batch per worker", side="left", tick_format="d"),
+            bq.Axis(scale=ts, label="step time (s)", side="right", tick_format=".3~g"),
+        ]
+        figure = _figure(list(self.marks.values()), axes, "The controller, step by step")
+        super().__init__(controls, figure, "srifty-lesson-controller")
+        self.refresh()
+
+    def compute(self) -> tuple[tradeoffs.ControllerLesson, dict[str, Any]]:
+        """``tradeoffs.controller_lesson`` with the control's slowdown."""
+        factor = float(self.controls["slow_factor"].value)
+        inputs = {
+            "job": job_inputs(self.job),
+            "instance_types": list(self.instance_types),
+            "num_nodes": list(self.num_nodes),
+            "local_bsz": self.local_bsz,
+            "steps": self.steps,
+            "slow_at": self.slow_at,
+            "slow_factor": factor,
+        }
+        result = tradeoffs.controller_lesson(
+            self.model,
+            self.catalog,
+            self.job,
+            self.instance_types,
+            self.num_nodes,
+            self.local_bsz,
+            steps=self.steps,
+            slow_at=self.slow_at,
+            slow_factor=factor,
+        )
+        return result, inputs
+
+    def draw(self, result: tradeoffs.ControllerLesson) -> None:
+        """One line per worker (its local batch) and the step time, over steps."""
+        wide = result.trace.pivot(index="step", columns="worker", values="local_bsz")
+        colors = ["#4c78a8" if t == result.instance_types[0] else "#f58518" for t in
+                  result.trace.drop_duplicates("worker")["instance_type"]]  # fmt: skip
+        with self.marks["batches"].hold_sync():
+            self.marks["batches"].x = wide.index.to_numpy(float)
+            self.marks["batches"].y = wide.to_numpy(float).T
+            self.marks["batches"].colors = colors
+        step = result.trace.groupby("step")["step_time_s"].first()
+        with self.marks["step"].hold_sync():
+            self.marks["step"].x = step.index.to_numpy(float)
+            self.marks["step"].y = step.to_numpy(float)
+
+
+class VarianceLesson(Lesson):
+    """(d) The same deadline judged by the point estimate and by the upper end, with how
+    often each pick misses it; the question moves the deadline."""
+
+    question = "deadline"
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        catalog: pd.DataFrame,
+        job: Job,
+        deadline_h: float = 1.0,
+        confidence: float = 0.9,
+        max_nodes: int = 16,
+        runs: int = 10_000,
+    ) -> None:
+        import bqplot as bq
+
+        self.model, self.catalog, self.job = model, catalog, job
+        self.constraints = Constraints(confidence=confidence, max_nodes=max_nodes)
+        self.runs = runs
+        self.evaluated = evaluate(model, catalog, job, self.constraints)  # once: arrays
+        controls = {
+            "deadline": _selection(log_choices(deadline_h, 0.05, 100.0), deadline_h, "deadline (h)")
+        }
+        xs, ys = bq.LogScale(), bq.LinearScale(min=0)
+        self.marks = {
+            "point": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#e45756"],
+                interpolation="step-after", labels=["pick by point estimate"],
+                display_legend=True,
+            ),
+            "upper": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"],
+                interpolation="step-after", labels=["pick by upper end"], display_legend=True,
+            ),
+            "deadline": bq.Lines(
+                x=[], y=[], scales={"x": xs, "y": ys}, colors=["black"], line_style="dashed",
+                labels=["deadline"], display_legend=True,
+            ),
+        }  # fmt: skip
+        axes = [
+            bq.Axis(scale=xs, label="hours to target (simulated runs)", tick_format=".2~g"),
+            bq.Axis(scale=ys, label="share of runs", side="left", tick_format=".0%"),
+        ]
+        figure = _figure(list(self.marks.values()), axes, "How long the two picks really take")
+        super().__init__(controls, figure, "srifty-lesson-variance")
+        self.refresh()
+
+    def compute(self) -> tuple[tradeoffs.Judgement, dict[str, Any]]:
+        """``tradeoffs.deadline_judgement`` of the evaluation made once, at the control's
+        deadline."""
+        deadline = float(self.controls["deadline"].value)
+        inputs = {
+            "job": job_inputs(self.job),
+            "confidence": self.constraints.confidence,
+            "max_nodes": self.constraints.max_nodes,
+            "deadline_h": deadline,
+            "runs": self.runs,
+        }
+        return tradeoffs.deadline_judgement(self.evaluated, deadline, runs=self.runs), inputs
+
+    def draw(self, result: tradeoffs.Judgement) -> None:
+        """Each pick's distribution of simulated run times, and the deadline."""
+        edges, shares = result.histogram()
+        top = max((float(s.max()) for s in shares.values()), default=1.0)
+        for rule in ("point", "upper"):
+            share = shares.get(rule)
+            with self.marks[rule].hold_sync():
+                self.marks[rule].x = edges if share is not None else np.array([])
+                self.marks[rule].y = (
+                    np.append(share, share[-1]) if share is not None else np.array([])
+                )
+        with self.marks["deadline"].hold_sync():
+            self.marks["deadline"].x = np.array([result.deadline_h, result.deadline_h])
+            self.marks["deadline"].y = np.array([0.0, top])
+
+
+def show(lesson: Lesson, interactive: bool, ask: tuple = ()) -> None:
+    """The panel in JupyterLab; headless (papermill), its answer now and at each ``ask``."""
+    from IPython.display import display
+
+    if interactive:
+        display(lesson)
+        return
+    print(lesson.answer)
+    for value in ask:
+        answer = lesson.ask(value)
+        moved = lesson.controls[lesson.question].label
+        print(f"\n-- {lesson.question.replace('_', ' ')} moved to {moved}:")
+        print(answer)
