@@ -29,7 +29,8 @@ class Terminated(KeyboardInterrupt):
 class _Parser(argparse.ArgumentParser):
     """argparse with errors in one line (the usage is one ``--help`` away)."""
 
-    def error(self, message: str) -> None:  # noqa: D102 - argparse's hook
+    def error(self, message: str) -> None:
+        """Print ``message`` as one line and exit 2 (argparse's hook for a bad command line)."""
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 

@@ -22,6 +22,7 @@ from srifty_kit.model.batch_correction import learn
 from srifty_kit.model.fit import aggregate, fit_group, unidentified, with_per_node
 from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
 from srifty_kit.model.holdout import VARIANTS, choose_structure, node_moves_validated, with_variant
+from srifty_kit.model.network import DECAY_PRIOR, network_decay
 from srifty_kit.model.physics import max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
 from srifty_kit.tables.contracts import validate_configs, validate_measurements
@@ -87,11 +88,16 @@ class StepTimeModel(BaseEstimator):
     """Predicts the step time of data-parallel training configurations, with intervals."""
 
     def __init__(
-        self, level: float = 0.9, structure: str = "auto", correction: str = "auto"
+        self,
+        level: float = 0.9,
+        structure: str = "auto",
+        correction: str = "auto",
+        decay_prior: float | None = None,
     ) -> None:
         self.level = level
         self.structure = structure
         self.correction = correction
+        self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
 
     # -- fitting -------------------------------------------------------------------------
     def fit(self, measurements: pd.DataFrame, catalog: pd.DataFrame | None = None) -> StepTimeModel:
@@ -121,10 +127,15 @@ class StepTimeModel(BaseEstimator):
                 measurements, catalog=load_catalog if catalog is None else catalog
             )
         )
+        prior = DECAY_PRIOR if self.decay_prior is None else float(self.decay_prior)
+        self.network_decay_ = {
+            str(t): network_decay(rows, prior) for t, rows in table.groupby("instance_type")
+        }
         fits: dict[tuple[str, str], GroupFit] = {}
         borrowed: dict[tuple[str, str], set] = {}
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
-            fits[key], borrowed[key] = self._fit_group(rows.reset_index(drop=True))
+            decay = self.network_decay_[key[1]][0]
+            fits[key], borrowed[key] = self._fit_group(rows.reset_index(drop=True), decay)
         self.profile_facts_ = _profile_facts(table)
         grad_bytes = {
             m: f["grad_bytes"] for m, f in self.profile_facts_.items() if "grad_bytes" in f
@@ -202,15 +213,15 @@ class StepTimeModel(BaseEstimator):
             return  # nothing to carry from: the group's own fit, with its fixed terms, stays
         self.groups_[key] = carried.update(rows)
 
-    def _fit_group(self, rows: pd.DataFrame) -> tuple[GroupFit, set]:
+    def _fit_group(self, rows: pd.DataFrame, decay: float) -> tuple[GroupFit, set]:
         """One group: aggregate, choose the structure on held-out scales, fit, calibrate."""
         configs = aggregate(rows)
-        base = unidentified(configs)
+        base = unidentified(configs, decay)
         variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
-        structure, correct, held = choose_structure(
-            rows, configs, variants, _CORRECTIONS[self.correction]
+        structure, correct, loss, held = choose_structure(
+            rows, configs, variants, _CORRECTIONS[self.correction], decay
         )
-        params = fit_group(configs, with_variant(base, structure))
+        params = fit_group(configs, with_variant(base, structure, loss))
         correction = learn(params, rows) if correct else None
         spread = intervals.calibrate(
             held.log_ratio,
@@ -231,6 +242,7 @@ class StepTimeModel(BaseEstimator):
             max_nodes=int(configs["num_nodes"].max()),
             max_workers=int(configs["num_workers"].max()),
             structure=structure,
+            loss=loss,
             cv_error=held.error,
             n_configs=len(configs),
             fixed=fixed,
@@ -321,7 +333,9 @@ class StepTimeModel(BaseEstimator):
                     "instance_type": t,
                     "fitted_as": f"carried {fit.source}"
                     if carried
-                    else fit.structure + (" + batch correction" if fit.correction else ""),
+                    else fit.structure
+                    + (" + batch correction" if fit.correction else "")
+                    + (", log loss" if fit.loss == "log" else ""),
                     "configs": fit.n_observed if carried else fit.n_configs,
                     "max_nodes": fit.max_nodes,
                     "held_out_error": np.nan if carried else np.expm1(fit.cv_error),

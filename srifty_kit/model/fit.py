@@ -37,6 +37,9 @@ class Fixed:
     reasons: dict[str, str] = field(default_factory=dict)
     # terms no row depends on: held at 0 in the fit, filled afterwards from other groups
     borrowed: set[str] = field(default_factory=set)
+    # the step-time residual: "relative" (predicted - measured) / measured, or "log"
+    # log(predicted / measured); held-out-scale validation picks one per group (holdout)
+    loss: str = "relative"
 
     def fix(self, name: str, value: float, reason: str) -> None:
         """Hold ``name`` at ``value``; the first reason given for a term is kept."""
@@ -78,9 +81,14 @@ def weights(configs: pd.DataFrame) -> np.ndarray:
     return w / w.mean()
 
 
-def unidentified(configs: pd.DataFrame) -> Fixed:
-    """Terms these configurations cannot pin down, fixed to a neutral value with the reason."""
+def unidentified(configs: pd.DataFrame, decay: float = 0.0) -> Fixed:
+    """Terms these configurations cannot pin down, fixed to a neutral value with the reason.
+
+    ``decay`` is the network's, decided once per instance type (``network.network_decay``):
+    always held, never fitted per group.
+    """
     fixed = Fixed()
+    fixed.values["decay"] = float(decay)
     k = configs["num_nodes"].to_numpy()
     g = configs["per_node"].to_numpy()
     n = configs["num_workers"].to_numpy()
@@ -160,7 +168,10 @@ def fit_group(configs: pd.DataFrame, fixed: Fixed) -> StepParams:
 
     def residuals(x: np.ndarray) -> np.ndarray:
         total, t_c, _ = step_time(params(x), *shape)
-        r_step = w * (total - step) / step
+        if fixed.loss == "log":
+            r_step = w * np.log(np.maximum(total, 1e-300) / step)
+        else:
+            r_step = w * (total - step) / step
         # measured sync is the all-reduce time left exposed after the backward pass (what
         # overlap did not hide): T - T_c; it separates compute from communication
         r_sync = (w * (total - t_c - sync) / step)[has_sync]

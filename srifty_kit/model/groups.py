@@ -31,6 +31,7 @@ class GroupFit:
     max_nodes: int  # largest fitted configuration: extrapolation is measured from here
     max_workers: int
     structure: str = "full"
+    loss: str = "relative"  # the step-time residual it was fitted with (fit.Fixed.loss)
     cv_error: float = float("nan")  # mean |log(observed/predicted)| on held-out scales
     n_configs: int = 0
     fixed: dict[str, str] = field(default_factory=dict)  # term -> why it was not fitted

@@ -8,6 +8,7 @@ scores the larger ones. The same held-out residuals calibrate the prediction int
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -44,9 +45,21 @@ class HeldOut:
 _EMPTY = HeldOut(np.array([]), np.array([]), np.array([]))
 
 
-def with_variant(base: Fixed, variant: str) -> Fixed:
-    """``base`` plus the terms the structure ``variant`` switches off."""
-    fixed = Fixed(dict(base.values), dict(base.reasons), set(base.borrowed))
+LOSSES = ("relative", "log")  # step-time residuals tried (fit.Fixed.loss)
+
+
+class Choice(NamedTuple):
+    """What held-out-scale validation chose for a group, and its held-out residuals."""
+
+    structure: str
+    correct: bool  # learn the per-batch compute correction
+    loss: str
+    held: HeldOut
+
+
+def with_variant(base: Fixed, variant: str, loss: str = "relative") -> Fixed:
+    """``base`` plus the terms the structure ``variant`` switches off, fitted with ``loss``."""
+    fixed = Fixed(dict(base.values), dict(base.reasons), set(base.borrowed), loss)
     for name, value in VARIANTS[variant].items():
         fixed.fix(name, value, f"structure '{variant}' chosen by held-out-scale validation")
     return fixed
@@ -120,14 +133,19 @@ def node_moves_validated(configs: pd.DataFrame) -> bool:
 
 
 def held_out(
-    rows: pd.DataFrame, configs: pd.DataFrame, variant: str, correct: bool = False
+    rows: pd.DataFrame,
+    configs: pd.DataFrame,
+    variant: str,
+    correct: bool = False,
+    decay: float = 0.0,
+    loss: str = "relative",
 ) -> HeldOut:
     """Fit on the small part of each fold, keep the residuals of the large part's steps."""
     ratios, distances, shares, moves = [], [], [], []
     for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
         moves.append(fold_move(part, configs[test]))
-        params = fit_group(part, with_variant(unidentified(part), variant))
+        params = fit_group(part, with_variant(unidentified(part, decay), variant, loss))
         correction = learn(params, _rows_of(rows, part)) if correct else None
         test_rows = _rows_of(rows, configs[test])
         pred, share = predict_rows(params, test_rows, correction)
@@ -151,16 +169,20 @@ def choose_structure(
     configs: pd.DataFrame,
     variants: tuple[str, ...] = tuple(VARIANTS),
     corrections: tuple[bool, ...] = (False, True),
-) -> tuple[str, bool, HeldOut]:
-    """(structure, use the batch correction, its held-out residuals) with the lowest
-    held-out-scale error; ('full', False) when nothing can be held out."""
+    decay: float = 0.0,
+    losses: tuple[str, ...] = LOSSES,
+) -> Choice:
+    """The structure, batch correction and loss with the lowest held-out-scale error, with
+    its held-out residuals; ('full', no correction, the first loss) when nothing can be held
+    out. ``decay`` is the instance type's network decay, held in every fold."""
     results = {
-        (name, correct): held_out(rows, configs, name, correct)
+        (name, correct, loss): held_out(rows, configs, name, correct, decay, loss)
         for name in variants
         for correct in corrections
+        for loss in losses
     }
     best = min(results, key=lambda key: results[key].error)
     if not np.isfinite(results[best].error):
-        first = (variants[0], False)
-        return *first, results.get(first, _EMPTY)
-    return *best, results[best]
+        first = (variants[0], False, losses[0])
+        return Choice(*first, results.get(first, _EMPTY))
+    return Choice(*best, results[best])

@@ -194,6 +194,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "max_nodes": int(fit.max_nodes),
         "max_workers": int(fit.max_workers),
         "structure": fit.structure,
+        "loss": fit.loss,
         "cv_error": None if not np.isfinite(fit.cv_error) else float(fit.cv_error),
         "n_configs": int(fit.n_configs),
         "fixed": dict(fit.fixed),
@@ -219,6 +220,7 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         max_nodes=int(data["max_nodes"]),
         max_workers=int(data["max_workers"]),
         structure=str(data["structure"]),
+        loss=str(data.get("loss", "relative")),  # files before it were fitted on relative
         cv_error=float("nan") if cv is None else float(cv),
         n_configs=int(data["n_configs"]),
         fixed={str(k): str(v) for k, v in data["fixed"].items()},

@@ -9,7 +9,8 @@ local batch of ``b`` samples per worker, takes
 
     T_c = alpha_c + beta_c * b                                   (forward + backward)
     T_s = 2(g-1) * lat_intra + 2(g-1)/g * bw_intra                  if k == 1  (PCIe/NVLink ring)
-    T_s = 2(k-1) * lat_inter + 2(n-1)/n * bw_inter * g**share       if k > 1   (ring over NICs)
+    T_s = [2(k-1) * lat_inter + 2(n-1)/n * bw_inter * g**share]
+          * (1 + decay * log2(k/2))                                 if k > 1   (ring over NICs)
     T   = (T_c**gamma + T_s**gamma) ** (1/gamma)                    (overlap, as Pollux, OSDI'21)
 
 The ring all-reduce cost 2(n-1)/n * bytes / bandwidth + 2(n-1) * latency is the standard
@@ -26,6 +27,12 @@ saturates: 2(n-1)/n is 1 at n=2 and below 2 at any n. ``g**share`` is the NIC co
 seen on PCIe-only nodes (g4dn): with ``share=0`` a topology-aware ring crosses the NIC once
 per node whatever ``g`` is; with ``share=1`` every worker on the node pushes its own flow
 through the NIC.
+
+``1 + decay * log2(k/2)`` is the network's efficiency falling as the ring spans more nodes
+(shared links and switches, incast, the slowest of k links): 1 at two nodes, where the
+inter-node constants are measured, growing ever more slowly beyond. It is a property of the
+instance type's network, one value shared by every training model measured on it
+(``network.network_decay``), never a per-model constant the rows of one model cannot identify.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ class StepParams(NamedTuple):
     bw_inter: float  # ... + 2(n-1)/n * bw_inter * g**share: gradient bytes / NIC bandwidth
     share: float  # exponent of g in the NIC term, in [0, 1] (contention on the NIC)
     gamma: float  # T = (T_c**gamma + T_s**gamma)**(1/gamma), >= 1; 1 means no overlap
+    # T_s(k > 1) * (1 + decay * log2(k/2)): the network slowing as the ring spans more nodes;
+    # one value per instance type (network.network_decay); 0 in files written before it
+    decay: float = 0.0
 
 
 PARAM_NAMES: tuple[str, ...] = StepParams._fields
@@ -65,6 +75,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "bw_inter": (0.0, np.inf),
     "share": (0.0, 1.0),
     "gamma": (1.0, 10.0),
+    "decay": (0.0, 4.0),
 }
 
 # terms that only matter for some configurations: which rows identify each one
@@ -103,7 +114,15 @@ def sync_time(
     intra = 2.0 * (g - 1.0) * p.lat_intra + 2.0 * (g - 1.0) / g * p.bw_intra
     # 2(k-1) ring steps cross the network (NCCL tuning.cc); the 2(n-k) PCIe hops: see above
     inter = 2.0 * (k - 1.0) * p.lat_inter + 2.0 * (n - 1.0) / n * p.bw_inter * g**p.share
+    if p.decay:
+        inter = inter * network_slowdown(p.decay, k)
     return np.where(k > 1, inter, intra)
+
+
+def network_slowdown(decay: float, num_nodes: np.ndarray) -> np.ndarray:
+    """1 + decay * log2(k/2) for k >= 2 nodes (1 below): network time relative to 2 nodes."""
+    k = np.maximum(np.asarray(num_nodes, float), 2.0)
+    return 1.0 + decay * np.log2(k / 2.0)
 
 
 def overlap(t_c: np.ndarray, t_s: np.ndarray, gamma: float) -> np.ndarray:
