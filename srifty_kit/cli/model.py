@@ -38,8 +38,13 @@ def _fit(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from srifty_kit.model.estimator import StepTimeModel
 
+    catalog = None
+    if args.catalog:
+        from srifty_kit.catalog.query import load_catalog
+
+        catalog = load_catalog(region=None, path=args.catalog)
     model = StepTimeModel.load(args.model)
-    out = model.predict(read_table(args.configs), level=args.level)
+    out = model.predict(read_table(args.configs), level=args.level, catalog=catalog)
     write_table(out, args.out)
     print(f"wrote {len(out)} predictions at level {args.level:g} to {args.out}")
     return 0
@@ -58,7 +63,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fit.add_argument(
         "--out", required=True, type=output(".json"), help="model file to write (.json)"
     )
-    fit.add_argument("--catalog", help="EC2 catalog file (default: the embedded one)")
+    fit.add_argument(
+        "--catalog",
+        help="catalog file with the measured types' figures (default: the embedded EC2 one); "
+        "their rows are kept in the model file",
+    )
     fit.add_argument("--level", type=probability, default=0.9, help="default interval level (0.9)")
     fit.set_defaults(func=_fit)
     predict = subparsers.add_parser(
@@ -71,6 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument("--model", required=True, help="model file written by srifty fit")
     predict.add_argument("--configs", required=True, help="CSV/Parquet/JSON configurations")
     predict.add_argument("--level", type=probability, default=0.9, help="interval level (0.9)")
+    predict.add_argument(
+        "--catalog",
+        help="catalog file with the figures of types never measured (default: the embedded "
+        "EC2 one); it must agree with the rows kept in the model file",
+    )
     predict.add_argument(
         "--out",
         required=True,

@@ -154,6 +154,10 @@ def _run(args: argparse.Namespace) -> int:
     # never answered with us-east-1 prices
     catalog = load_catalog(region=args.region, path=args.catalog)
     model = StepTimeModel.load(args.model)
+    if args.catalog:  # a catalog that contradicts the model's own rows is refused up front
+        from srifty_kit.model.figures import with_kept
+
+        with_kept(model.catalog_rows_, catalog)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
         result = search(
@@ -266,7 +270,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--checkpoint-interval-h", type=positive, default=1.0, help="hours between checkpoints (1)"
     )
-    p.add_argument("--catalog", help="EC2 catalog file (default: the embedded one)")
+    p.add_argument(
+        "--catalog",
+        help="catalog file (default: the embedded EC2 one); the model carries to the types it "
+        "lists, whose figures must agree with the rows kept in the model file",
+    )
     p.add_argument("--region", default="us-east-1", help="catalog region (us-east-1)")
     p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table (10)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")

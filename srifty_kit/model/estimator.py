@@ -19,6 +19,8 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.model import intervals, persist
 from srifty_kit.model.batch_correction import learn
+from srifty_kit.model.device_curve import DeviceShape, learn_curves
+from srifty_kit.model.figures import kept_rows, speeds, with_kept
 from srifty_kit.model.fit import aggregate, fit_group, unidentified, with_per_node
 from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
 from srifty_kit.model.holdout import VARIANTS, choose_structure, node_moves_validated, with_variant
@@ -37,6 +39,8 @@ THIN_GROUP = 8
 FAR_BEYOND = 8
 # a fit whose own steps fall inside its interval this much less often than its level is warned
 OWN_COVERAGE_SLACK = 0.2
+# what lets a carried fit predict configurations that synchronise (transfer.sync_missing)
+_SYNC_FIX = "profile with srifty profile (it records grad_bytes)"
 # the ``correction`` parameter: whether the per-batch compute correction is tried / kept
 _CORRECTIONS = {"auto": (False, True), "none": (False,), "batch": (True,)}
 
@@ -100,7 +104,12 @@ class StepTimeModel(BaseEstimator):
         self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
 
     # -- fitting -------------------------------------------------------------------------
-    def fit(self, measurements: pd.DataFrame, catalog: pd.DataFrame | None = None) -> StepTimeModel:
+    def fit(
+        self,
+        measurements: pd.DataFrame,
+        catalog: pd.DataFrame | None = None,
+        device_shape: DeviceShape | None = None,
+    ) -> StepTimeModel:
         """Fit every (model, instance_type) group of a measurement table.
 
         The fit reads top to bottom: validate the table, then per group aggregate the steps,
@@ -113,7 +122,11 @@ class StepTimeModel(BaseEstimator):
             measurements: per-step samples or per-configuration means (the measurements
                 contract; ``gpus_per_node`` may be absent for types in the catalog).
             catalog: the EC2 catalog for looking up GPU counts and carrying fits between
-                types (default: the embedded one, loaded only if needed).
+                types (default: the embedded one, loaded only if needed). The rows of the
+                measured types are kept in the model (``catalog_rows_``).
+            device_shape: how device curves move between accelerators (``device_curve``);
+                default: learned from these measurements when they span enough
+                accelerators, else ``device_curve.DEFAULT_SHAPE``.
 
         Returns:
             self, fitted.
@@ -141,6 +154,8 @@ class StepTimeModel(BaseEstimator):
             m: f["grad_bytes"] for m, f in self.profile_facts_.items() if "grad_bytes" in f
         }
         borrow(fits, borrowed, grad_bytes)
+        rows_used = kept_rows(load_catalog() if catalog is None else catalog, {t for _, t in fits})
+        curves, shape = learn_curves(table, speeds(rows_used), device_shape)
         self._set_learned(
             persist.Learned(
                 groups=fits,
@@ -150,6 +165,9 @@ class StepTimeModel(BaseEstimator):
                 },
                 local_bsz_range=_batch_ranges(table),
                 profile_facts=self.profile_facts_,
+                curves=curves,
+                shape=shape,
+                catalog=rows_used,
             )
         )
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
@@ -200,7 +218,11 @@ class StepTimeModel(BaseEstimator):
         self.models_ = sorted({k[0] for k in learned.groups})
         self.instance_types_ = sorted({k[1] for k in learned.groups})
         self.fixed_terms_ = fixed_terms(learned.groups)
+        self.device_curves_ = learned.curves
+        self.device_shape_ = learned.shape
+        self.catalog_rows_ = learned.catalog
         self.__dict__.pop("_transfers", None)
+        self.__dict__.pop("_with_kept", None)
 
     def _transfer_thin(
         self, key: tuple[str, str], rows: pd.DataFrame, catalog: pd.DataFrame | None
@@ -272,9 +294,22 @@ class StepTimeModel(BaseEstimator):
         b = np.asarray(local_bsz)
         return _broadcast(fit.predict(k, n, b, max_per_node(k, n), self._level(level)))
 
-    def predict(self, configs: pd.DataFrame, level: float | None = None) -> pd.DataFrame:
-        """``configs`` plus step_time_s and its interval step_time_lo..step_time_hi."""
-        return self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS)
+    def predict(
+        self,
+        configs: pd.DataFrame,
+        level: float | None = None,
+        catalog: pd.DataFrame | None = None,
+    ) -> pd.DataFrame:
+        """``configs`` plus step_time_s and its interval step_time_lo..step_time_hi.
+
+        ``catalog`` gives the figures of types the fit did not measure (default: the embedded
+        one); the rows the model was fitted with are added to it, and a catalog that
+        contradicts them is an InputError naming the type and the column.
+        """
+        if catalog is not None:
+            self._check_fitted()
+            self._catalog(catalog)  # a conflict is refused before any work
+        return self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS, catalog)
 
     def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
         """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s."""
@@ -283,16 +318,20 @@ class StepTimeModel(BaseEstimator):
         return out
 
     def _predict_table(
-        self, configs: pd.DataFrame, level: float, columns: tuple[str, ...]
+        self,
+        configs: pd.DataFrame,
+        level: float,
+        columns: tuple[str, ...],
+        catalog: pd.DataFrame | None = None,
     ) -> pd.DataFrame:
         self._check_fitted()
-        out = validate_configs(self._fill_gpus(configs), catalog=load_catalog)
+        out = validate_configs(self._fill_gpus(configs), catalog=lambda: self._catalog(catalog))
         table = with_per_node(out)
         for col in columns:
             out[col] = np.nan
         for (model, itype), rows in table.groupby(["model", "instance_type"], sort=False):
             try:
-                fit = self._group(model, itype, None)
+                fit = self._group(model, itype, catalog)
             except InputError as err:  # say which rows of which file could not be predicted
                 lines = out.index.get_indexer(rows.index) + (2 if out.attrs.get("from_file") else 0)
                 raise InputError(
@@ -305,6 +344,16 @@ class StepTimeModel(BaseEstimator):
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             _warn_far_beyond(model, itype, fit, *shape[:2])
             pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
+            refused = fit.refused(*shape[:2]) if isinstance(fit, TransferFit) else None
+            if refused is not None and refused.any():  # needs a sync time it cannot carry
+                lines = out.index.get_indexer(rows.index[refused])
+                raise InputError(
+                    fit.refusal(*shape[:2]),
+                    source=out.attrs.get("source"),
+                    column="num_workers",
+                    rows=(lines + (2 if out.attrs.get("from_file") else 0))[:20].tolist(),
+                    fix="predict only one-worker configurations of this type, or " + _SYNC_FIX,
+                )
             for col in columns:
                 out.loc[rows.index, col] = pred[col]
         return out
@@ -375,8 +424,7 @@ class StepTimeModel(BaseEstimator):
         """Carry the best-measured fit of ``model`` to ``instance_type`` (see transfer)."""
         source_type = self._source(model, instance_type, exclude)
         fit = self.groups_[(model, source_type)]
-        if catalog is None:
-            catalog = load_catalog()
+        catalog = self._catalog(catalog)
         facts = self.profile_facts_.get(model, {})
         return build_transfer(
             fit.params,
@@ -387,14 +435,26 @@ class StepTimeModel(BaseEstimator):
             facts.get("grad_bytes"),
             fit.correction,
             self.local_bsz_range_[(model, source_type)][0],
+            self.device_curves_.get((model, source_type)),
+            self.device_shape_,
         )
 
+    def _catalog(self, catalog: pd.DataFrame | None) -> pd.DataFrame:
+        """``catalog`` (default: the embedded one) with the rows the model was fitted with
+        (``figures.with_kept``: a conflict is an InputError), built once per catalog."""
+        held = self.__dict__.get("_with_kept")
+        if held is None or held[0] is not catalog:
+            held = self.__dict__["_with_kept"] = (catalog, with_kept(self.catalog_rows_, catalog))
+        return held[1]
+
     def _source(self, model: str, instance_type: str, exclude: str | None = None) -> str:
-        """The instance type whose fit of ``model`` is carried to others: the best measured."""
+        """The instance type whose fit of ``model`` is carried to others: the best measured
+        (for a thin group, ``exclude``, only one measured on more configurations than it)."""
+        fewest = self.groups_[(model, exclude)].n_configs if exclude else 0
         sources = [
             (f.n_configs, t)
             for (m, t), f in self.groups_.items()
-            if m == model and t != exclude and isinstance(f, GroupFit)
+            if m == model and t != exclude and isinstance(f, GroupFit) and f.n_configs > fewest
         ]
         if not sources:
             raise InputError(
@@ -453,7 +513,13 @@ class StepTimeModel(BaseEstimator):
             path,
             self.get_params(),
             persist.Learned(
-                self.groups_, self.gpus_per_node_, self.local_bsz_range_, self.profile_facts_
+                self.groups_,
+                self.gpus_per_node_,
+                self.local_bsz_range_,
+                self.profile_facts_,
+                self.device_curves_,
+                self.device_shape_,
+                self.catalog_rows_,
             ),
         )
 

@@ -11,18 +11,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from srifty_kit.errors import InputError
 from srifty_kit.model.batch_correction import BatchCorrection
 from srifty_kit.model.beliefs import LogBeliefs
+from srifty_kit.model.device_curve import DeviceCurve, DeviceShape
+from srifty_kit.model.figures import KEPT_COLUMNS
 from srifty_kit.model.groups import GroupFit
 from srifty_kit.model.intervals import Spread
 from srifty_kit.model.physics import StepParams
-from srifty_kit.model.transfer import FACTORS, TransferFit
+from srifty_kit.model.transfer import FACTORS, HOST_GAMMA, STEP_NOISE, TransferFit
 from srifty_kit.tables.files import write_json
 
 FORMAT = "srifty_kit.StepTimeModel"
@@ -30,7 +33,12 @@ FORMAT = "srifty_kit.StepTimeModel"
 # local batch range it was fitted on
 # 3: lat_inter is paid on the 2(k-1) ring steps that cross nodes (was 2(n-1)), so a version-2
 # file's constants would predict other times
-VERSION = 3
+# 4: groups keep their device curve, the model its curve shape and the catalog rows it was
+# fitted with; types never measured are carried along the curves, so an older release reading
+# such a file would predict them differently. Version 3 files still load (``READS``): without
+# curves they carry as they did, and predict what they did
+VERSION = 4
+READS = (3, 4)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -44,6 +52,10 @@ class Learned:
     gpus_per_node: dict[str, int]
     local_bsz_range: dict[Key, tuple[int, int]]
     profile_facts: dict[str, dict[str, float]]
+    # per group, its device curve where it measured enough batch sizes (device_curve)
+    curves: dict[Key, DeviceCurve] = field(default_factory=dict)
+    shape: DeviceShape | None = None  # how curves move between accelerators
+    catalog: pd.DataFrame | None = None  # the catalog rows it was fitted with (figures)
 
 
 def save(path: str | os.PathLike, init: dict, learned: Learned) -> Path:
@@ -77,9 +89,12 @@ def document(init: dict, learned: Learned) -> dict:
                 "instance_type": t,
                 "local_bsz_range": list(learned.local_bsz_range[(m, t)]),
                 **_group_doc(fit),
+                "device_curve": _curve_doc(learned.curves.get((m, t))),
             }
             for (m, t), fit in sorted(learned.groups.items())
         ],
+        "device_shape": None if learned.shape is None else vars(learned.shape),
+        "catalog_rows": _rows_doc(learned.catalog),
     }
     return {**body, "sha256": _checksum(body)}
 
@@ -107,12 +122,12 @@ def load(path: str | os.PathLike) -> tuple[dict, Learned]:
         raise InputError(f"not a JSON model file ({err})", source=src, fix=FIX) from err
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError("not a srifty_kit StepTimeModel file", source=src, fix=FIX)
-    if doc.get("version") != VERSION:
-        older = isinstance(doc.get("version"), int) and doc["version"] < VERSION
+    if doc.get("version") not in READS:
+        older = isinstance(doc.get("version"), int) and doc["version"] < min(READS)
         raise InputError(
             f"model file version {doc.get('version')!r}"
             + (" was written by an older srifty_kit" if older else "")
-            + f"; this srifty_kit reads version {VERSION}",
+            + f"; this srifty_kit reads versions {', '.join(map(str, READS))}",
             source=src,
             fix=FIX,
         )
@@ -149,7 +164,14 @@ def _learned(doc: dict) -> Learned:
         raise ValueError("local_bsz_range must be [smallest, largest] local batch")
     if not groups:
         raise ValueError("the model file holds no fitted groups")
+    curves = {
+        key: _curve_of(g.get("device_curve")) for key, g in zip(keys, doc["groups"], strict=True)
+    }
+    shape = doc.get("device_shape")
     return Learned(
+        curves={k: c for k, c in curves.items() if c is not None},
+        shape=None if shape is None else _shape_of(shape),
+        catalog=_rows_of(doc.get("catalog_rows")),
         groups=groups,
         gpus_per_node={str(k): int(v) for k, v in doc["gpus_per_node"].items()},
         local_bsz_range=ranges,
@@ -179,6 +201,9 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
             "max_nodes": fit.max_nodes,
             "max_workers": fit.max_workers,
             "correction": _correction_doc(fit.correction),
+            "host_gamma": fit.host_gamma,
+            "noise": fit.noise,
+            "sync_missing": list(fit.sync_missing),
         }
     spread = fit.spread
     return {
@@ -249,6 +274,10 @@ def _transfer_of(data: dict) -> TransferFit:
         max_nodes=int(data["max_nodes"]),
         max_workers=int(data["max_workers"]),
         correction=_correction_of(data.get("correction")),
+        # version 3 files: the ratio and flops routes' constants, as they were
+        host_gamma=float(data.get("host_gamma", HOST_GAMMA)),
+        noise=float(data.get("noise", STEP_NOISE)),
+        sync_missing=tuple(str(x) for x in data.get("sync_missing", ("", ""))),
     )
 
 
@@ -268,3 +297,62 @@ def _correction_of(data: dict | None) -> BatchCorrection | None:
     return BatchCorrection(
         np.asarray(data["log_bsz"], float), np.asarray(data["log_factor"], float)
     )
+
+
+def _curve_doc(curve: DeviceCurve | None) -> dict | None:
+    if curve is None:
+        return None
+    return {**vars(curve), "log_cov": list(curve.log_cov)}
+
+
+def _curve_of(data: dict | None) -> DeviceCurve | None:
+    if data is None:
+        return None
+    cov = tuple(float(x) for x in data["log_cov"])
+    if len(cov) != 3:
+        raise ValueError("device_curve.log_cov must be [var log F, cov, var log c]")
+    return DeviceCurve(
+        floor_s=float(data["floor_s"]),
+        per_sample_s=float(data["per_sample_s"]),
+        sharpness=float(data["sharpness"]),
+        log_cov=cov,
+        misfit=float(data["misfit"]),
+        batch_sizes=int(data["batch_sizes"]),
+    )
+
+
+def _shape_of(data: dict) -> DeviceShape:
+    return DeviceShape(
+        **{k: float(data[k]) for k in DeviceShape.__dataclass_fields__ if k != "basis"},
+        basis=str(data["basis"]),
+    )
+
+
+def _rows_doc(rows: pd.DataFrame | None) -> list[dict]:
+    """Catalog rows as JSON records: unknown figures as null (the checksum refuses NaN)."""
+    if rows is None or rows.empty:
+        return []
+    records = []
+    for row in rows.to_dict(orient="records"):
+        records.append({k: _plain(row.get(k)) for k in KEPT_COLUMNS})
+    return records
+
+
+def _plain(value: object) -> object:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if isinstance(value, str):
+        return value
+    item = getattr(value, "item", None)
+    value = item() if callable(item) else value
+    return value if isinstance(value, bool | int | float | str) else str(value)
+
+
+def _rows_of(records: list | None) -> pd.DataFrame | None:
+    if not records:
+        return None
+    rows = pd.DataFrame.from_records(records)
+    missing = [c for c in KEPT_COLUMNS if c not in rows]
+    if missing:
+        raise ValueError(f"catalog_rows lack {missing}")
+    return rows[list(KEPT_COLUMNS)]

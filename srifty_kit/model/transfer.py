@@ -15,7 +15,15 @@ A carried step splits compute into a host part and a device part (symbols as in 
     T_s = S1 / n                           the ring all-reduce at efficiency 1 over the network
                                            efficiency n; T = (T_c**gamma + T_s**gamma)**(1/gamma)
 
-D1 moves by one of two routes, the better one available taken:
+D1 moves by one of three routes, the best one available taken:
+  curve: the source type has catalog figures and a device curve (``device_curve``: a floor F,
+         then c seconds per sample once the batch fills the device, measured on at least
+         three batch sizes). The curve moves to the target by its speed and size
+         (``DeviceShape.carry``): H = F' (the floor, with its belief h), D = c' * b (with e),
+         and g is the shape's sharpness, so below the knee F'/c' the step sits on the floor and
+         above it grows linearly; the beliefs' spreads are the shape's, learned by carrying
+         every measured accelerator's curves to every other one, plus the source curve's own
+         uncertainty.
   ratio: the source type has catalog figures. Its measured alpha_c + beta_c*b already overlaps
          host and device: the device part is what is left once the host floor is taken out by
          the same smooth max, D_src = ((alpha_c + beta_c*b)**g - alpha_c**g)**(1/g), and it moves
@@ -26,15 +34,22 @@ D1 moves by one of two routes, the better one available taken:
   flops: the profile counted FLOPs per sample (a CPU source has no device part to carry):
          D1 = flops_per_sample * b / peak_dst.
 h, e and n are a joint lognormal belief (``beliefs.LogBeliefs``): wide before the target type
-is measured, narrowed by its measured steps (``TransferFit.update``), so the interval shrinks
-with evidence. The interval is the delta method's in the logs, widened where needed so that
-neither end lies below that end of any part's own interval: a smooth max is at least each part.
+is measured, narrowed by its measured steps (``TransferFit.update``, the Bayesian posterior
+under the same belief: each step informs the factor it is sensitive to, a step on the floor the
+host factor and a step past the knee the efficiency, so predictions at batches never measured
+are no worse than the cold ones in expectation), and the interval shrinks only as far as that.
+The interval is the delta method's in the logs, widened where needed so that neither end lies
+below that end of any part's own interval: a smooth max is at least each part.
 
-Known limits, measured against real g4dn.12xlarge runs (benchmarks/transfer_accuracy.py): a
-host-bound model's GPU step (many small kernels) is far above the CPU intercept carried as its
-host floor; after an update the device line stays linear in the batch while a GPU's time per
-sample falls as it fills up; and NETWORK_EFFICIENCY's median sits well above the rate those
-traces reached. Updated intervals can then be too narrow away from the measured batches.
+Synchronisation moves with the gradient size (profile facts) or the network figures; where
+neither is known, one-worker configurations are still carried and only those that synchronise
+are refused (``sync_missing``).
+
+Known limits, measured against real runs (benchmarks/transfer_accuracy.py): a host-bound
+model's GPU step (many small kernels) is far above a CPU profile's intercept carried as its
+host floor, and a machine's host floor is not in its catalog figures (the Azure ND40rs_v2
+traces pay ~100 ms per step where other machines pay ~10); NETWORK_EFFICIENCY's median sits
+well above the rate the g4dn.12xlarge traces reached.
 """
 
 from __future__ import annotations
@@ -47,6 +62,7 @@ import pandas as pd
 from srifty_kit.errors import InputError
 from srifty_kit.model.batch_correction import BatchCorrection
 from srifty_kit.model.beliefs import LogBeliefs
+from srifty_kit.model.device_curve import DeviceCurve, DeviceShape, speed
 from srifty_kit.model.fit import CONFIG_KEYS, aggregate, with_per_node
 from srifty_kit.model.intervals import two_sided_z
 from srifty_kit.model.physics import (
@@ -124,6 +140,13 @@ class TransferFit:
     max_workers: int = 1
     # the source's per-batch compute shape, carried: the same layers at the same batch sizes
     correction: BatchCorrection | None = None
+    # T_c = (H**g + D**g)**(1/g): HOST_GAMMA on the ratio and flops routes, the device
+    # curve's sharpness on the curve route
+    host_gamma: float = HOST_GAMMA
+    noise: float = STEP_NOISE  # one step's log-sd around the carried structure
+    # why sync inside one node / across nodes cannot be carried ('' when it can): those
+    # configurations predict inf (refused), one-worker ones are carried
+    sync_missing: tuple[str, str] = ("", "")
 
     def _parts(self, theta: np.ndarray, num_nodes, num_workers, local_bsz, per_node) -> tuple:
         """(H, D, T_s) at log factors ``theta`` (numpy broadcasting)."""
@@ -141,34 +164,51 @@ class TransferFit:
 
     def _step(self, host, device, sync) -> tuple[np.ndarray, np.ndarray]:
         """(T, T_c) from the parts."""
-        t_c = overlap(host, device, HOST_GAMMA)
+        t_c = overlap(host, device, self.host_gamma)
         return overlap(t_c, sync, self.base.gamma), t_c
 
     def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
-        """Point, interval and breakdown (numpy broadcasting)."""
+        """Point, interval and breakdown (numpy broadcasting); inf where a configuration needs
+        a synchronisation time that could not be carried (``refused`` says why)."""
         parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
         total, t_c = self._step(*parts)
         # delta method in log space: d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w),
         # / d log T_s = s, with s the sync share of T and w the host share of T_c
-        w = sync_share(parts[1], parts[0], HOST_GAMMA)
+        w = sync_share(parts[1], parts[0], self.host_gamma)
         s = sync_share(t_c, parts[2], self.base.gamma)
         grads = [(1.0 - s) * w * _SIGN[0], (1.0 - s) * (1.0 - w) * _SIGN[1], s * _SIGN[2]]
         z = two_sided_z(level)
-        spread = np.exp(z * np.sqrt(self.beliefs.log_sd(grads) ** 2 + STEP_NOISE**2))
+        spread = np.exp(z * np.sqrt(self.beliefs.log_sd(grads) ** 2 + self.noise**2))
         lo, hi = total / spread, total * spread
         # a smooth max is at least each of its parts, so every quantile of the step is at
         # least that quantile of each part: the interval never ends below a part's own ends
         for part, name in zip(parts, FACTORS, strict=True):
-            h_part = z * np.hypot(self.beliefs.sd(name), STEP_NOISE)
+            h_part = z * np.hypot(self.beliefs.sd(name), self.noise)
             lo = np.maximum(lo, part * np.exp(-h_part))
             hi = np.maximum(hi, part * np.exp(h_part))
-        return {
+        out = {
             "step_time_s": total,
             "step_time_lo": lo,
             "step_time_hi": hi,
             "compute_s": t_c,
             "sync_s": parts[2],
         }
+        refused = self.refused(num_nodes, num_workers)
+        if np.any(refused):
+            out = {k: np.where(refused, np.inf, v) for k, v in out.items()}
+        return out
+
+    def refused(self, num_nodes, num_workers) -> np.ndarray:
+        """Which configurations need a synchronisation time this fit cannot carry."""
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        intra, inter = (bool(reason) for reason in self.sync_missing)
+        return ((k == 1) & (n > 1) & intra) | ((k > 1) & inter)
+
+    def refusal(self, num_nodes, num_workers) -> str:
+        """Why the configurations ``refused`` marks cannot be predicted, in words."""
+        k = np.asarray(num_nodes)
+        across = bool(np.any(self.refused(num_nodes, num_workers) & (k > 1)))
+        return self.sync_missing[1] if across else self.sync_missing[0]
 
     def update(self, rows: pd.DataFrame) -> TransferFit:
         """A new fit whose beliefs have seen measured steps of the target type.
@@ -176,6 +216,8 @@ class TransferFit:
         Each configuration's mean step is one observation of log T; where ``sync_time_s`` was
         measured on several workers, also of the exposed sync T - T_c (as in fit).
         """
+        if any(self.sync_missing):  # steps that synchronise cannot inform what is missing
+            rows = rows[~self.refused(rows["num_nodes"], rows["num_workers"])]
         if rows.empty:
             return self
         configs = aggregate(with_per_node(rows))
@@ -191,7 +233,7 @@ class TransferFit:
 
         return replace(
             self,
-            beliefs=self.beliefs.update(residuals, STEP_NOISE),
+            beliefs=self.beliefs.update(residuals, self.noise),
             n_observed=self.n_observed + len(rows),
             notes=[*self.notes, f"updated with {len(rows)} measured steps of the target type"],
             max_nodes=max(self.max_nodes, int(k.max())),
@@ -249,22 +291,76 @@ def _compute_route(
     return None
 
 
+def _curve_route(
+    curve: DeviceCurve | None,
+    shape: DeviceShape | None,
+    src: pd.Series | None,
+    dst: pd.Series,
+) -> tuple[float, float, np.ndarray, list[str]] | None:
+    """(F', c', covariance of the host and compute factors, notes), or None without a curve
+    or without both types' peak and bandwidth."""
+    figures = [_number(row, c) for row in (src, dst) for c in (PEAK_COLUMN, MEMORY_COLUMN)]
+    if curve is None or shape is None or None in figures:
+        return None
+    w = shape.bandwidth_weight
+    speed_src, speed_dst = speed(*figures[:2], w), speed(*figures[2:], w)
+    floor, slope = shape.carry(curve, speed_src, speed_dst)
+    # H = F' exp(+host), D = c' b exp(-compute): the source fit's error in log F adds to the
+    # host factor, its error in log c to minus the compute factor
+    var_f, cov_fc, var_c = curve.log_cov
+    cov = np.array([[shape.host_sd**2 + var_f, -cov_fc], [-cov_fc, shape.compute_sd**2 + var_c]])
+    notes = [
+        f"device curve of the source: a floor of {1e3 * curve.floor_s:.3g} ms, then "
+        f"{1e3 * curve.per_sample_s:.3g} ms per sample past batch {curve.knee:.0f} "
+        f"({curve.batch_sizes} batch sizes measured)",
+        f"carried by speed {PEAK_COLUMN}**{1 - w:g} x {MEMORY_COLUMN}**{w:g} "
+        f"{speed_src:.4g} -> {speed_dst:.4g}: a floor of {1e3 * floor:.3g} ms, "
+        f"{1e3 * slope:.3g} ms per sample past batch {floor / slope:.0f}",
+        f"curve shape {shape.basis}",
+    ]
+    return floor, slope, cov, notes
+
+
 def _sync_route(
-    params: StepParams, src: pd.Series | None, dst: pd.Series, grad_bytes: float | None
-) -> tuple[float, float, tuple[float, float], str] | None:
-    """(bw_intra, bw_inter, network prior, note), or None if no route."""
+    params: StepParams,
+    src: pd.Series | None,
+    dst: pd.Series,
+    grad_bytes: float | None,
+    target_type: str,
+) -> tuple[float, float, tuple[float, float], str, tuple[str, str]]:
+    """(bw_intra, bw_inter, network prior, note, why intra / inter cannot be carried).
+
+    What cannot be carried is 0 in the constants and named in the last item: one-worker
+    configurations never need it, the others are refused.
+    """
     net_dst = _number(dst, "network_gbps")
     net_src = _number(src, "network_gbps")
-    if grad_bytes and net_dst:
+    no_net = f"the catalog has no network_gbps for {target_type!r}"
+    if grad_bytes:
         note = f"sync from {grad_bytes:.3g} gradient bytes over the links"
         bw_intra = grad_bytes / _gbytes_per_s(INTRA_NODE_GBPS)
-        return bw_intra, grad_bytes / _gbytes_per_s(net_dst), NETWORK_EFFICIENCY, note
+        if net_dst:
+            return bw_intra, grad_bytes / _gbytes_per_s(net_dst), NETWORK_EFFICIENCY, note, ("", "")
+        across = f"cannot carry synchronisation across nodes to {target_type!r}: {no_net}"
+        return bw_intra, 0.0, NETWORK_EFFICIENCY, note, ("", across)
+    network = (1.0, NETWORK_EFFICIENCY[1])
     if net_src and net_dst and params.bw_inter > 0:
         # the source's fitted seconds already include its efficiency: compare like with like
         note = f"sync scaled by network_gbps {net_src:g} -> {net_dst:g}"
         bw_inter = params.bw_inter * net_src / net_dst
-        return params.bw_intra, bw_inter, (1.0, NETWORK_EFFICIENCY[1]), note
-    return None
+        return params.bw_intra, bw_inter, network, note, ("", "")
+    inside = (
+        ""
+        if params.bw_intra > 0
+        else f"cannot carry synchronisation inside a node to {target_type!r}: no grad_bytes "
+        "measured and no multi-worker run of the source"
+    )
+    across = (
+        f"cannot carry synchronisation across nodes to {target_type!r}: no grad_bytes "
+        "measured and no network figures for both types"
+    )
+    note = "sync: only what the measurements support (see the refused configurations)"
+    return params.bw_intra, 0.0, network, note, (inside, across)
 
 
 def _host_floor(
@@ -288,12 +384,16 @@ def build_transfer(
     grad_bytes: float | None = None,
     correction: BatchCorrection | None = None,
     min_bsz: float | None = None,
+    curve: DeviceCurve | None = None,
+    shape: DeviceShape | None = None,
 ) -> TransferFit:
     """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
 
     ``min_bsz``, the smallest local batch measured on the source, caps the assumed smallest
-    host floor: host work never exceeds a measured step. Raises InputError naming the missing
-    figure when neither route is possible.
+    host floor: host work never exceeds a measured step. ``curve`` (the source's device curve)
+    and ``shape`` (how curves move between accelerators) open the curve route. Raises
+    InputError naming the missing figure when no compute route is possible; synchronisation
+    that cannot be carried only refuses the configurations that need it.
     """
     dst = _figures(catalog, target_type)
     src = _figures(catalog, source_type)
@@ -313,6 +413,30 @@ def build_transfer(
             column=PEAK_COLUMN,
             fix=fix,
         )
+    bw_intra, bw_inter, network, sync_note, missing = _sync_route(
+        params, src, dst, grad_bytes, target_type
+    )
+    extra = {"sync_missing": missing}
+    carried = _curve_route(curve, shape, src, dst)
+    if carried is not None:
+        floor, slope, cov, notes = carried
+        base = params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter)
+        full = np.zeros((3, 3))
+        full[:2, :2] = cov
+        full[2, 2] = network[1] ** 2
+        beliefs = LogBeliefs(FACTORS, np.log([1.0, 1.0, network[0]]), full)
+        return TransferFit(
+            base,
+            0.0,
+            0.0,
+            beliefs,
+            f"{source_type} -> {target_type}",
+            0,
+            [*notes, sync_note],
+            host_gamma=shape.sharpness,
+            noise=shape.noise_sd,
+            **extra,
+        )
     compute = _compute_route(params, src, peak_dst, dst, flops_per_sample)
     if compute is None:
         raise InputError(
@@ -321,20 +445,7 @@ def build_transfer(
             column="flops_per_sample",
             fix="profile with srifty profile (it counts FLOPs per sample)",
         )
-    sync = _sync_route(params, src, dst, grad_bytes)
-    if sync is None and grad_bytes:
-        raise InputError(
-            f"the catalog has no network_gbps for {target_type!r}", column="network_gbps", fix=fix
-        )
-    if sync is None:
-        raise InputError(
-            f"cannot carry synchronisation time to {target_type!r}: no "
-            "grad_bytes measured and no network figures for both types",
-            column="grad_bytes",
-            fix="profile with srifty profile (it records grad_bytes) or measure a multi-worker run",
-        )
     beta, scale, priors, notes = compute
-    bw_intra, bw_inter, network, sync_note = sync
     host = _host_floor(params, correction, min_bsz)
     raised = "" if host == params.alpha_c else f" raised to {host:.3g} s (smallest eager step)"
     notes = [
@@ -355,4 +466,5 @@ def build_transfer(
         0,
         notes,
         correction=correction,
+        **extra,
     )

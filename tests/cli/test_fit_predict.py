@@ -135,3 +135,160 @@ def test_help_describes_both_commands(tmp_path):
     for command in ("fit", "predict"):
         done = srifty(command, "--help", cwd=tmp_path)
         assert done.returncode == 0 and "--out" in done.stdout
+
+
+# -- the catalog travels with the model ---------------------------------------------------------
+def write_catalog(path: Path, fp32: float = 8.1) -> Path:
+    """Two machines only this file knows: a T4 box (measured) and a V100 box (never)."""
+    base = {
+        "region": "onprem",
+        "vcpus": 32,
+        "memory_gib": 128.0,
+        "gpu_count": 4,
+        "gpu_memory_gib": 16.0,
+        "network_gbps": 25.0,
+        "efa_supported": False,
+        "ondemand_usd_per_hr": 3.0,
+        "spot_usd_per_hr": 1.0,
+        "spot_interruption_bucket": "<5%",
+        "source": "vendor datasheets (test)",
+    }
+    rows = [
+        {
+            **base,
+            "instance_type": "onprem-t4-box",
+            "gpu_model": "T4",
+            "gpu_fp16_tflops": 65.0,
+            "gpu_fp32_tflops": fp32,
+            "gpu_mem_bw_gbps": 320.0,
+        },
+        {
+            **base,
+            "instance_type": "onprem-v100-box",
+            "gpu_model": "V100",
+            "gpu_fp16_tflops": 125.0,
+            "gpu_fp32_tflops": 15.7,
+            "gpu_mem_bw_gbps": 900.0,
+        },
+    ]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def write_single_gpu(folder: Path) -> tuple[Path, Path]:
+    """A user's own one-GPU steps of the T4 box (no gradient size), and configs of the V100 box."""
+    b = np.array([8, 16, 32, 64, 128, 256])
+    step = (0.03**1.5 + (0.002 * b) ** 1.5) ** (1 / 1.5)  # a floor, then linear
+    pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "onprem-t4-box",
+            "gpus_per_node": 4,
+            "num_nodes": 1,
+            "num_workers": 1,
+            "local_bsz": b,
+            "step_time_s": step,
+        }
+    ).to_csv(folder / "measured.csv", index=False)
+    pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "onprem-v100-box",
+            "num_nodes": 1,
+            "num_workers": [1, 1, 4],
+            "local_bsz": [16, 512, 64],
+        }
+    ).to_csv(folder / "configs.csv", index=False)
+    return folder / "measured.csv", folder / "configs.csv"
+
+
+@pytest.fixture(scope="module")
+def onprem(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("onprem")
+    write_single_gpu(folder)
+    write_catalog(folder / "catalog.csv")
+    done = srifty(
+        "fit",
+        "--measurements",
+        "measured.csv",
+        "--catalog",
+        "catalog.csv",
+        "--out",
+        "m.json",
+        cwd=folder,
+    )
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+@pytest.mark.slow
+def test_a_catalog_given_to_fit_carries_the_model_to_a_type_only_it_knows(onprem):
+    kept = json.loads((onprem / "m.json").read_text())["catalog_rows"]
+    assert [r["instance_type"] for r in kept] == ["onprem-t4-box"]
+    configs = pd.read_csv(onprem / "configs.csv").iloc[:2]  # one worker each
+    configs.to_csv(onprem / "one.csv", index=False)
+    args = ("predict", "--model", "m.json", "--configs", "one.csv", "--out", "p.csv")
+    done = srifty(*args, "--catalog", "catalog.csv", cwd=onprem)
+    assert done.returncode == 0, done.stderr
+    pred = pd.read_csv(onprem / "p.csv")
+    assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
+    assert pred["step_time_s"].iloc[1] > pred["step_time_s"].iloc[0]
+    # without the catalog the V100 box is unknown: one line, exit 2
+    done = srifty(*args, cwd=onprem)
+    assert done.returncode == 2 and "not in the catalog" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_one_gpu_steps_without_gradient_size_refuse_only_configs_that_synchronise(onprem):
+    done = srifty(
+        "predict",
+        "--model",
+        "m.json",
+        "--configs",
+        "configs.csv",
+        "--catalog",
+        "catalog.csv",
+        "--out",
+        "all.csv",
+        cwd=onprem,
+    )
+    assert done.returncode == 2
+    assert "grad_bytes" in done.stderr and "rows 4" in done.stderr  # line 4 of configs.csv
+    assert "one-worker" in done.stderr and not (onprem / "all.csv").exists()
+
+
+@pytest.mark.slow
+def test_a_catalog_that_contradicts_the_model_file_exits_2_naming_type_and_column(onprem):
+    write_catalog(onprem / "other.csv", fp32=9.9)
+    done = srifty(
+        "predict",
+        "--model",
+        "m.json",
+        "--configs",
+        "configs.csv",
+        "--catalog",
+        "other.csv",
+        "--out",
+        "x.csv",
+        cwd=onprem,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "onprem-t4-box" in done.stderr and "gpu_fp32_tflops" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    done = srifty(
+        "search",
+        "--model",
+        "m.json",
+        "--workload",
+        "resnet",
+        "--samples",
+        "1e6",
+        "--catalog",
+        "other.csv",
+        "--region",
+        "onprem",
+        cwd=onprem,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "onprem-t4-box" in done.stderr and "gpu_fp32_tflops" in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,14 @@ from scipy.stats import norm
 
 from srifty_kit import InputError, StepTimeModel, load_catalog
 from srifty_kit.model.beliefs import LogBeliefs
+from srifty_kit.model.device_curve import (
+    DEFAULT_SHAPE,
+    DeviceCurve,
+    fit_curve,
+    learn_shape,
+    measured_compute,
+    speed,
+)
 from srifty_kit.model.physics import StepParams, simulate, step_time
 from srifty_kit.model.transfer import (
     HOST_FLOOR_MIN_S,
@@ -22,6 +31,8 @@ from srifty_kit.model.transfer import (
     build_transfer,
 )
 from srifty_kit.tables.contracts import validate_catalog
+from srifty_kit.tables.reference import shared_dir
+from tests.builders import REPO
 
 SOURCE = StepParams(0.02, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 
@@ -60,33 +71,42 @@ def catalog() -> pd.DataFrame:
     return validate_catalog(table)
 
 
-def shapes(max_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def shapes(max_nodes: int, bsz=(8, 16, 32)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     pairs = [(k, n) for k in range(1, max_nodes + 1) for n in range(k, 4 * k + 1)]
     k, n = (np.array(a) for a in zip(*pairs, strict=True))
-    bsz = np.array([8, 16, 32])
+    bsz = np.asarray(bsz)
     kk, bb = np.meshgrid(np.arange(k.size), bsz, indexing="ij")
     return k[kk.ravel()], n[kk.ravel()], bb.ravel()
 
 
-def table(params: StepParams, itype: str, max_nodes: int, seed: int = 0, **extra) -> pd.DataFrame:
-    sim = simulate(params, *shapes(max_nodes), noise=0.03, seed=seed)
+def table(
+    params: StepParams, itype: str, max_nodes: int, seed: int = 0, bsz=(8, 16, 32), **extra
+) -> pd.DataFrame:
+    sim = simulate(params, *shapes(max_nodes, bsz), noise=0.03, seed=seed)
     return pd.DataFrame(sim).assign(model="resnet", instance_type=itype, gpus_per_node=4, **extra)
 
 
 @pytest.fixture(scope="module")
 def source_model() -> StepTimeModel:
+    """Three batch sizes measured: a device curve, carried along it."""
     return StepTimeModel().fit(table(SOURCE, "g4dn.12xlarge", 2), catalog=catalog())
+
+
+@pytest.fixture(scope="module")
+def line_model() -> StepTimeModel:
+    """Two batch sizes measured: no device curve, carried by the catalog's ratios."""
+    return StepTimeModel().fit(table(SOURCE, "g4dn.12xlarge", 2, bsz=(8, 32)), catalog=catalog())
 
 
 def width(pred: dict) -> np.ndarray:
     return np.log(pred["step_time_hi"] / pred["step_time_lo"])
 
 
-def test_device_work_moves_with_the_accelerator_and_the_host_floor_stays(source_model):
+def test_without_a_curve_device_work_moves_by_the_ratios_and_the_host_floor_stays(line_model):
     bsz = 2 ** np.arange(0, 16)
     args = ("resnet", "g4dn.12xlarge", 1, 1, bsz)
-    here = source_model.predict_arrays(*args)["compute_s"]
-    there = source_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=catalog())
+    here = line_model.predict_arrays(*args)["compute_s"]
+    there = line_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=catalog())
     # the device part moves between the fp32 peak (8.1 -> 15.7 TFLOP/s) and the memory
     # bandwidth (320 -> 900 GB/s) speed-ups: their geometric mean
     speedup = np.sqrt(15.7 / 8.1 * 900 / 320)
@@ -95,16 +115,18 @@ def test_device_work_moves_with_the_accelerator_and_the_host_floor_stays(source_
     assert ratio[-1] == pytest.approx(1.0 / speedup, rel=0.01)  # device-bound: all of it moves
     assert np.diff(ratio).max() <= 1e-12  # the larger the batch, the more of the step moves
     assert there["compute_s"].min() >= SOURCE.alpha_c  # the host floor does not shrink
-    assert (width(there) > width(source_model.predict_arrays(*args))).all()  # less sure
+    assert (width(there) > width(line_model.predict_arrays(*args))).all()  # less sure
 
 
-def test_a_type_with_the_source_figures_gets_the_source_prediction_back(source_model):
+def test_without_a_curve_a_type_with_the_source_figures_gets_the_source_prediction_back(
+    line_model,
+):
     cat = catalog()
     twin = cat[cat["instance_type"] == "g4dn.12xlarge"].assign(instance_type="g4dn.twin")
     cat = pd.concat([cat, twin], ignore_index=True)
     k, n, b = shapes(3)
-    here = source_model.predict_arrays("resnet", "g4dn.12xlarge", k, n, b)
-    there = source_model.predict_arrays("resnet", "g4dn.twin", k, n, b, catalog=cat)
+    here = line_model.predict_arrays("resnet", "g4dn.12xlarge", k, n, b)
+    there = line_model.predict_arrays("resnet", "g4dn.twin", k, n, b, catalog=cat)
     for key in ("step_time_s", "compute_s", "sync_s"):
         np.testing.assert_allclose(there[key], here[key], rtol=1e-9)
     # also when the host floor was raised above a fitted intercept, at the batches measured
@@ -118,12 +140,12 @@ def test_a_type_with_the_source_figures_gets_the_source_prediction_back(source_m
     )
 
 
-def test_without_memory_bandwidth_device_work_moves_with_peak_alone(source_model):
+def test_without_memory_bandwidth_device_work_moves_with_peak_alone(line_model):
     cat = catalog()
-    cat["gpu_mem_bw_gbps"] = np.nan
+    cat["gpu_mem_bw_gbps"] = np.nan  # the target's is unknown (the source's was kept)
     args = ("resnet", "g4dn.12xlarge", 1, 1, np.array([8, 32, 1 << 16]))
-    here = source_model.predict_arrays(*args)["compute_s"]
-    there = source_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=cat)
+    here = line_model.predict_arrays(*args)["compute_s"]
+    there = line_model.predict_arrays("resnet", "p3.8xlarge", *args[2:], catalog=cat)
     assert there["compute_s"][-1] == pytest.approx(here[-1] * 8.1 / 15.7, rel=0.01)
     assert (there["compute_s"] >= here * 8.1 / 15.7).all()
 
@@ -346,3 +368,254 @@ def test_saved_model_keeps_carried_groups(tmp_path):
     args = ("resnet", "p3.8xlarge", 2, 8, np.array([8, 16]))
     for key, value in model.predict_arrays(*args).items():
         np.testing.assert_allclose(again.predict_arrays(*args)[key], value)
+
+
+# -- the device curve: a floor, then linear once the batch fills the device ------------------
+# a model that fills a T4 at batch 15: 30 ms on the floor, then 2 ms per sample
+CURVE = DeviceCurve(0.03, 0.002, 1.5, (1e-3, 0.0, 2e-3), 0.04, 6)
+
+
+def one_worker(bsz: np.ndarray, step: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"num_nodes": 1, "num_workers": 1, "local_bsz": bsz.astype(int), "step_time_s": step}
+    )
+
+
+def test_a_fitted_curve_gives_back_the_floor_and_the_slope_it_was_drawn_from():
+    bsz = 2.0 ** np.arange(1, 12)
+    noise = np.exp(np.random.default_rng(0).normal(0, 0.02, bsz.size))
+    curve = fit_curve(bsz, CURVE.time(bsz) * noise, 1.5)
+    assert curve.floor_s == pytest.approx(CURVE.floor_s, rel=0.1)
+    assert curve.per_sample_s == pytest.approx(CURVE.per_sample_s, rel=0.05)
+    assert fit_curve(bsz[:2], CURVE.time(bsz[:2]), 1.5) is None  # two batches: no knee
+    # a range that never leaves the floor says little about the slope
+    flat = fit_curve(bsz[:4], CURVE.time(bsz[:4]), 1.5)
+    assert flat.log_cov[2] > 10 * curve.log_cov[2]
+
+
+def test_a_carried_curve_sits_on_the_floor_then_grows_linearly_past_a_knee_that_moves():
+    fit = build_transfer(
+        SOURCE, "g4dn.12xlarge", "p3.8xlarge", catalog(), curve=CURVE, shape=DEFAULT_SHAPE
+    )
+    bsz = 2.0 ** np.arange(0, 16)
+    there = fit.predict(1, 1, bsz, 1, 0.9)["compute_s"]
+    # the default shape: speed is the memory bandwidth (w = 1), the floor stays (phi = 0)
+    ratio = 320.0 / 900.0
+    knee = CURVE.knee / ratio  # a faster device needs a larger batch to fill
+    assert there[bsz <= knee / 8] == pytest.approx(CURVE.floor_s, rel=0.1)
+    assert there[-1] == pytest.approx(CURVE.per_sample_s * ratio * bsz[-1], rel=1e-3)
+    per_sample = there / bsz
+    assert (np.diff(per_sample) < 0).all()  # utilisation rises with the batch
+    assert (there <= CURVE.time(bsz) * (1 + 1e-12)).all()  # never slower than the source
+    assert any("past batch" in note for note in fit.notes)
+
+
+def test_a_type_with_the_source_figures_gets_the_source_curve_back(source_model):
+    cat = catalog()
+    twin = cat[cat["instance_type"] == "g4dn.12xlarge"].assign(instance_type="g4dn.twin")
+    cat = pd.concat([cat, twin], ignore_index=True)
+    curve = source_model.device_curves_[("resnet", "g4dn.12xlarge")]
+    bsz = np.array([1, 8, 16, 32, 1024])
+    there = source_model.predict_arrays("resnet", "g4dn.twin", 1, 1, bsz, catalog=cat)
+    np.testing.assert_allclose(there["compute_s"], curve.time(bsz), rtol=1e-9)
+    # at the batches measured, within the curve's misfit of the source's own prediction
+    here = source_model.predict_arrays("resnet", "g4dn.12xlarge", 1, 1, bsz[1:4])
+    assert np.abs(np.log(there["compute_s"][1:4] / here["compute_s"])).max() < 3 * curve.misfit
+
+
+def test_measured_steps_never_make_unmeasured_batches_worse_in_expectation():
+    # targets drawn from the carried belief itself: a world in which the belief is right
+    fit = build_transfer(
+        SOURCE, "g4dn.12xlarge", "p3.8xlarge", catalog(), curve=CURVE, shape=DEFAULT_SHAPE
+    )
+    rng = np.random.default_rng(0)
+    bsz = 2.0 ** np.arange(2, 12)
+    errors = {"cold": [], "one step": [], "two steps": []}
+    inside, widths = {"cold": [], "one step": []}, {"cold": [], "one step": []}
+    for _ in range(150):
+        theta = rng.multivariate_normal(fit.beliefs.mean, fit.beliefs.cov)
+        truth = replace(fit, beliefs=replace(fit.beliefs, mean=theta))
+        true = truth.predict(1, 1, bsz, 1, 0.9)["step_time_s"]
+        observed = true * np.exp(rng.normal(0.0, fit.noise, bsz.size))
+        fits = {
+            "cold": fit,
+            "one step": fit.update(one_worker(bsz[:1], observed[:1])),
+            "two steps": fit.update(one_worker(bsz[[0, -1]], observed[[0, -1]])),
+        }
+        for name, carried in fits.items():
+            pred = carried.predict(1, 1, bsz[1:-1], 1, 0.9)
+            errors[name].append(np.log(pred["step_time_s"] / true[1:-1]) ** 2)
+            if name in inside:
+                lo, hi = pred["step_time_lo"], pred["step_time_hi"]
+                inside[name].append((lo <= observed[1:-1]) & (observed[1:-1] <= hi))
+                widths[name].append(np.log(hi / lo))
+    mse = {k: np.mean(v, axis=0) for k, v in errors.items()}
+    # at every unmeasured batch, no worse than before the step (Monte Carlo slack of 5%)
+    assert (mse["one step"] <= 1.05 * mse["cold"]).all()
+    assert (mse["two steps"] <= 1.05 * mse["one step"]).all()
+    assert mse["two steps"].mean() < 0.5 * mse["cold"].mean()
+    # intervals narrow, and only as far as the evidence supports: they still cover ~90%
+    assert np.mean(widths["one step"]) < np.mean(widths["cold"])
+    for name in inside:
+        assert 0.85 <= np.mean(inside[name]) <= 0.97, name
+
+
+def test_the_shape_is_learned_from_every_measured_accelerator():
+    # four accelerators, three models whose curves follow a known shape: p = 2, speed the
+    # memory bandwidth, floors that stay; each machine's host and each model's efficiency
+    # a little off, as real ones are
+    speeds = {"a": (8.1, 320.0), "b": (15.7, 900.0), "c": (19.5, 1555.0), "d": (13.4, 616.0)}
+    rng = np.random.default_rng(1)
+    bsz = 2.0 ** np.arange(2, 12)
+    rows = []
+    for model, floor, slope in (("m1", 0.02, 4e-4), ("m2", 0.1, 5e-3), ("m3", 0.01, 2e-5)):
+        for name, (_, bandwidth) in speeds.items():
+            f = floor * np.exp(rng.normal(0, 0.05))
+            c = slope * 320.0 / bandwidth * np.exp(rng.normal(0, 0.05))
+            t = (f**2 + (c * bsz) ** 2) ** 0.5 * np.exp(rng.normal(0, 0.03, bsz.size))
+            rows.append(
+                pd.DataFrame({"model": model, "instance_type": name, "local_bsz": bsz}).assign(
+                    compute_s=t
+                )
+            )
+    compute = pd.concat(rows, ignore_index=True)
+    shape = learn_shape(compute, speeds)
+    assert (shape.sharpness, shape.bandwidth_weight, shape.floor_exponent) == (2.0, 1.0, 0.0)
+    assert shape.host_sd < 0.2 and shape.compute_sd < 0.2 and shape.noise_sd < 0.08
+    assert "4 accelerators" in shape.basis
+    # fewer accelerators than that teach nothing: the caller falls back to DEFAULT_SHAPE
+    assert learn_shape(compute[compute["instance_type"].isin(["a", "b"])], speeds) is None
+
+
+def reference_single_gpu() -> tuple[pd.DataFrame, dict[str, tuple[float, float]]]:
+    """One-worker steps of the five reference accelerators, with their catalog speeds."""
+    folder = shared_dir() / "reference" / "measurements"
+    if not folder.is_dir():
+        pytest.skip(f"the team's reference measurements are not at {folder} (set SRIFTY_SHARED)")
+    steps = pd.concat([pd.read_csv(p) for p in sorted(folder.glob("*.csv"))], ignore_index=True)
+    one = steps[steps["num_workers"] == 1]
+    cat = pd.concat(
+        [pd.read_csv(REPO / "benchmarks" / "gpu_catalog.csv"), load_catalog()], ignore_index=True
+    )
+    figures = cat.set_index("instance_type")[["gpu_fp32_tflops", "gpu_mem_bw_gbps"]]
+    speeds = {t: tuple(figures.loc[t]) for t in one["instance_type"].unique()}
+    compute = measured_compute(one).assign(
+        model=one["model"].to_numpy(), instance_type=one["instance_type"].to_numpy()
+    )
+    return compute, speeds
+
+
+def test_the_default_shape_is_what_the_reference_measurements_teach():
+    compute, speeds = reference_single_gpu()
+    shape = learn_shape(compute, speeds)
+    for name in ("sharpness", "bandwidth_weight", "floor_exponent"):
+        assert getattr(shape, name) == getattr(DEFAULT_SHAPE, name), name
+    for name in ("host_sd", "compute_sd", "noise_sd"):
+        assert getattr(shape, name) == pytest.approx(getattr(DEFAULT_SHAPE, name), rel=2e-3)
+
+
+def test_speed_mixes_the_peak_and_the_bandwidth():
+    assert speed(8.0, 300.0, 0.0) == 8.0 and speed(8.0, 300.0, 1.0) == 300.0
+    assert speed(4.0, 16.0, 0.5) == pytest.approx(8.0)
+
+
+# -- what a fit carries with it ---------------------------------------------------------------
+def onprem_catalog() -> pd.DataFrame:
+    """Two machines no embedded catalog knows, with their figures."""
+    cat = catalog()
+    rows = cat[cat["instance_type"].isin(["g4dn.12xlarge", "p3.8xlarge"])].copy()
+    rows["instance_type"] = ["onprem-t4-box", "onprem-v100-box"]
+    rows["region"] = "onprem"
+    return rows.reset_index(drop=True)
+
+
+def single_gpu_rows(itype: str = "onprem-t4-box") -> pd.DataFrame:
+    """A user's own one-GPU measurements: five batch sizes, no gradient size."""
+    bsz = np.array([8, 16, 32, 64, 128])
+    return one_worker(bsz, CURVE.time(bsz)).assign(
+        model="resnet", instance_type=itype, gpus_per_node=4
+    )
+
+
+@pytest.fixture(scope="module")
+def onprem_model() -> StepTimeModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one worker: the sync terms are fixed, as it warns
+        return StepTimeModel().fit(single_gpu_rows(), catalog=onprem_catalog())
+
+
+def test_fit_keeps_the_catalog_rows_of_the_types_it_measured(onprem_model):
+    rows = onprem_model.catalog_rows_
+    assert list(rows["instance_type"]) == ["onprem-t4-box"]
+    assert rows["gpu_fp32_tflops"].iloc[0] == 8.1
+    # so the embedded catalog serves a carry from a type only the fit's catalog knew
+    pred = onprem_model.predict_arrays("resnet", "p3.8xlarge", 1, 1, np.array([8, 256]))
+    assert np.isfinite(pred["step_time_s"]).all()
+    # and a type only a later catalog knows is carried with it
+    configs = pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "onprem-v100-box",
+            "num_nodes": 1,
+            "num_workers": 1,
+            "local_bsz": [8, 256],
+        }
+    )
+    with pytest.raises(InputError, match="not in the catalog"):
+        onprem_model.predict(configs)
+    out = onprem_model.predict(configs, catalog=onprem_catalog())
+    assert (out["gpus_per_node"] == 4).all() and np.isfinite(out["step_time_s"]).all()
+
+
+def test_a_catalog_that_contradicts_the_model_names_the_type_and_the_column(onprem_model):
+    cat = onprem_catalog()
+    cat.loc[cat["instance_type"] == "onprem-t4-box", "gpu_fp32_tflops"] = 9.9
+    configs = pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": ["onprem-v100-box"],
+            "num_nodes": 1,
+            "num_workers": 1,
+            "local_bsz": 8,
+        }
+    )
+    with pytest.raises(InputError, match="onprem-t4-box") as err:
+        onprem_model.predict(configs, catalog=cat)
+    assert err.value.column == "gpu_fp32_tflops"
+    # the embedded catalog is a default, not a statement: the kept rows win over it
+    embedded = load_catalog()
+    assert onprem_model.predict_arrays("resnet", "p3.2xlarge", 1, 1, 8, catalog=embedded)
+
+
+def test_one_gpu_measurements_without_gradient_size_carry_to_one_worker_only(onprem_model):
+    args = ("resnet", "onprem-v100-box")
+    cat = onprem_catalog()
+    pred = onprem_model.predict_arrays(*args, [1, 1, 2], [1, 4, 8], 32, catalog=cat)
+    assert np.isfinite(pred["step_time_s"][0]) and np.isinf(pred["step_time_s"][1:]).all()
+    configs = pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "onprem-v100-box",
+            "num_nodes": 1,
+            "num_workers": [1, 4],
+            "local_bsz": 32,
+        }
+    )
+    with pytest.raises(InputError, match="grad_bytes") as err:
+        onprem_model.predict(configs, catalog=cat)
+    assert err.value.rows == [1] and err.value.column == "num_workers"
+    assert np.isfinite(onprem_model.predict(configs.iloc[:1], catalog=cat)["step_time_s"]).all()
+
+
+def test_a_saved_model_keeps_its_curves_shape_and_catalog_rows(onprem_model, tmp_path):
+    onprem_model.save(tmp_path / "m.json")
+    again = StepTimeModel.load(tmp_path / "m.json")
+    assert again.device_curves_ == onprem_model.device_curves_
+    assert again.device_shape_ == onprem_model.device_shape_
+    pd.testing.assert_frame_equal(
+        again.catalog_rows_, onprem_model.catalog_rows_, check_dtype=False
+    )
+    args = ("resnet", "onprem-v100-box", 1, 1, np.array([8, 64, 512]))
+    cat = onprem_catalog()
+    for key, value in onprem_model.predict_arrays(*args, catalog=cat).items():
+        np.testing.assert_allclose(again.predict_arrays(*args, catalog=cat)[key], value)
