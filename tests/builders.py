@@ -164,7 +164,7 @@ def jupyter_lab(root: Path, timeout_s: float = 120) -> Iterator[tuple[str, str]]
 
 
 @contextlib.contextmanager
-def browser_page(width: int = 1400, height: int = 1800) -> Iterator[Any]:
+def browser_page(width: int = 1600, height: int = 1800) -> Iterator[Any]:
     """A page of headless Debian chromium driven by Playwright (``--no-sandbox``: CI runs as
     root)."""
     from playwright.sync_api import sync_playwright
@@ -195,9 +195,10 @@ def run_notebook_in_lab(
         timeout=timeout_s * 1000,
     )
     page.evaluate(
-        "async () => { const w = window.jupyterapp.shell.currentWidget;"
+        "async () => { const app = window.jupyterapp; const w = app.shell.currentWidget;"
+        " if (app.shell.collapseLeft) app.shell.collapseLeft();"  # room for the panels
         " await w.sessionContext.ready;"
-        " await window.jupyterapp.commands.execute('notebook:run-all-cells'); }"
+        " await app.commands.execute('notebook:run-all-cells'); }"
     )
     try:
         page.wait_for_selector(ready, timeout=timeout_s * 1000)

@@ -28,6 +28,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
 
 
+# the caption under each lesson's figure: what each mark is
+CAPTIONS = {
+    "scaling": (
+        "Blue circles: hours to the target (left axis); red squares: dollars (right axis); both "
+        "upper ends. Diamonds: the cheapest and the fastest worker counts."
+    ),
+    "spot": (
+        "Blue: spot's expected cost over checkpoint intervals (diamond: the chosen one); dashed: "
+        "on-demand's cost; red dots: share of simulated spot runs that miss the deadline (right "
+        "axis)."
+    ),
+    "controller": (
+        "One line per worker: its local batch (left axis; blue: the first type, orange: the "
+        "second). Black: the step time, the slowest worker's (right axis)."
+    ),
+    "variance": (
+        "Share of simulated runs by hours to the target: red, the pick judged by the point "
+        "estimate; blue, the pick judged by the upper end. Dashed: the deadline."
+    ),
+}
+
+
 def job_inputs(job: Job) -> dict[str, Any]:
     """A job as JSON-ready fields (``Job(**fields)`` rebuilds it, tuples as lists)."""
     return asdict(job)
@@ -44,7 +66,9 @@ class Lesson:
 
     question = ""  # the name of the control the lesson's question moves
 
-    def __init__(self, controls: dict[str, Any], figure: Any, css_class: str) -> None:
+    def __init__(
+        self, controls: dict[str, Any], figure: Any, css_class: str, caption: str = ""
+    ) -> None:
         import ipywidgets as w
 
         self.controls = controls
@@ -60,7 +84,20 @@ class Lesson:
             w.VBox(
                 [
                     w.HTML(STYLE),
-                    w.HBox([w.VBox(list(controls.values())), self.figure]),
+                    w.HBox(
+                        [
+                            w.VBox(
+                                list(controls.values()),
+                                layout=w.Layout(width="420px", flex="0 0 auto"),
+                            ),
+                            w.VBox(
+                                [
+                                    self.figure,
+                                    w.HTML(f'<div class="srifty-caption">{caption}</div>'),
+                                ]
+                            ),
+                        ]
+                    ),
                     self.message,
                     self.answer_box,
                 ]
@@ -104,7 +141,7 @@ class Lesson:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def _figure(marks: list, axes: list, title: str, legend: str = "top-right") -> Any:
+def _figure(marks: list, axes: list, title: str) -> Any:
     import bqplot as bq
 
     return bq.Figure(
@@ -112,10 +149,8 @@ def _figure(marks: list, axes: list, title: str, legend: str = "top-right") -> A
         axes=axes,
         title=title,
         fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 70},
-        layout={"width": "600px", "height": "380px"},
+        layout={"width": "540px", "height": "360px"},
         animation_duration=0,
-        legend_location=legend,
-        legend_style={"fill": "white", "stroke": "#ccc"},
     )
 
 
@@ -126,8 +161,8 @@ def _selection(values: list[tuple[str, Any]], value: Any, description: str, **kw
         options=values,
         value=value,
         description=description,
-        style={"description_width": "150px"},
-        layout=w.Layout(width="480px"),
+        style={"description_width": "130px"},
+        layout=w.Layout(width="410px"),
         readout=True,
         **kw,
     )
@@ -172,28 +207,33 @@ class ScalingLesson(Lesson):
         self.marks = {
             "time": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ts}, colors=["#4c78a8"], marker="circle",
-                labels=["time (upper end)"], display_legend=True,
+                labels=["time (upper end)"],
             ),
             "cost": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], marker="square",
-                labels=["cost (upper end)"], display_legend=True,
+                labels=["cost (upper end)"],
             ),
             "cheapest": bq.Scatter(
                 x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], stroke="black",
-                default_size=160, marker="diamond", labels=["cheapest"], display_legend=True,
+                default_size=160, marker="diamond", labels=["cheapest"],
             ),
             "fastest": bq.Scatter(
                 x=[], y=[], scales={"x": xs, "y": ts}, colors=["#4c78a8"], stroke="black",
-                default_size=160, marker="diamond", labels=["fastest"], display_legend=True,
+                default_size=160, marker="diamond", labels=["fastest"],
             ),
         }  # fmt: skip
         axes = [
             bq.Axis(scale=xs, label="workers", tick_format="d"),
             bq.Axis(scale=ts, label="hours to target", side="left", tick_format=".3~g"),
-            bq.Axis(scale=cs, label="USD to target", side="right", tick_format=".3~g"),
+            bq.Axis(scale=cs, label="USD to target", side="right", tick_format="~s"),
         ]
-        figure = _figure(list(self.marks.values()), axes, "Time and cost against workers", "top")
-        super().__init__(controls, figure, "srifty-lesson-scaling")
+        figure = _figure(list(self.marks.values()), axes, "Time and cost against workers")
+        super().__init__(
+            controls,
+            figure,
+            "srifty-lesson-scaling",
+            CAPTIONS["scaling"],
+        )
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.Scaling, dict[str, Any]]:
@@ -289,28 +329,33 @@ class SpotLesson(Lesson):
         self.marks = {
             "spot": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"],
-                labels=["spot, expected cost"], display_legend=True,
+                labels=["spot, expected cost"],
             ),
             "ondemand": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ys}, colors=["black"], line_style="dashed",
-                labels=["on-demand cost"], display_legend=True,
+                labels=["on-demand cost"],
             ),
             "miss": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ms}, colors=["#e45756"], line_style="dotted",
-                labels=["spot runs missing the deadline"], display_legend=True,
+                labels=["spot runs missing the deadline"],
             ),
             "now": bq.Scatter(
                 x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"], stroke="black",
-                default_size=140, marker="diamond", labels=["this interval"], display_legend=True,
+                default_size=140, marker="diamond", labels=["this interval"],
             ),
         }  # fmt: skip
         axes = [
             bq.Axis(scale=xs, label="checkpoint interval (h)", tick_format=".2~g"),
-            bq.Axis(scale=ys, label="USD to target", side="left", tick_format=".3~g"),
+            bq.Axis(scale=ys, label="USD to target", side="left", tick_format="~s"),
             bq.Axis(scale=ms, label="share missing the deadline", side="right", tick_format=".0%"),
         ]
-        figure = _figure(list(self.marks.values()), axes, "Spot against on-demand", "bottom-left")
-        super().__init__(controls, figure, "srifty-lesson-spot")
+        figure = _figure(list(self.marks.values()), axes, "Spot against on-demand")
+        super().__init__(
+            controls,
+            figure,
+            "srifty-lesson-spot",
+            CAPTIONS["spot"],
+        )
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.SpotTradeoff, dict[str, Any]]:
@@ -394,7 +439,7 @@ class ControllerLesson(Lesson):
             ),
             "step": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ts}, colors=["black"], stroke_width=3,
-                labels=["step time"], display_legend=True,
+                labels=["step time"],
             ),
         }  # fmt: skip
         axes = [
@@ -403,7 +448,12 @@ class ControllerLesson(Lesson):
             bq.Axis(scale=ts, label="step time (s)", side="right", tick_format=".3~g"),
         ]
         figure = _figure(list(self.marks.values()), axes, "The controller, step by step")
-        super().__init__(controls, figure, "srifty-lesson-controller")
+        super().__init__(
+            controls,
+            figure,
+            "srifty-lesson-controller",
+            CAPTIONS["controller"],
+        )
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.ControllerLesson, dict[str, Any]]:
@@ -476,23 +526,29 @@ class VarianceLesson(Lesson):
             "point": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ys}, colors=["#e45756"],
                 interpolation="step-after", labels=["pick by point estimate"],
-                display_legend=True,
             ),
             "upper": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"],
-                interpolation="step-after", labels=["pick by upper end"], display_legend=True,
+                interpolation="step-after", labels=["pick by upper end"],
             ),
             "deadline": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": ys}, colors=["black"], line_style="dashed",
-                labels=["deadline"], display_legend=True,
+                labels=["deadline"],
             ),
         }  # fmt: skip
         axes = [
-            bq.Axis(scale=xs, label="hours to target (simulated runs)", tick_format=".2~g"),
+            bq.Axis(
+                scale=xs, label="hours to target (simulated runs)", tick_format=".2~g", num_ticks=6
+            ),
             bq.Axis(scale=ys, label="share of runs", side="left", tick_format=".0%"),
         ]
         figure = _figure(list(self.marks.values()), axes, "How long the two picks really take")
-        super().__init__(controls, figure, "srifty-lesson-variance")
+        super().__init__(
+            controls,
+            figure,
+            "srifty-lesson-variance",
+            CAPTIONS["variance"],
+        )
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.Judgement, dict[str, Any]]:

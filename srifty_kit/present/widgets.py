@@ -53,10 +53,27 @@ CLASSES = {
     "why": "srifty-why",
 }
 # the figure's marks, in drawing order (the SVG holds one group per mark, in this order)
-MARKS = ("cloud", "front", "front_dots", "knee", "pick", "nearest", "deadline", "budget")
+MARKS = (
+    "cloud",  # a fixed sample of the candidates, by pricing: redrawn only on a new evaluation
+    "late",  # shade right of the deadline: what misses it
+    "over",  # shade above the budget: what breaks it
+    "front",
+    "front_dots",
+    "knee",
+    "pick",
+    "nearest",
+    "budget",
+    "deadline",
+)
 CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is instant
 CLOUD_POINTS = 2000  # candidates drawn in the scatter (a fixed sample per evaluation)
 NUMBER = "{:.4g}"  # how the table writes numbers
+FIGURE_CAPTION = (
+    "Dots: a sample of every configuration searched (blue on-demand, orange spot). Black "
+    "steps: the Pareto front; gold diamond: its knee; red square: the pick; orange cross: the "
+    "nearest configuration when nothing fits. Shaded: misses the deadline (dashed) or breaks "
+    "the budget (dotted). Both axes are upper ends at the confidence level."
+)
 STYLE = """<style>
 .srifty-ranked { border-collapse: collapse; font-size: 12px; }
 .srifty-ranked caption { text-align: left; font-weight: bold; padding: 4px 0; }
@@ -66,6 +83,7 @@ STYLE = """<style>
 .srifty-error { color: #b00020; }
 .srifty-infeasible { color: #8a4b00; }
 .srifty-why-text, .srifty-answer { white-space: pre-wrap; font-size: 12px; }
+.srifty-caption { font-size: 11px; color: #555; width: 550px; line-height: 1.3; }
 </style>"""
 
 
@@ -275,6 +293,7 @@ class SearchPanel:
         self.why = tag(w.HTML(), CLASSES["why"])
         self.figure, self.marks, self.scales = self._figure()
         tag(self.figure, CLASSES["figure"])
+        caption = w.HTML(f'<div class="srifty-caption">{FIGURE_CAPTION}</div>')
         ctl = self.controls
         left = w.VBox(
             [
@@ -289,10 +308,18 @@ class SearchPanel:
                 ctl["families"],
                 ctl["gpus"],
             ],
-            layout=w.Layout(width="430px"),
+            layout=w.Layout(width="400px", flex="0 0 auto"),
         )
         self.widget = tag(
-            w.VBox([self.style, w.HBox([left, self.figure]), self.message, self.table, self.why]),
+            w.VBox(
+                [
+                    self.style,
+                    w.HBox([left, w.VBox([self.figure, caption])]),
+                    self.message,
+                    self.table,
+                    self.why,
+                ]
+            ),
             CLASSES["panel"],
         )
         self.refresh()
@@ -396,7 +423,7 @@ class SearchPanel:
 
         xs = bq.LogScale(allow_padding=False)
         ys = bq.LogScale(allow_padding=False)
-        colors = bq.ColorScale(colors=["#cfcfcf", "#4c78a8"], min=0, max=1)
+        colors = bq.ColorScale(colors=["#4c78a8", "#f58518"], min=0, max=1)
         sc = {"x": xs, "y": ys}
         marks = {
             "cloud": bq.Scatter(
@@ -407,7 +434,30 @@ class SearchPanel:
                 default_size=10,
                 stroke_width=0,
                 opacities=[0.6],
-                labels=["configurations (blue: meet constraints)"],
+                labels=["configurations (blue: on-demand, orange: spot)"],
+            ),
+            "late": bq.Lines(
+                x=[],
+                y=[],
+                scales=sc,
+                colors=["#999999"],
+                stroke_width=0,
+                fill="inside",
+                close_path=True,
+                fill_colors=["#999999"],
+                fill_opacities=[0.25],
+                labels=["misses the deadline / breaks the budget"],
+            ),
+            "over": bq.Lines(
+                x=[],
+                y=[],
+                scales=sc,
+                colors=["#999999"],
+                stroke_width=0,
+                fill="inside",
+                close_path=True,
+                fill_colors=["#999999"],
+                fill_opacities=[0.25],
             ),
             "front": bq.Lines(
                 x=[],
@@ -416,7 +466,6 @@ class SearchPanel:
                 colors=["black"],
                 interpolation="step-after",
                 labels=["Pareto front"],
-                display_legend=True,
             ),
             "front_dots": bq.Scatter(
                 x=[], y=[], scales=sc, colors=["black"], default_size=16, labels=["front points"]
@@ -430,7 +479,6 @@ class SearchPanel:
                 stroke="black",
                 default_size=120,
                 labels=["knee"],
-                display_legend=True,
             ),
             "pick": bq.Scatter(
                 x=[],
@@ -441,7 +489,6 @@ class SearchPanel:
                 stroke="black",
                 default_size=120,
                 labels=["pick"],
-                display_legend=True,
             ),
             "nearest": bq.Scatter(
                 x=[],
@@ -451,7 +498,6 @@ class SearchPanel:
                 colors=["darkorange"],
                 default_size=140,
                 labels=["nearest (infeasible)"],
-                display_legend=True,
             ),
             "deadline": bq.Lines(
                 x=[],
@@ -460,7 +506,6 @@ class SearchPanel:
                 colors=["#555555"],
                 line_style="dashed",
                 labels=["deadline"],
-                display_legend=True,
             ),
             "budget": bq.Lines(
                 x=[],
@@ -469,7 +514,6 @@ class SearchPanel:
                 colors=["#555555"],
                 line_style="dotted",
                 labels=["budget"],
-                display_legend=True,
             ),
         }
         axes = [
@@ -478,7 +522,7 @@ class SearchPanel:
                 scale=ys,
                 label="cost to finish, upper end (USD)",
                 side="left",
-                tick_format=".3~g",
+                tick_format="~s",
             ),
         ]
         fig = bq.Figure(
@@ -486,18 +530,21 @@ class SearchPanel:
             axes=axes,
             title="Cost-time tradeoff",
             fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 20},
-            layout={"width": "640px", "height": "420px"},
-            legend_location="bottom-right",
-            legend_style={"fill": "white", "stroke": "#ccc"},
+            layout={"width": "560px", "height": "400px"},
             animation_duration=0,
         )
         return fig, marks, sc
 
     @staticmethod
     def _set(mark: Any, x: Any, y: Any, **more: Any) -> None:
+        """New data for a mark; nothing is sent when it has that data already."""
+        x, y = np.asarray(x, float), np.asarray(y, float)
+        same = np.array_equal(mark.x, x) and np.array_equal(mark.y, y)
+        if same and not more:
+            return
         with mark.hold_sync():
-            mark.x = np.asarray(x, float)
-            mark.y = np.asarray(y, float)
+            if not same:
+                mark.x, mark.y = x, y
             for k, v in more.items():
                 setattr(mark, k, v)
 
@@ -505,7 +552,7 @@ class SearchPanel:
         self, ev: Evaluated, view: dict, result: SearchResult, constraints: Constraints
     ) -> None:
         m, c = self.marks, ev.candidates
-        if self._drawn is not ev:  # a new evaluation: new cloud and axes
+        if self._drawn is not ev:  # a new evaluation: new cloud and axes, nothing else redrawn
             idx = view["cloud"]
             for axis in ("x", "y"):
                 with self.scales[axis].hold_sync():
@@ -514,11 +561,9 @@ class SearchPanel:
                 m["cloud"],
                 c["time_hi_h"][idx],
                 c["cost_hi_usd"][idx],
-                color=result.feasible_mask[idx].astype(float),
+                color=c["spot"][idx].astype(float),
             )
             self._drawn = ev
-        else:
-            m["cloud"].color = result.feasible_mask[view["cloud"]].astype(float)
         front = result.pareto
         self._set(m["front"], front["time_hi_h"], front["cost_hi_usd"])
         self._set(m["front_dots"], front["time_hi_h"], front["cost_hi_usd"])
@@ -535,8 +580,12 @@ class SearchPanel:
             f"Cost-time tradeoff: {result.n_feasible:,} of {result.n_candidates:,} meet the "
             "constraints"
         )
+        # what fails the constraints is shaded: right of the deadline, above the budget (the
+        # cloud keeps its colours, so a move redraws a few shapes, not thousands of points)
         (x0, x1), (y0, y1) = view["x"], view["y"]
         d, b = constraints.deadline_h, constraints.budget_usd
+        self._set(m["late"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])
+        self._set(m["over"], [x0, x1, x1, x0] if b else [], [b, b, y1, y1] if b else [])
         self._set(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
         self._set(m["deadline"], [d, d] if d else [], [y0, y1] if d else [])  # the last mark
 
