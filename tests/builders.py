@@ -171,7 +171,9 @@ def browser_page(width: int = 1600, height: int = 1800) -> Iterator[Any]:
 
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=chromium_path(), headless=True, args=["--no-sandbox"]
+            executable_path=chromium_path(),
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage"],
         )
         try:
             yield browser.new_page(viewport={"width": width, "height": height})

@@ -180,6 +180,22 @@ def _assert_panel_shows(page, result) -> None:
     assert f"{result.n_feasible:,} of {result.n_candidates:,}" in fig["title"]
 
 
+def _eventually(page, check, *args, timeout_s: float = 60) -> None:
+    """``check(*args)`` until it passes: the page applies the kernel's updates one message at a
+    time (bqplot draws on the next animation frame), so a read can land between two."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while True:
+        try:
+            check(*args)
+            return
+        except AssertionError:
+            if time.monotonic() > end:
+                raise
+            page.wait_for_timeout(200)
+
+
 def _wait_table(page, attribute: str, value: str) -> None:
     page.wait_for_function(
         "([a, v]) => { const t = document.querySelector('.srifty-table table.srifty-ranked');"
@@ -196,7 +212,7 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     run_notebook_in_lab(page, page.lab, name, ".srifty-table table.srifty-ranked tbody tr")
     first = page.evaluate(TABLE_JS, "srifty-table")["data"]
     assert float(first["deadline"]) == NOTEBOOK_03["deadline_h"] and first["spot"] == "false"
-    _assert_panel_shows(page, _expected(first, model, catalog))
+    _eventually(page, _assert_panel_shows, page, _expected(first, model, catalog))
 
     # move the deadline slider five stops to the left: a tighter deadline
     slider_press(page, "srifty-deadline", "ArrowLeft", 5)
@@ -212,7 +228,7 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     assert float(moved["deadline"]) == float(readout.text_content())
     tighter = _expected(moved, model, catalog)
     assert tighter.n_feasible < _expected(first, model, catalog).n_feasible
-    _assert_panel_shows(page, tighter)
+    _eventually(page, _assert_panel_shows, page, tighter)
 
     # allow spot: new candidates, evaluated once, ranked against the same deadline
     page.locator(".srifty-spot input[type=checkbox]").check()
@@ -221,7 +237,7 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     assert spot["deadline"] == moved["deadline"]
     with_spot = _expected(spot, model, catalog)
     assert with_spot.n_candidates > tighter.n_candidates
-    _assert_panel_shows(page, with_spot)
+    _eventually(page, _assert_panel_shows, page, with_spot)
     page.locator(".srifty-search-panel").screenshot(path=str(SCREENSHOTS / "03_search_panel.png"))
 
 
@@ -235,9 +251,13 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     message = page.locator(".srifty-message").inner_text()
     assert "deadline binds" in message and "Nearest" in message
     assert page.locator(".srifty-table tbody tr").count() == 0
-    fig = page.evaluate(FIGURE_JS, "srifty-figure")
     mark = {name: i for i, name in enumerate(MARKS)}
-    assert fig["points"][mark["pick"]] == [] and len(fig["points"][mark["nearest"]]) == 1
+
+    def only_the_nearest():
+        fig = page.evaluate(FIGURE_JS, "srifty-figure")
+        assert fig["points"][mark["pick"]] == [] and len(fig["points"][mark["nearest"]]) == 1
+
+    _eventually(page, only_the_nearest)
     data = pd.Series(page.evaluate(TABLE_JS, "srifty-table")["data"])
     assert float(data["deadline"]) == 0.01
 
@@ -349,5 +369,9 @@ def test_each_lesson_answers_as_the_decide_layer_does_when_its_control_moves(pag
         after = page.evaluate(ANSWER_JS, panel)
         assert after["text"] != before["text"]
         assert after["text"] == _lesson_answer(panel, after["inputs"], model, catalog)
-        assert page.evaluate(FIGURE_JS, f"{panel} .srifty-figure") != figure_before
+
+        def figure_moved(before=figure_before, panel=panel):
+            assert page.evaluate(FIGURE_JS, f"{panel} .srifty-figure") != before
+
+        _eventually(page, figure_moved)
         page.locator(f".{panel}").screenshot(path=str(SCREENSHOTS / f"05_{panel[14:]}.png"))
