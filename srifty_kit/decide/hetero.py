@@ -101,21 +101,28 @@ def simulate_controller(
     max_bsz: int | None = None,
     noise: float = 0.0,
     seed: int | np.random.Generator | None = 0,
+    slow_worker: int = 0,
+    slow_at: int | None = None,
+    slow_factor: float = 1.0,
 ) -> pd.DataFrame:
     """OmniLearn's controller from an even split: one row per step and worker.
 
     Worker i computes b_i samples in alpha_i + beta_i * b_i seconds (times a lognormal factor of
-    spread ``noise``); the step takes the slowest worker's time. Columns: step, worker,
-    local_bsz, compute_s, step_time_s.
+    spread ``noise``); the step takes the slowest worker's time. From step ``slow_at`` on (None:
+    never), worker ``slow_worker`` computes ``slow_factor`` times slower: a noisy neighbour or
+    thermal throttling mid-run. Columns: step, worker, local_bsz, compute_s, step_time_s.
     """
     alpha, beta = np.asarray(alpha, float), np.asarray(beta, float)
     n = alpha.size
     high = float(max_bsz) if max_bsz is not None else float(global_bsz)
     rng = np.random.default_rng(seed)
     batch = _even_split(int(global_bsz), n)
+    slower = np.ones(n)
     rows = []
     for step in range(steps):
-        times = (alpha + beta * batch) * np.exp(noise * rng.standard_normal(n))
+        if slow_at is not None and step == slow_at:
+            slower[slow_worker] = slow_factor
+        times = (alpha + beta * batch) * slower * np.exp(noise * rng.standard_normal(n))
         rows.append(
             pd.DataFrame(
                 {

@@ -317,56 +317,11 @@ def spot_tradeoff(
 # -- (c) the proportional controller on a mixed cluster ----------------------------------------
 
 
-def simulate_slowdown(
-    alpha: np.ndarray,
-    beta: np.ndarray,
-    global_bsz: int,
-    steps: int = 40,
-    deadband: float = 0.05,
-    slow_worker: int = 0,
-    slow_at: int | None = None,
-    slow_factor: float = 1.0,
-) -> pd.DataFrame:
-    """OmniLearn's controller (hetero.simulate_controller's law) from an even split, where
-    worker ``slow_worker`` computes ``slow_factor`` times slower from step ``slow_at`` on.
-
-    Columns: step, worker, local_bsz, compute_s, step_time_s (the slowest worker's time).
-    """
-    alpha = np.asarray(alpha, float).copy()
-    beta = np.asarray(beta, float).copy()
-    n = alpha.size
-    total = int(global_bsz)
-    batch = hetero._even_split(total, n)
-    rows = []
-    for step in range(steps):
-        if slow_at is not None and step == slow_at:
-            alpha[slow_worker] *= slow_factor
-            beta[slow_worker] *= slow_factor
-        times = alpha + beta * batch
-        rows.append(
-            pd.DataFrame(
-                {
-                    "step": step,
-                    "worker": np.arange(n),
-                    "local_bsz": batch.astype(int),
-                    "compute_s": times,
-                    "step_time_s": times.max(),
-                }
-            )
-        )
-        mean = times.mean()
-        outside = np.abs(times - mean) > deadband * mean
-        if outside.any():
-            delta = np.where(outside, -(batch / times) * (times - mean), 0.0)
-            batch = hetero._hold_total(np.clip(batch + delta, 1, total), total, 1, total)
-    return pd.concat(rows, ignore_index=True)
-
-
 @dataclass(frozen=True)
 class ControllerLesson:
     """The controller's run on a two-type cluster, and what it settled to."""
 
-    trace: pd.DataFrame  # simulate_slowdown's rows, plus instance_type per worker
+    trace: pd.DataFrame  # hetero.simulate_controller's rows, plus instance_type per worker
     instance_types: tuple[str, str]
     workers: tuple[int, int]
     global_bsz: int
@@ -458,7 +413,7 @@ def controller_lesson(
     alpha, beta = cand.compute_lines(model, job, types, np.arange(2), catalog)
     counts = [int(types.gpus[i]) * int(num_nodes[i]) for i in range(2)]
     total = sum(counts) * int(local_bsz)
-    trace = simulate_slowdown(
+    trace = hetero.simulate_controller(
         np.repeat(alpha, counts),
         np.repeat(beta, counts),
         total,
