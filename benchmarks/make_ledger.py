@@ -312,22 +312,36 @@ def write_sample(folder: Path) -> list[Path]:
     return [cur, jobs]
 
 
+def rows_per_run(r: pd.DataFrame) -> np.ndarray:
+    """How many CUR line items ``cur_table`` writes for each run: its instance-hours, their
+    savings-plan negations, and a storage and a transfer line per day it ran."""
+    hours = np.ceil(r["hours"].to_numpy()).astype(np.int64)
+    lines = hours * r["num_nodes"].to_numpy(np.int64)
+    negations = np.where(r["pricing"].to_numpy() == "savings-plan", lines, 0)
+    days = (r["start"].dt.hour.to_numpy() + hours - 1) // 24 + 1
+    return lines + negations + 2 * days
+
+
 def write_rows(rows: int, out: Path, seed: int = 7, chunk: int = 1_000_000) -> Path:
-    """About ``rows`` CUR 2.0 line items (exactly ``rows``) over a year, in row groups."""
-    # runs average ~13 instance-hours each plus storage, transfer and negation lines
-    r = runs(SAMPLE_END, 52, starts_per_weekday=rows / 52 / 5.6 / 16.5, seed=seed)
+    """Exactly ``rows`` CUR 2.0 line items over a year, written in row groups: runs drawn
+    evenly over the year (a random subset of a generous draw) until they make ``rows``."""
+    r = runs(SAMPLE_END, 52, starts_per_weekday=rows / 52 / 5.6 / 25, seed=seed)
+    per_run = rows_per_run(r)
+    if per_run.sum() < rows:
+        raise SystemExit(f"drew only {per_run.sum():,} rows; raise the start rate")
+    order = np.random.default_rng(seed).permutation(len(r))
+    enough = int(np.searchsorted(np.cumsum(per_run[order]), rows)) + 1
+    r = r.iloc[np.sort(order[:enough])].reset_index(drop=True)
     h = instance_hours(r)
     out.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     tmp = out.with_name(f".{out.name}.partial")
     writer = None
     try:
-        bounds = np.searchsorted(h["run"], np.arange(0, len(r) + 1, max(1, len(r) // 40)))
-        for lo, hi in zip(bounds[:-1], [*bounds[1:-1], len(h["run"])], strict=True):
-            if written >= rows:
-                break
+        edges = np.searchsorted(h["run"], np.linspace(0, len(r), 41).astype(np.int64))
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             part = {k: v[lo:hi] for k, v in h.items()}
-            table = cur_table(r, part, seed=seed + lo)
+            table = cur_table(r, part, seed=seed + int(lo))
             table = table.slice(0, min(table.num_rows, rows - written))
             if writer is None:
                 writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
@@ -340,9 +354,11 @@ def write_rows(rows: int, out: Path, seed: int = 7, chunk: int = 1_000_000) -> P
             writer.close()
     if written < rows:
         tmp.unlink(missing_ok=True)
-        raise SystemExit(f"generated only {written:,} rows; raise the start rate")
+        raise SystemExit(f"generated only {written:,} rows")
     tmp.replace(out)
-    print(f"{out}: {written:,} line items")
+    print(
+        f"{out}: {written:,} line items, {r['start'].min():%Y-%m-%d} to {r['start'].max():%Y-%m-%d}"
+    )
     return out
 
 
