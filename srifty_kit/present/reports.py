@@ -77,8 +77,9 @@ def run_report(
     """Execute ``notebook`` with ``parameters`` in ``out_dir`` and export it to HTML.
 
     The notebook executes into a temporary file beside its final name and is renamed over it
-    when done, so a reader never sees half a report and a rerun replaces it whole. A run whose
-    cell fails keeps its executed notebook for inspection (papermill saves it cell by cell):
+    when done, so a reader never sees half a report and a rerun replaces it whole. A run that
+    fails (a cell raises, the kernel dies, the timeout or Ctrl-C) keeps what it executed for
+    inspection (papermill saves the notebook cell by cell):
     under ``failed_name`` when given (leaving the last good report in place), else under the
     report's own name. An ``InputError`` raised inside the notebook comes back as one.
     """
@@ -108,8 +109,9 @@ def run_report(
         if err.ename == "InputError":
             raise InputError(f"{err.evalue} (executed notebook kept at {failed})") from err
         raise ReportFailed(err, failed) from err
-    except BaseException:
-        running.unlink(missing_ok=True)
+    except BaseException:  # a dead kernel, a timeout, Ctrl-C: keep what ran, if anything did
+        if running.exists():
+            os.replace(running, failed)
         raise
     os.replace(running, executed)
     if failed != executed:
