@@ -449,12 +449,12 @@ class StepTimeModel(BaseEstimator):
 
     def _source(self, model: str, instance_type: str, exclude: str | None = None) -> str:
         """The instance type whose fit of ``model`` is carried to others: the best measured
-        (for a thin group, ``exclude``, only one measured on more configurations than it)."""
+        (for a thin group, ``exclude``, only one measured on at least as many configurations)."""
         fewest = self.groups_[(model, exclude)].n_configs if exclude else 0
         sources = [
             (f.n_configs, t)
             for (m, t), f in self.groups_.items()
-            if m == model and t != exclude and isinstance(f, GroupFit) and f.n_configs > fewest
+            if m == model and t != exclude and isinstance(f, GroupFit) and f.n_configs >= fewest
         ]
         if not sources:
             raise InputError(

@@ -22,12 +22,14 @@ from srifty_kit.model.device_curve import (
     measured_compute,
     speed,
 )
+from srifty_kit.model.groups import GroupFit
 from srifty_kit.model.physics import StepParams, simulate, step_time
 from srifty_kit.model.transfer import (
     HOST_FLOOR_MIN_S,
     HOST_FLOPS,
     HOST_RATIO,
     STEP_NOISE,
+    TransferFit,
     build_transfer,
 )
 from srifty_kit.tables.contracts import validate_catalog
@@ -619,3 +621,15 @@ def test_a_saved_model_keeps_its_curves_shape_and_catalog_rows(onprem_model, tmp
     cat = onprem_catalog()
     for key, value in onprem_model.predict_arrays(*args, catalog=cat).items():
         np.testing.assert_allclose(again.predict_arrays(*args, catalog=cat)[key], value)
+
+
+def test_a_thin_group_is_carried_only_from_one_measured_at_least_as_well():
+    # five batch sizes on the T4 box (thin, but a curve) and one step of the V100 box: the
+    # V100 box is carried from the T4 box and updated; never the other way round
+    rows = pd.concat([single_gpu_rows(), single_gpu_rows("onprem-v100-box").iloc[:1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(rows, catalog=onprem_catalog())
+    assert isinstance(model.groups_[("resnet", "onprem-t4-box")], GroupFit)
+    carried = model.groups_[("resnet", "onprem-v100-box")]
+    assert isinstance(carried, TransferFit) and carried.n_observed == 1
