@@ -84,18 +84,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     _handle_signals()
     warnings.showwarning = _one_line_warning
-    command = "srifty"
+    command, code, unwound = "srifty", 0, False
     try:
         args = build_parser().parse_args(argv)
         command = f"srifty {args.command}"
         code = int(args.func(args) or 0)
     except InputError as err:
-        print(f"{command}: error: {err}", file=sys.stderr)
-        return 2
+        if not _received:
+            print(f"{command}: error: {err}", file=sys.stderr)
+            return 2
+        unwound = True
     except KeyboardInterrupt:
+        code, unwound = 130, True
+    except BaseException:
+        # an interrupt can surface as another exception: arriving inside an extension
+        # module's import, numpy re-raises it as ImportError. Without one, a bug: traceback.
+        if not _received:
+            raise
+        unwound = True
+    if unwound:  # the command did not get to say it was interrupted: say it here
         said = "terminated" if signal.SIGTERM in _received else "interrupted"
         print(f"{command}: {said}", file=sys.stderr)
-        code = 130
     # a command that caught the interrupt itself (to save what it measured) returns normally
     return 128 + _received[-1] if _received else code
 
