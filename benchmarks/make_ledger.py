@@ -45,13 +45,13 @@ SP_RATE = 0.72  # savings-plan effective cost per on-demand dollar
 TEMPLATES = {
     "vision": [
         ("imagenet", "g4dn.12xlarge", 2, "spot", 64, 3.0),
-        ("cnn", "g6.12xlarge", 1, "on-demand", 16, 2.0),
+        ("cnn", "g6.xlarge", 1, "on-demand", 16, 2.0),
         ("yolov3", "p3.8xlarge", 1, "on-demand", 8, 1.0),
     ],
     "nlp": [
         ("bert", "p4d.24xlarge", 2, "savings-plan", 8, 1.5),
         ("bert", "g5.12xlarge", 1, "spot", 8, 2.0),
-        ("transformer", "g6.12xlarge", 1, "on-demand", 16, 1.5),
+        ("transformer", "g6.2xlarge", 1, "on-demand", 16, 1.5),
     ],
     "recsys": [
         ("ncf", "g4dn.xlarge", 4, "spot", 4096, 2.5),

@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import sys
 
-from srifty_kit.cli.flags import output_folder, positive_int, probability
+from srifty_kit.cli.flags import non_negative, output_folder, positive_int, probability
 
 # what deploy/ holds; tests/cli/test_report.py checks the files say the same
 CRON_LINE = (
@@ -65,6 +65,7 @@ def _weekly(args: argparse.Namespace) -> int:
             top_n=args.top,
             models=args.models,
             level=args.level,
+            slack=args.slack,
             progress=not args.quiet,
             **(athena if engine == "athena" else {}),
         )
@@ -117,6 +118,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     weekly.add_argument(
         "--level", type=probability, default=0.9, help="level of the intervals (default 0.9)"
+    )
+    weekly.add_argument(
+        "--slack",
+        type=non_negative,
+        default=0.25,
+        help="a recommended configuration may take this much longer than the job did, at the "
+        "upper end of its time at --level (default 0.25: 25%%)",
     )
     weekly.add_argument("--quiet", action="store_true", help="no progress bar")
     aws = weekly.add_argument_group("Athena (the CUR in S3)")

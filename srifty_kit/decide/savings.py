@@ -4,10 +4,12 @@ and the saving with its interval.
 For a job whose training model has a fitted ``StepTimeModel`` (or a profile to fit one) and
 whose per-worker batch is recorded, the work it did is read from the run itself: the hours it
 ran on its configuration divided by the predicted step time, times its global batch. The search
-then looks for the cheapest configuration that is no less sure to finish that work as fast as
-the job's own configuration: the deadline is the upper end of the job's own predicted time at
-the level, so the configuration it ran is always a candidate. The global batch may not grow
-(the samples to the target stay what they were) and the per-worker batch stays the job's.
+then looks for the cheapest configuration that finishes that work within the time the job took
+plus ``slack`` (25% by default), checked as every search checks a deadline: against the upper
+end of the predicted time at the level. The global batch may not grow (the samples to the
+target stay what they were) and the per-worker batch stays the job's. Where the model is too
+unsure of every configuration (a type it only knows by transfer, say), there is no
+recommendation and the note says why.
 
 The saving is what the job paid minus the recommended configuration's cost; its interval comes
 from the recommendation's cost interval at the level (the work is the model's point reading of
@@ -24,11 +26,12 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.decide.job import Constraints, Job
-from srifty_kit.decide.planner import evaluate_configs, search
+from srifty_kit.decide.planner import search
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.tables.files import read_table
 
+SLACK = 0.25  # a recommendation may take up to 25% longer than the job did (at the upper end)
 SAVINGS_COLUMNS = (
     "job",
     "model",
@@ -120,6 +123,7 @@ def recommend(
     level: float = 0.9,
     spot: bool = True,
     max_nodes: int = 16,
+    slack: float = SLACK,
 ) -> pd.DataFrame:
     """One row per job (``SAVINGS_COLUMNS``): the recommended configuration, its cost and the
     saving with its interval at ``level``, or a ``note`` saying why there is none.
@@ -134,7 +138,8 @@ def recommend(
             rows.append(_blank(job, note))
             continue
         try:
-            rows.append(_recommend_one(job, models[job["model"]], catalog, level, spot, max_nodes))
+            model = models[job["model"]]
+            rows.append(_recommend_one(job, model, catalog, level, spot, max_nodes, slack))
         except InputError as err:  # e.g. the catalog lacks the figures to carry the model
             rows.append(_blank(job, err.problem))
     return pd.DataFrame(rows, columns=list(SAVINGS_COLUMNS))
@@ -147,6 +152,7 @@ def _recommend_one(
     level: float,
     spot: bool,
     max_nodes: int,
+    slack: float,
 ) -> dict:
     nodes = int(job["num_nodes"])
     gpus = int(_gpus(catalog, job["instance_type"]))
@@ -173,10 +179,7 @@ def _recommend_one(
             local_bsz=(bsz,),
             global_bsz_max=workers * bsz,
         )
-        allowed = Constraints(confidence=level, spot=True, max_nodes=max(max_nodes, nodes))
-        own = evaluate_configs(model, catalog, work, allowed, ran)
-        same = own[own["pricing"] == ("spot" if job["pricing"] == "spot" else "on-demand")]
-        deadline = float((same if len(same) else own)["time_hi_h"].min())
+        deadline = hours * (1.0 + slack)
         found = search(
             model,
             catalog,
@@ -190,7 +193,10 @@ def _recommend_one(
     row = _blank(job, "")
     row["samples"] = samples
     if found.pick is None:
-        row["note"] = found.explanation.split(". ")[0]
+        row["note"] = (
+            f"nothing is sure at {level:.0%} to finish within {deadline:.1f} h "
+            f"({1 + slack:.3g}x the {hours:.1f} h it took)"
+        )
         return row
     pick = found.pick
     paid = float(job["cost_usd"])

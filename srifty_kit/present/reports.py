@@ -189,6 +189,7 @@ def weekly_parameters(
     top_n: int = 10,
     models: Sequence[str | os.PathLike] | None = None,
     level: float = 0.9,
+    slack: float = 0.25,
     interactive: bool = False,
     athena: dict[str, str | None] | None = None,
 ) -> dict[str, Any]:
@@ -209,6 +210,8 @@ def weekly_parameters(
         raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
     if not 0 < float(level) < 1:
         raise InputError(f"level must be in (0, 1), got {level}", fix="e.g. 0.9")
+    if not float(slack) >= 0:
+        raise InputError(f"slack must be >= 0, got {slack}", fix="e.g. 0.25")
     athena = {k: v for k, v in (athena or {}).items() if v is not None}
     if engine == "athena":
         open_ledger(engine="athena", **athena)  # checks what Athena needs, calls nothing
@@ -238,6 +241,7 @@ def weekly_parameters(
         "interactive": bool(interactive),
         "models": model_paths,
         "level": float(level),
+        "slack": float(slack),
         **{
             key: athena.get(key)
             for key in (
@@ -266,6 +270,7 @@ def run_weekly_report(
     top_n: int = 10,
     models: Sequence[str | os.PathLike] | None = None,
     level: float = 0.9,
+    slack: float = 0.25,
     interactive: bool = False,
     progress: bool = True,
     timeout_s: float | None = 1800,
@@ -287,6 +292,7 @@ def run_weekly_report(
         top_n=top_n,
         models=models,
         level=level,
+        slack=slack,
         interactive=interactive,
         athena=athena,
     )

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.decide.savings import SAVINGS_COLUMNS, fitted_models, recommend
+from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
 from srifty_kit.errors import InputError
 from srifty_kit.model.spend import SpendForecast, forecast_next_week
 from srifty_kit.tables.ledger import (
@@ -119,6 +119,7 @@ class WeeklyReport:
     usage: WeeklyUsage
     level: float
     top_n: int
+    slack: float  # a recommendation may take this much longer than the job did
     headline: dict[str, Any]
     jobs: pd.DataFrame  # every job of the week, most expensive first
     by_team: pd.DataFrame
@@ -153,9 +154,11 @@ class WeeklyReport:
                 "job": s["job"],
                 "model": s["model"],
                 "ran on": config(s["num_nodes"], s["instance_type"], s["pricing"]),
+                "hours": s["hours"],
                 "paid_usd": s["cost_usd"],
                 "recommended": config(s["rec_num_nodes"], s["rec_instance_type"], s["rec_pricing"]),
                 "local_bsz": s["rec_local_bsz"],
+                "rec_hours": s["rec_hours"],
                 "cost_usd": s["rec_cost_usd"],
                 "cost_lo_usd": s["rec_cost_lo_usd"],
                 "cost_hi_usd": s["rec_cost_hi_usd"],
@@ -281,19 +284,23 @@ def weekly_report(
     models: Sequence[str | os.PathLike] | None = None,
     level: float = 0.9,
     spot: bool = True,
+    slack: float = SLACK,
     catalog: pd.DataFrame | None = None,
     **athena: str | None,
 ) -> WeeklyReport:
     """Summarise the week starting ``week_start`` of ``ledger`` (a path, or an engine).
 
     ``models`` are model files or profiles (``decide.savings.fitted_models``) for the savings;
-    None: ``default_model_sources()``; an empty list: no savings section.
+    None: ``default_model_sources()``; an empty list: no savings section. A recommendation
+    must finish within (1 + ``slack``) times the time the job took, at ``level``.
     """
     week = parse_week(week_start)
     if not 0 < level < 1:
         raise InputError(f"level must be in (0, 1), got {level}", column="level", fix="0.9")
     if not (isinstance(top_n, int) and top_n >= 1):
         raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
+    if not slack >= 0:
+        raise InputError(f"slack must be >= 0, got {slack}", column="slack", fix="e.g. 0.25")
     source = ledger if hasattr(ledger, "query") else open_ledger(ledger, engine, **athena)
     usage = weekly_usage(source, week)
     catalog = load_catalog() if catalog is None else catalog
@@ -302,6 +309,7 @@ def weekly_report(
         usage=usage,
         level=level,
         top_n=top_n,
+        slack=slack,
         headline=_headline(usage, jobs, catalog),
         jobs=jobs,
         by_team=_breakdown(usage.lines, "team", catalog),
@@ -317,10 +325,12 @@ def weekly_report(
         return report
     fitted = fitted_models(sources)
     known = jobs[jobs["model"].isin(list(fitted))]
-    report.savings = recommend(known.head(top_n), fitted, catalog, level=level, spot=spot)
+    report.savings = recommend(
+        known.head(top_n), fitted, catalog, level=level, spot=spot, slack=slack
+    )
     others = jobs[~jobs["model"].isin(list(fitted))]
     report.savings_note = (
-        f"{len(others)} of {len(jobs)} jobs (${others['cost_usd'].sum():,.0f}) have no fitted "
+        f"{len(others)} of {len(jobs)} jobs ({_usd(others['cost_usd'].sum())}) have no fitted "
         "model or profile for their training model (tag user:model / column model)"
         if len(others)
         else ""
@@ -444,7 +454,8 @@ def team_explorer(report: WeeklyReport) -> Any:
 
 
 def _usd(value: float | None) -> str:
-    return "n/a" if value is None or not np.isfinite(value) else f"${value:,.0f}"
+    """Dollars for markdown: the sign escaped, or two of them would open a formula."""
+    return "n/a" if value is None or not np.isfinite(value) else f"\\${value:,.0f}"
 
 
 def headline_text(report: WeeklyReport) -> str:
@@ -495,8 +506,9 @@ def savings_text(report: WeeklyReport) -> str:
         parts.append(
             f"**{_usd(done['saving_usd'].sum())}** could have been saved on {len(done)} jobs "
             f"(the sum of their {report.level:.0%} intervals: {_usd(done['saving_lo_usd'].sum())}"
-            f" to {_usd(done['saving_hi_usd'].sum())}), each on the cheapest configuration no "
-            "less sure to finish its work as fast as the one it ran."
+            f" to {_usd(done['saving_hi_usd'].sum())}), each on the cheapest configuration sure "
+            f"at {report.level:.0%} to finish its work within {1 + report.slack:.3g}x the time "
+            "it took."
         )
     elif not report.empty:
         parts.append("No job of the week has a recommendation.")

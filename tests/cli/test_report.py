@@ -57,7 +57,7 @@ def test_the_weekly_report_of_the_sample_cur_is_html_without_code_and_the_notebo
     code = re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', page)
     assert code and all("jp-mod-noInput" in c for c in code)
     assert page.count("data:image/png;base64") >= 3  # figures embedded
-    assert re.search(r"Next week: \$[\d,]+\*\* expected, 90% prediction interval \$", page)
+    assert re.search(r"Next week: \$[\d,]+</strong> expected, 90% prediction interval \$", page)
     assert re.search(r"could have been saved on \d+ jobs \(the sum of their 90% intervals", page)
     assert "saving_lo_usd" in page and "Traceback" not in page
     assert sorted(p.name for p in out.iterdir()) == [html.name, "weekly_cost_2026-11-23.ipynb"]

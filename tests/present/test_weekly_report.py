@@ -109,6 +109,19 @@ def test_the_saving_is_what_was_paid_less_the_recommendation_within_its_interval
         assert row.rec_local_bsz == 32  # the job's own per-worker batch
         assert row.rec_num_workers * 32 <= 2 * 4 * 32  # the global batch never grows
     assert (out["rec_hours"] > 0).all() and (out["samples"] > 0).all()
+    # within the deadline at its upper end, so at its point too: 1.25x the 5 h it took
+    assert (out["rec_hours"] <= 1.25 * 5.0).all()
+
+
+def test_no_recommendation_when_nothing_is_sure_to_finish_in_time(resnet_model):
+    # the fastest type in the model already, no slack: its own upper end is past the 5 h
+    job = a_job(instance_type="g6.12xlarge", cost_usd=4.6016 * 2 * 5.0)
+    out = recommend(pd.DataFrame([job]), {"resnet": resnet_model}, load_catalog(), slack=0.0)
+    assert (
+        out["note"].iloc[0]
+        == "nothing is sure at 90% to finish within 5.0 h (1x the 5.0 h it took)"
+    )
+    assert np.isnan(out["saving_usd"].iloc[0]) and out["rec_instance_type"].iloc[0] is None
 
 
 @pytest.mark.parametrize(
