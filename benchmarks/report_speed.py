@@ -273,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, count in RUNS.items():
         runs[name] += [_measure(name, args.ledger) for _ in range(count - 1)]
     report = _whole_report(args.ledger)
-    load = f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    load_after = os.getloadavg()[0]
+    load = f"{load_before:.1f} at the start, {load_after:.1f} at the end"
+    busy = max(load_before, load_after) > (os.cpu_count() or 1)
+    load += " (above the CPU count: other work competed)" if busy else ""
 
     def median(name: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[name])
@@ -304,7 +307,7 @@ Written by `benchmarks/report_speed.py` (run it to refresh these figures).
 Input: `{args.ledger.relative_to(REPO) if args.ledger.is_relative_to(REPO) else args.ledger}`,
 {rows:,} CUR 2.0 line items ({size_mib:,.0f} MiB of Parquet, a year of GENERATED usage from
 `benchmarks/make_ledger.py`); the week of {WEEK:%Y-%m-%d}; this machine has {cpus} CPUs, shared:
-its 1-minute load average was {load} (above {cpus}, other work competed for the CPUs).
+its 1-minute load average was {load}.
 
 ## The week's aggregation
 
