@@ -19,6 +19,10 @@ def _demo(args: argparse.Namespace) -> int:
     )
     print(demo.pick)
     print(f"measurements: {demo.measurements}\nmodel: {demo.model}\nreport: {demo.report.html}")
+    if demo.weekly is not None:
+        print(f"weekly cost report: {demo.weekly.html}")
+    if demo.index is not None:
+        print(f"open: {demo.index}")
     return 0
 
 

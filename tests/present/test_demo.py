@@ -34,5 +34,10 @@ def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
     model = StepTimeModel.load(out / "model.json")
     assert "mlp" in model.models_
     html = (out / "search_ec2.html").read_text()
-    assert "Pareto" in html and "Why this one" in html
+    # a static report (the panel needs a live kernel): the ranked table and the figure are in it
+    assert "<table" in html and "data:image/png;base64" in html
     assert "Traceback" not in html
+    index = out / "index.html"
+    assert f"open: {index}" in done.stdout
+    links = index.read_text()
+    assert "search_ec2.html" in links and "weekly_cost" in links
