@@ -109,6 +109,12 @@ NETWORK_EFFICIENCY = (0.5, np.log(2.0))
 # - inside a node without NVLink the ring runs over PCIe 3.0 x16: 15.75 GB/s per direction
 #   (PCI-SIG 3.0 spec, 126 Gbit/s); the network efficiency belief applies to it too
 INTRA_NODE_GBPS = 126.0
+# - one ring step's latency on the target's links when its bandwidths come from gradient bytes
+#   (the grad_bytes route): the source's fitted latencies belong to its own links (gloo over
+#   CPU loopback pays milliseconds per step on a busy 2-core host), not to NCCL on GPUs, whose
+#   ring cost model (src/graph/tuning.cc) charges microseconds per step over PCIe/NVLink and
+#   somewhat more over the network; 20 and 50 us are taken at the high end of that scale
+RING_STEP_LATENCY_S = {"lat_intra": 20e-6, "lat_inter": 50e-6}
 # one step's own scatter around its configuration's mean (reference README: ~3%) plus the
 # structure's misfit: the spread of a single new observation given exact constants
 STEP_NOISE = 0.05
@@ -416,6 +422,8 @@ def build_transfer(
     bw_intra, bw_inter, network, sync_note, missing = _sync_route(
         params, src, dst, grad_bytes, target_type
     )
+    if grad_bytes:  # the links are the target's: so are their latencies
+        params = params._replace(**RING_STEP_LATENCY_S)
     extra = {"sync_missing": missing}
     carried = _curve_route(curve, shape, src, dst)
     if carried is not None:

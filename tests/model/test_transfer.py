@@ -633,3 +633,28 @@ def test_a_thin_group_is_carried_only_from_one_measured_at_least_as_well():
     assert isinstance(model.groups_[("resnet", "onprem-t4-box")], GroupFit)
     carried = model.groups_[("resnet", "onprem-v100-box")]
     assert isinstance(carried, TransferFit) and carried.n_observed == 1
+
+
+def test_a_cpu_profiles_gloo_latency_is_not_carried_to_gpu_links():
+    # the packaged DDP profile: gloo on a busy 2-core host, milliseconds per ring step
+    from srifty_kit.tables.reference import packaged
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(pd.read_csv(packaged("sample_profile_dist.csv")))
+    source = model.groups_[("mlp", "local-cpu-amd-epyc-2c")].params
+    assert source.lat_intra > 1e-3  # what the CPU run measured
+    shapes = pd.DataFrame(
+        {
+            "model": "mlp",
+            "instance_type": "g4dn.12xlarge",
+            "num_nodes": [1, 1, 2, 4],
+            "num_workers": [1, 4, 8, 16],
+            "local_bsz": 32,
+        }
+    )
+    parts = model.explain(shapes)
+    # 1.6 MB of gradients over PCIe and the network: well under a millisecond or two, and
+    # more GPUs never synchronise faster than fewer
+    assert (parts["sync_s"] < 5e-3).all()
+    assert parts["sync_s"].is_monotonic_increasing
