@@ -28,3 +28,17 @@ def reference_ec2() -> Path:
     if not path.is_file():
         pytest.skip(f"EC2 reference not found at {path} (set SRIFTY_SHARED)")
     return path
+
+
+@pytest.fixture(scope="session")
+def model():
+    """A StepTimeModel fitted on ``builders.synthetic_measurements()`` (two 4-GPU types, 1-2
+    nodes), shared read-only by the decide and present tests."""
+    import warnings
+
+    from srifty_kit import StepTimeModel
+    from tests.builders import synthetic_measurements
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return StepTimeModel().fit(synthetic_measurements())

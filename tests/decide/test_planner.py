@@ -14,19 +14,10 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.planner import Constraints, Job, search
 from srifty_kit.decide.spot import simulate
 from srifty_kit.errors import InputError
-from srifty_kit.model.estimator import StepTimeModel
-from tests.builders import synthetic_measurements
 
 MEASURED = ("g4dn.12xlarge", "g6.12xlarge")
 TYPES = (*MEASURED, "p4d.24xlarge")  # the third is never measured: carried over by hardware
 FIXTURES_OK = [HealthCheck.function_scoped_fixture]  # module fixtures, read only
-
-
-@pytest.fixture(scope="module")
-def model() -> StepTimeModel:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return StepTimeModel().fit(synthetic_measurements())
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ predicting again."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import replace
 
 import pandas as pd
@@ -15,17 +14,9 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, evaluate, search, select
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
-from tests.builders import synthetic_measurements
 
 JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bsz=(16, 32, 64))
 BASE = Constraints(max_nodes=8, spot=True, mixes=True)
-
-
-@pytest.fixture(scope="module")
-def model() -> StepTimeModel:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return StepTimeModel().fit(synthetic_measurements())
 
 
 @pytest.fixture(scope="module")

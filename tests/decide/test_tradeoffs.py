@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -13,18 +12,9 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.planner import Constraints, Job, evaluate, search
 from srifty_kit.errors import InputError
-from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.model.intervals import two_sided_z
-from tests.builders import synthetic_measurements
 
 JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096.0, checkpoint_gb=10.0)
-
-
-@pytest.fixture(scope="module")
-def model() -> StepTimeModel:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return StepTimeModel().fit(synthetic_measurements())
 
 
 @pytest.fixture(scope="module")

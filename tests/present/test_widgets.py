@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import replace
 
 import pandas as pd
@@ -12,19 +11,10 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.planner import Constraints, Job, search
 from srifty_kit.errors import InputError
-from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.present.widgets import CLASSES, SearchPanel, log_choices
-from tests.builders import synthetic_measurements
 
 JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bsz=(16, 32, 64))
 START = Constraints(deadline_h=20.0, max_nodes=8)
-
-
-@pytest.fixture(scope="module")
-def model() -> StepTimeModel:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return StepTimeModel().fit(synthetic_measurements())
 
 
 @pytest.fixture(scope="module")
