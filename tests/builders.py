@@ -648,3 +648,20 @@ def recording_ledger(path: Path) -> Any:
     ledger = Recording(path)
     ledger.answers = []
     return ledger
+
+
+# -- correlated step times (the stopping rule, variance, run-to-run variance) -----------------
+
+
+def ar1_steps(
+    rng: np.random.Generator, n: int, rho: float, cv: float, mean: float = 1.0
+) -> np.ndarray:
+    """Stationary AR(1) step times around ``mean``: coefficient of variation ``cv``, lag-1
+    autocorrelation ``rho`` (successive steps of one run, as a profiler sees them)."""
+    e = rng.standard_normal(n)
+    x = np.empty(n)
+    x[0] = e[0]
+    scale = np.sqrt(1 - rho * rho)
+    for i in range(1, n):
+        x[i] = rho * x[i - 1] + scale * e[i]
+    return mean * (1 + cv * x)

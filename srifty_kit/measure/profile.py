@@ -5,6 +5,11 @@ stops each batch size once the confidence interval of the mean is within
 ``target_precision`` of it or its share of ``max_seconds`` is spent, and adds what the later
 stages need: FLOPs per sample, parameters, gradient bytes, peak memory, the largest batch
 under a memory budget and the gradient noise scale.
+
+The interval is the stopping rule's (``stopping``): steps are not taken as independent, the
+warm-up is found by MSER-5 and its rows marked ``warmup`` (kept, left out of the mean), and
+the summary gives the effective sample size ``n_eff`` beside the steps ``n`` and a CUSUM
+level-shift flag (``drift``) per batch size. Every row carries the ``run`` it was measured in.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from srifty_kit.errors import InputError, plain
-from srifty_kit.measure import host, memory, noise_scale
-from srifty_kit.measure.stopping import PrecisionTracker
+from srifty_kit.measure import host, memory, noise_scale, variance
+from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker
 from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
@@ -89,7 +95,8 @@ class ProfileResult:
     """Every measured step, a summary per batch size and the model's facts."""
 
     measurements: pd.DataFrame  # one row per step (design's measurement columns + extras)
-    summary: pd.DataFrame  # per batch size: n, mean, mean_lo/hi, precision, peak memory, stop
+    # per batch size: n, warmup_steps, n_eff, mean, mean_lo/hi, precision, drift, memory, stop
+    summary: pd.DataFrame
     facts: dict[str, Any] = field(default_factory=dict)  # FLOPs, params, noise scale, memory
     errors: dict[int, str] = field(default_factory=dict)  # batch size -> cause
     interrupted: bool = False
@@ -148,6 +155,7 @@ class _Run:
             "placement": "1",
             "host": host.hostname(),
             "device": str(dev),
+            "run": f"{host.hostname()}@{host.now()}",  # this call: tells runs apart
         }
 
     def step(self, batch: Any) -> None:
@@ -162,12 +170,13 @@ class _Run:
             self.step(batch)
         synchronize(self.dev)
         self.mem.reset()
-        tracker = PrecisionTracker(o["level"])
+        tracker = PrecisionTracker(o["level"], o["interval"])
         summary = {"local_bsz": b, "stop_reason": "interrupted", "error": None}
         self.summaries.append(summary)
         start = time.perf_counter()
         end, shown = start + seconds, start
-        row = {**self.constant, "local_bsz": b, **o["extra"]}
+        row = {**self.constant, "local_bsz": b, **o["extra"], "warmup": False}
+        first = len(self.rows)
         try:
             while True:
                 t = timed_step(lambda: self.step(batch), self.dev)
@@ -186,18 +195,11 @@ class _Run:
                     summary["stop_reason"] = reason
                     break
         finally:
-            lo, hi = tracker.interval()
-            summary.update(
-                {
-                    "n": tracker.n,
-                    "mean": tracker.mean if tracker.n else math.nan,
-                    "mean_lo": lo,
-                    "mean_hi": hi,
-                    "precision": tracker.precision(),
-                    "peak_memory_bytes": self.mem.peak_bytes(),
-                    "wall_s": time.perf_counter() - start,
-                }
-            )
+            summary.update(_batch_summary(tracker, o["interval"]))
+            for i in range(summary["warmup_steps"]):  # kept in the table, marked
+                self.rows[first + i]["warmup"] = True
+            summary["peak_memory_bytes"] = self.mem.peak_bytes()
+            summary["wall_s"] = time.perf_counter() - start
 
     def fail(self, b: int, err: BaseException) -> None:
         """Record why batch size ``b`` could not be measured; the others go on."""
@@ -228,6 +230,27 @@ class _Run:
         except torch.OutOfMemoryError:
             return False
         return True
+
+
+def _batch_summary(tracker: PrecisionTracker, interval: str) -> dict[str, Any]:
+    """The summary of one batch size: counts, the interval, the level-shift flag."""
+    est = tracker.estimate()
+    kept = tracker.values[est.warmup_steps :]
+    shift = variance.level_shift(kept)
+    if np.isfinite(shift["shift_at"]):
+        shift["shift_at"] = int(shift["shift_at"] + est.warmup_steps)
+    return {
+        "n": tracker.n,
+        "warmup_steps": est.warmup_steps,
+        "n_eff": est.n_eff,
+        "mean": est.mean if tracker.n else math.nan,
+        "mean_lo": est.lo,
+        "mean_hi": est.hi,
+        "precision": est.precision if tracker.n >= 2 else math.inf,
+        "interval": interval,
+        "batch_size": est.batch_size,
+        **shift,
+    }
 
 
 def _max_batch(run: _Run, budget: int | None, limit: int) -> memory.MaxBatch:
@@ -265,7 +288,8 @@ def profile_model(
     *,
     name: str | None = None,
     level: float = 0.95,
-    warmup: int = 5,
+    interval: str = "batch_means",
+    warmup: int = 0,
     min_steps: int = 10,
     max_steps: int = 100_000,
     noise_repeats: int = 50,
@@ -278,7 +302,11 @@ def profile_model(
 ) -> ProfileResult:
     """Profile training steps at each batch size; see the module docstring.
 
-    ``max_seconds`` bounds the measuring (warm-up and the last step may overrun it slightly):
+    ``interval`` is the stopping rule's interval of the mean: ``"batch_means"`` (steps taken
+    as correlated, warm-up cut by MSER-5) or ``"iid"`` (Student's t, every step independent:
+    the rule before; it stops too early on correlated steps). ``warmup`` steps are run untimed
+    before each batch size's timing (none by default: the recorded warm-up is found by
+    MSER-5 and marked). ``max_seconds`` bounds the measuring (the last step may overrun it):
     a tenth of it (2 s at least) goes to the gradient noise scale, unless ``noise_seconds``
     is given (then on top); the noise scale compares ``noise_batch_sizes`` (default the
     smallest and largest batch sizes, a larger one accumulated from micro-batches);
@@ -287,6 +315,8 @@ def profile_model(
     """
     sizes = check_batch_sizes(batch_sizes)
     check_budget(target_precision, max_seconds)
+    if interval not in INTERVALS:
+        raise InputError(f"unknown interval {interval!r}", fix="use " + " or ".join(INTERVALS))
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
     dev = resolve_device(device)
@@ -298,6 +328,7 @@ def profile_model(
     opts = {
         "warmup": warmup,
         "level": level,
+        "interval": interval,
         "min_steps": max(2, min_steps),
         "max_steps": max_steps,
         "target_precision": target_precision,
@@ -309,6 +340,8 @@ def profile_model(
         **parameter_facts(model),
         "target_precision": target_precision,
         "level": level,
+        "interval": interval,
+        "warmup_rule": "MSER-5" if interval == "batch_means" else "none",
         "max_seconds": max_seconds,
         "memory_method": run.mem.method,
     }

@@ -1,8 +1,12 @@
-"""How variable step times are: per-configuration statistics, bootstrap intervals, drift, n.
+"""How variable step times are: per-configuration statistics, intervals, warm-up, drift, n.
 
 Every function takes a measurement table (one row per step) and returns a DataFrame with one
-row per configuration; intervals are columns (``mean_lo``/``mean_hi``...), and the confidence
-``level`` is an argument, statsmodels-style.
+row per configuration (per configuration and ``run`` when the table has runs); intervals are
+columns (``mean_lo``/``mean_hi``...), and the confidence ``level`` is an argument,
+statsmodels-style. Steps are taken in measurement order (``repeat``) and are not assumed
+independent: the interval of the mean is the stopping rule's (``stopping``: MSER-5 warm-up
+cut, batch means with a batch size read from the data), and rows the profiler marked in the
+``warmup`` column are left out of every statistic but the counts.
 """
 
 from __future__ import annotations
@@ -16,22 +20,100 @@ import pandas as pd
 from scipy import stats
 
 from srifty_kit.errors import InputError
-from srifty_kit.measure.stopping import PrecisionTracker
+from srifty_kit.measure.stopping import (
+    INTERVALS,
+    MIN_BATCHES,
+    MeanEstimate,
+    PrecisionTracker,
+    batch_means_estimate,
+    iid_estimate,
+    mser_cut,
+)
 
 CONFIG_KEYS = ("model", "instance_type", "num_nodes", "num_workers", "local_bsz", "placement")
+RUN_COLUMN = "run"  # one profiling run (the profiler writes one id per call)
+WARMUP_COLUMN = "warmup"  # True on the steps the warm-up rule cut (kept, left out of means)
+# Level shift (CUSUM): flagged when the sup of the standardised CUSUM of the kept steps has a
+# p-value under DRIFT_ALPHA (Kolmogorov distribution: 1.63 at 1%) and the means before and
+# after the most likely break differ by MIN_SHIFT or more. DRIFT_ALPHA: a nominal 1% of steady
+# configurations flagged; on simulated steady AR(1) series (rho 0-0.8, 100-2000 steps) the
+# rate measured 1-3% (7% for 100 steps at rho 0.8), a 5% shift mid-run was found 98-100% of
+# the time in 500-2000 independent steps, 18-100% as correlation grows (tests/measure). MIN_SHIFT:
+# smaller shifts are within the 3% noise floor between campaigns (reference data README).
+DRIFT_ALPHA = 0.01
+MIN_SHIFT = 0.02
+
+__all__ = [
+    "CONFIG_KEYS",
+    "DRIFT_ALPHA",
+    "MIN_SHIFT",
+    "PrecisionTracker",
+    "autocorrelation",
+    "describe",
+    "detect_drift",
+    "level_shift",
+    "outliers",
+    "plan_samples",
+    "precision",
+    "samples_needed",
+    "steady",
+    "summarise",
+    "warmup_mask",
+]
 
 
-def _tracker(values: Sequence[float] | np.ndarray, level: float) -> PrecisionTracker:
-    """The stopping rule's tracker fed ``values``: the same interval the profiler stops on."""
-    tracker = PrecisionTracker(level)
-    for v in np.asarray(values, dtype=float):
-        tracker.add(float(v))
-    return tracker
+def steady(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows not marked as warm-up (all of them when there is no ``warmup`` column)."""
+    if WARMUP_COLUMN not in table:
+        return table
+    return table[~warmup_mask(table[WARMUP_COLUMN])]
 
 
-def precision(values: Sequence[float] | np.ndarray, level: float = 0.95) -> float:
-    """Relative half-width of the t confidence interval of the mean of ``values``."""
-    return _tracker(values, level).precision()
+def warmup_mask(column: pd.Series) -> np.ndarray:
+    """The ``warmup`` column as booleans: True/1/"true" marked, anything else (NaN too) not."""
+    if column.dtype == bool:
+        return column.to_numpy()
+    text = column.astype(str).str.strip().str.lower()
+    return text.isin(("true", "1", "1.0", "yes")).to_numpy()
+
+
+def summarise(
+    values: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+    warmup: np.ndarray | None = None,
+    interval: str = "batch_means",
+) -> MeanEstimate:
+    """The interval of the mean of one configuration's steps (in measurement order).
+
+    ``warmup``: the profiler's marks (a boolean per step); without them the warm-up is cut by
+    MSER-5 here. ``interval="iid"`` is Student's t over every step (no cut).
+    """
+    x = np.asarray(values, dtype=float)
+    if interval not in INTERVALS:
+        raise InputError(f"unknown interval {interval!r}", fix="use " + " or ".join(INTERVALS))
+    if interval == "iid":
+        return iid_estimate(x, level)
+    if warmup is None:
+        return batch_means_estimate(x, level)
+    kept = batch_means_estimate(x[~warmup], level, warmup=False)
+    return MeanEstimate(
+        len(x),
+        int(warmup.sum()),
+        kept.mean,
+        kept.std,
+        kept.lo,
+        kept.hi,
+        kept.n_eff,
+        kept.batch_size,
+        kept.settled,
+    )
+
+
+def precision(
+    values: Sequence[float] | np.ndarray, level: float = 0.95, interval: str = "batch_means"
+) -> float:
+    """Relative half-width of the interval of the mean of ``values`` (the stopping rule's)."""
+    return summarise(values, level, interval=interval).precision
 
 
 def samples_needed(
@@ -40,6 +122,8 @@ def samples_needed(
     """Smallest n whose t interval of the mean is within ``target_precision`` of the mean.
 
     With coefficient of variation ``cv``: the smallest n with t_{n-1} * cv / sqrt(n) <= target.
+    For correlated steps pass ``cv * sqrt(n / n_eff)``: n is then in independent-step units
+    scaled back to steps (``plan_samples`` does so).
     """
     cv = np.atleast_1d(np.asarray(cv, dtype=float))
     finite = np.isfinite(cv)
@@ -72,37 +156,63 @@ def outliers(values: Sequence[float] | np.ndarray, threshold: float = 3.5) -> np
 
 def _groups(
     table: pd.DataFrame, by: Sequence[str] | None, value: str
-) -> tuple[list[str], list[tuple[tuple, np.ndarray]]]:
-    """Sample arrays per configuration, each in measurement order (by ``repeat`` if present)."""
+) -> tuple[list[str], list[tuple[tuple, np.ndarray, np.ndarray | None]]]:
+    """Per configuration (and run): the samples in measurement order (by ``repeat`` if
+    present) and the warm-up marks (None when the table has none)."""
     if value not in table.columns:
         raise InputError(f"no column {value!r}", source="measurements", column=value)
-    keys = [k for k in (CONFIG_KEYS if by is None else by) if k in table.columns]
     missing = [k for k in (by or ()) if k not in table.columns]
     if missing:
         raise InputError(f"no column {missing[0]!r} to group by", column=missing[0])
+    wanted = (*CONFIG_KEYS, RUN_COLUMN) if by is None else by
+    keys = [k for k in wanted if k in table.columns]
     ordered = table.sort_values("repeat", kind="stable") if "repeat" in table else table
-    out = []
+    marked = WARMUP_COLUMN in ordered
+
+    def arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray | None]:
+        warm = warmup_mask(frame[WARMUP_COLUMN]) if marked else None
+        return frame[value].to_numpy(dtype=float), warm
+
     if not keys:
-        return keys, [((), ordered[value].to_numpy(dtype=float))]
+        return keys, [((), *arrays(ordered))]
+    out = []
     for key, group in ordered.groupby(keys, dropna=False, sort=True):
-        out.append((key if isinstance(key, tuple) else (key,), group[value].to_numpy(float)))
+        out.append((key if isinstance(key, tuple) else (key,), *arrays(group)))
     return keys, out
 
 
+def _kept(x: np.ndarray, warm: np.ndarray | None) -> np.ndarray:
+    return x[~warm] if warm is not None else x[mser_cut(x) :]
+
+
 def _bootstrap(
-    x: np.ndarray, statistic, level: float, n_resamples: int, rng: np.random.Generator
+    x: np.ndarray,
+    statistic,
+    level: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+    block: int = 1,
 ) -> tuple[float, float]:
-    """scipy's bootstrap interval; BCa up to 1000 samples (its jackknife is O(n^2) memory)."""
-    if len(x) < 2:
+    """scipy's bootstrap interval over whole blocks of ``block`` consecutive steps (the
+    batch size the mean's interval used, so correlated steps are resampled together); BCa
+    up to 1000 blocks (its jackknife is O(m^2) memory)."""
+    m = len(x) // block
+    if m < 2:
         return math.nan, math.nan
     if np.ptp(x) == 0:
         return float(x[0]), float(x[0])
-    method = "BCa" if len(x) <= 1000 else "percentile"
+    blocks = x[len(x) - m * block :].reshape(m, block)
+
+    def on_blocks(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        picked = blocks[idx]  # (..., m, block)
+        return statistic(picked.reshape(*picked.shape[:-2], -1), axis=-1)
+
+    method = "BCa" if m <= 1000 else "percentile"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap(
-            (x,),
-            statistic,
+            (np.arange(m),),
+            on_blocks,
             confidence_level=level,
             n_resamples=n_resamples,
             method=method,
@@ -121,6 +231,13 @@ def _p95(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.percentile(x, 95, axis=axis)
 
 
+def _lag1(x: np.ndarray) -> float:
+    if len(x) < 3 or np.ptp(x) == 0:
+        return math.nan
+    d = x - x.mean()
+    return float(d[1:] @ d[:-1] / (d @ d))
+
+
 def describe(
     table: pd.DataFrame,
     by: Sequence[str] | None = None,
@@ -128,43 +245,52 @@ def describe(
     level: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    interval: str = "batch_means",
 ) -> pd.DataFrame:
-    """Per configuration: n, mean, std, CV, median, p5, p95, bootstrap CIs of mean and p95.
+    """Per configuration: counts, warm-up cut, effective sample size, the mean with its
+    interval, spread and percentiles, and a bootstrap interval of the p95.
 
-    ``n_resamples=0`` skips the bootstrap: the mean's interval is then Student's t and the
-    p95's is not given (fast, for printed summaries).
+    ``n`` counts every step, ``warmup_steps`` those cut as warm-up (the profiler's marks, else
+    MSER-5 here), ``n_eff`` what the kept ones are worth as independent steps; the mean's
+    interval is the stopping rule's (``interval``). The p95's interval resamples whole batches
+    of the size the mean's interval chose (``n_resamples=0`` skips it: fast, for printed
+    summaries).
     """
     keys, groups = _groups(table, by, value)
     rng = np.random.default_rng(seed)
     rows = []
-    for key, x in groups:
-        mean = float(np.mean(x))
-        std = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
-        tracker = _tracker(x, level)
-        if n_resamples:
-            mean_lo, mean_hi = _bootstrap(x, np.mean, level, n_resamples, rng)
-            p95_lo, p95_hi = _bootstrap(x, _p95, level, n_resamples, rng)
+    for key, x, warm in groups:
+        est = summarise(x, level, warm, interval)
+        kept = _kept(x, warm) if interval != "iid" else x
+        if n_resamples and len(kept) >= 2:
+            p95_lo, p95_hi = _bootstrap(kept, _p95, level, n_resamples, rng, est.batch_size)
         else:
-            (mean_lo, mean_hi), p95_lo, p95_hi = tracker.interval(), math.nan, math.nan
+            p95_lo, p95_hi = math.nan, math.nan
         rows.append(
             {
                 **dict(zip(keys, key, strict=True)),
                 "n": len(x),
-                "mean": mean,
-                "std": std,
-                "cv": std / mean if mean > 0 else math.nan,
-                "median": float(np.median(x)),
-                "p5": float(np.percentile(x, 5)),
-                "p95": float(np.percentile(x, 95)),
-                "mean_lo": mean_lo,
-                "mean_hi": mean_hi,
+                "warmup_steps": est.warmup_steps,
+                "n_eff": est.n_eff,
+                "lag1": _lag1(kept),
+                "mean": est.mean,
+                "std": est.std,
+                "cv": est.std / est.mean if est.mean > 0 else math.nan,
+                "median": float(np.median(kept)) if len(kept) else math.nan,
+                "p5": float(np.percentile(kept, 5)) if len(kept) else math.nan,
+                "p95": float(np.percentile(kept, 95)) if len(kept) else math.nan,
+                "mean_lo": est.lo,
+                "mean_hi": est.hi,
                 "p95_lo": p95_lo,
                 "p95_hi": p95_hi,
-                "precision": tracker.precision(),
+                "precision": est.precision,
+                "batch_size": est.batch_size,
+                "settled": est.settled,
             }
         )
     out = pd.DataFrame(rows)
     out.attrs["level"] = level
+    out.attrs["interval"] = interval
     return out
 
 
@@ -175,20 +301,30 @@ def plan_samples(
     value: str = "step_time_s",
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """Per configuration: precision reached and how many samples the target needs."""
+    """Per configuration: precision reached and how many steps the target needs.
+
+    The steps needed count the warm-up already cut and the correlation measured so far: with
+    ``n_eff`` effective steps among ``k`` kept, the target needs ``samples_needed`` of the
+    variation ``cv * sqrt(k / n_eff)``.
+    """
     if not target_precision > 0:
         raise InputError(f"target precision must be > 0, got {target_precision}")
     keys, groups = _groups(table, by, value)
     rows = []
-    for key, x in groups:
-        cv = float(np.std(x, ddof=1) / np.mean(x)) if len(x) > 1 else math.nan
-        need = samples_needed(cv, target_precision, level)[0]
+    for key, x, warm in groups:
+        est = summarise(x, level, warm)
+        kept = len(x) - est.warmup_steps
+        cv = est.std / est.mean if kept > 1 and est.mean > 0 else math.nan
+        inflation = kept / est.n_eff if est.n_eff > 0 else math.nan
+        need = samples_needed(cv * math.sqrt(max(inflation, 1.0)), target_precision, level)[0]
+        need = need + est.warmup_steps if np.isfinite(need) else need
         rows.append(
             {
                 **dict(zip(keys, key, strict=True)),
                 "n": len(x),
+                "n_eff": est.n_eff,
                 "cv": cv,
-                "precision": precision(x, level),
+                "precision": est.precision,
                 "n_needed": need,
                 "n_more": max(0.0, need - len(x)) if np.isfinite(need) else math.nan,
             }
@@ -198,11 +334,61 @@ def plan_samples(
     return out
 
 
-def _drift_one(x: np.ndarray, alpha: float, warmup_frac: float, min_change: float) -> dict:
-    """Trend (Theil-Sen slope, Kendall's tau), early-steps test and outliers of one series."""
+def level_shift(
+    values: Sequence[float] | np.ndarray, alpha: float = DRIFT_ALPHA, min_shift: float = MIN_SHIFT
+) -> dict:
+    """CUSUM test for a change of level in steps taken as kept (warm-up already cut).
+
+    The CUSUM of the deviations from the mean, divided by the long-run standard deviation
+    and sqrt(n), tends to a Brownian bridge without a change; its largest absolute value is
+    then Kolmogorov distributed (``scipy.stats.kstwobign``). The step of that largest value is
+    the most likely break; ``shift`` is the relative change of the mean there. The long-run
+    standard deviation is the batch-means one (so autocorrelation is not mistaken for a
+    shift) of the steps less their mean on each side of that break (so a shift is not
+    mistaken for autocorrelation, which would hide it). ``drift`` is True when
+    ``p < alpha`` and ``|shift| >= min_shift``.
+    """
+    y = np.asarray(values, dtype=float)
+    n = y.size
+    none = {"drift": False, "shift": math.nan, "shift_at": math.nan, "shift_p": math.nan}
+    if n < MIN_BATCHES or np.ptp(y) == 0:
+        return none
+    path = np.cumsum(y - y.mean())[:-1]
+    k = int(np.argmax(np.abs(path)))
+    resid = np.concatenate([y[: k + 1] - y[: k + 1].mean(), y[k + 1 :] - y[k + 1 :].mean()])
+    est = batch_means_estimate(resid + y.mean(), 0.95, warmup=False)
+    long_run_sd = est.std * math.sqrt(n / est.n_eff) if est.n_eff > 0 else math.nan
+    if not long_run_sd > 0:
+        return none
+    stat = abs(path[k]) / (long_run_sd * math.sqrt(n))
+    p = float(stats.kstwobign.sf(stat))
+    before, after = y[: k + 1].mean(), y[k + 1 :].mean()
+    shift = float(after / before - 1) if before > 0 else math.nan
+    return {
+        "drift": bool(p < alpha and abs(shift) >= min_shift),
+        "shift": shift,
+        "shift_at": k + 1,
+        "shift_p": p,
+    }
+
+
+def _drift_one(
+    x: np.ndarray, warm: np.ndarray | None, alpha: float, warmup_frac: float, min_change: float
+) -> dict:
+    """Trend (Theil-Sen slope, Kendall's tau), early steps, level shift and outliers."""
     n = len(x)
     flags = outliers(x)
-    row: dict = {"n": n, "n_outliers": int(flags.sum()), "outlier_frac": float(flags.mean())}
+    kept = _kept(x, warm)
+    shift = level_shift(kept)
+    if np.isfinite(shift["shift_at"]):  # counted in the whole series, warm-up included
+        shift["shift_at"] = int(shift["shift_at"] + n - len(kept))
+    row: dict = {
+        "n": n,
+        "warmup_steps": n - len(kept),
+        "n_outliers": int(flags.sum()),
+        "outlier_frac": float(flags.mean()) if n else math.nan,
+        **shift,
+    }
     if n < 8:
         return {
             **row,
@@ -224,12 +410,14 @@ def _drift_one(x: np.ndarray, alpha: float, warmup_frac: float, min_change: floa
     early_slower = early.pvalue < alpha and np.median(x[:k]) > np.median(x[k:]) * (1 + min_change)
     change = slope * span
     trending = tau.pvalue < alpha and abs(change) > min_change
+    said = []
     if early_slower or (trending and change < 0):
-        verdict = "warming up"
+        said.append("warming up")
     elif trending and change > 0:
-        verdict = "slowing down (throttling?)"
-    else:
-        verdict = "stable"
+        said.append("slowing down (throttling?)")
+    if row["drift"]:
+        said.append(f"level shift ({row['shift']:+.1%} at step {row['shift_at']})")
+    verdict = "; ".join(said) or "stable"
     return {
         **row,
         "change": change,
@@ -249,18 +437,57 @@ def detect_drift(
     warmup_frac: float = 0.1,
     min_change: float = 0.05,
 ) -> pd.DataFrame:
-    """Per configuration: drift over the run (warm-up not over, throttling) and outlier counts.
+    """Per configuration: drift over the run (warm-up not over, throttling, a level shift)
+    and outlier counts. Every sample is kept; this only says what it sees.
 
     ``change`` is the Theil-Sen line's rise from first to last step relative to the median, with
     its ``1 - alpha`` interval; a trend counts when Kendall's tau test rejects at ``alpha`` and
     the change exceeds ``min_change``. "warming up" also means the first ``warmup_frac`` of the
-    steps are slower than the rest (one-sided Mann-Whitney U).
+    steps are slower than the rest (one-sided Mann-Whitney U). ``drift`` is the level-shift
+    flag of :func:`level_shift` (CUSUM over the steps after the warm-up cut, at
+    ``DRIFT_ALPHA``), with ``shift``, ``shift_at`` (step index in the whole series, warm-up
+    counted) and ``shift_p``.
     """
     keys, groups = _groups(table, by, value)
     rows = [
-        {**dict(zip(keys, key, strict=True)), **_drift_one(x, alpha, warmup_frac, min_change)}
-        for key, x in groups
+        {**dict(zip(keys, key, strict=True)), **_drift_one(x, warm, alpha, warmup_frac, min_change)}
+        for key, x, warm in groups
     ]
     out = pd.DataFrame(rows)
     out.attrs["alpha"] = alpha
     return out
+
+
+def autocorrelation(
+    table: pd.DataFrame,
+    nlags: int = 20,
+    by: Sequence[str] | None = None,
+    value: str = "step_time_s",
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Per configuration and lag 1..``nlags``: the autocorrelation of the kept steps
+    (``statsmodels.tsa.stattools.acf``) and the half-width of the band within which an
+    independent series' would fall at ``level`` (``z / sqrt(n)``, n the kept steps)."""
+    from statsmodels.tsa.stattools import acf
+
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    keys, groups = _groups(table, by, value)
+    frames = []
+    for key, x, warm in groups:
+        kept = _kept(x, warm)
+        lags = min(nlags, len(kept) - 1)
+        if lags < 1 or np.ptp(kept) == 0:
+            continue
+        r = np.asarray(acf(kept, nlags=lags))
+        frames.append(
+            pd.DataFrame(
+                {
+                    **{k: [v] * lags for k, v in zip(keys, key, strict=True)},
+                    "lag": np.arange(1, lags + 1),
+                    "acf": r[1:],
+                    "band": z / math.sqrt(len(kept)),
+                }
+            )
+        )
+    columns = [*keys, "lag", "acf", "band"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)

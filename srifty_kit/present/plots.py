@@ -1,7 +1,8 @@
 """Seaborn figures of the kit's tables; each function draws on an Axes and returns it.
 
 Measurement figures: step-time distribution per configuration, intervals of the mean and
-p95, step times in measurement order (drift, outliers), all-reduce time against size.
+p95, step times in measurement order (drift, outliers), the autocorrelation of the steps,
+steps against effective samples, the warm-up cut and level shift, all-reduce time against size.
 (matplotlib and seaborn are imported inside the functions: importing this module is cheap.)
 """
 
@@ -96,7 +97,7 @@ def step_time_intervals(
     ax.set_xlabel(x)
     ax.set_ylabel("step time (s)")
     pct = f"{level:.0%} " if level else ""
-    ax.set_title(f"Mean and p95 step time with {pct}bootstrap intervals")
+    ax.set_title(f"Mean (batch means) and p95 (block bootstrap) step time, {pct}intervals")
     ax.legend(fontsize="small")
     return ax
 
@@ -136,6 +137,84 @@ def step_time_trace(
     ax.set_xlabel("step (in measurement order)")
     ax.set_ylabel("step time (s)" if value == "step_time_s" else value)
     ax.set_title("Step time over the run")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def step_time_acf(acf: pd.DataFrame, hue: str = "local_bsz", ax: Any = None) -> Any:
+    """Autocorrelation of the kept steps per configuration (a table from
+    ``variance.autocorrelation``), with the band an independent series would stay in."""
+    ax = _axes(ax)
+    groups = [(None, acf)] if hue not in acf else list(acf.groupby(hue, sort=True))
+    for key, part in groups:
+        ax.plot(part["lag"], part["acf"], marker="o", markersize=3, label=f"{hue}={key}")
+    if not acf.empty:  # the widest band: the configuration with the fewest steps
+        band = acf.groupby("lag")["band"].max()
+        ax.fill_between(band.index, -band, band, color="0.85", label="independent steps")
+    ax.axhline(0, color="0.4", linewidth=0.8)
+    ax.set_xlabel("lag (steps)")
+    ax.set_ylabel("autocorrelation")
+    ax.set_title("Are successive steps independent? (outside the band: no)")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def effective_samples(summary: pd.DataFrame, x: str = "local_bsz", ax: Any = None) -> Any:
+    """Steps measured, kept after the warm-up cut, and what they are worth as independent
+    steps (``n``, ``warmup_steps``, ``n_eff`` from ``variance.describe`` or a profile
+    summary), per configuration."""
+    ax = _axes(ax)
+    part = summary.sort_values(x)
+    pos = np.arange(len(part))
+    kept = part["n"].to_numpy(float) - part["warmup_steps"].to_numpy(float)
+    for shift, values, label in (
+        (-0.27, part["n"].to_numpy(float), "steps measured"),
+        (0.0, kept, "kept (after warm-up)"),
+        (0.27, part["n_eff"].to_numpy(float), "effective (independent-equivalent)"),
+    ):
+        ax.bar(pos + shift, values, width=0.27, label=label)
+    ax.set_xticks(pos, [f"{v:g}" if isinstance(v, float) else str(v) for v in part[x]])
+    ax.set_xlabel(x)
+    ax.set_ylabel("steps")
+    ax.set_title("Steps measured and what they are worth")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def warmup_and_shift(
+    measurements: pd.DataFrame,
+    drift: pd.DataFrame,
+    hue: str = "local_bsz",
+    value: str = "step_time_s",
+    ax: Any = None,
+) -> Any:
+    """Each configuration's steps in order, relative to its kept mean: the warm-up cut
+    shaded, a flagged level shift as a dashed line at its step (``drift`` from
+    ``variance.detect_drift``)."""
+    ax = _axes(ax)
+    flags = drift.set_index(hue) if hue in drift else pd.DataFrame()
+    for key, g in measurements.groupby(hue, sort=True):
+        g = g.sort_values("repeat") if "repeat" in g else g
+        y = g[value].to_numpy(float)
+        cut = int(flags.loc[key, "warmup_steps"]) if key in flags.index else 0
+        rel = y / np.mean(y[cut:]) if y[cut:].size else y
+        (line,) = ax.plot(np.arange(y.size), rel, linewidth=0.8, label=f"{hue}={key}")
+        if cut:
+            ax.axvspan(-0.5, cut - 0.5, color=line.get_color(), alpha=0.15)
+        if key in flags.index and bool(flags.loc[key, "drift"]):
+            at = flags.loc[key, "shift_at"]
+            ax.axvline(at, color=line.get_color(), linestyle="--", linewidth=1.2)
+            ax.annotate(
+                f"shift {flags.loc[key, 'shift']:+.1%}",
+                (at, np.nanmax(rel)),
+                color=line.get_color(),
+                fontsize="small",
+            )
+    ax.axhline(1.0, color="0.4", linewidth=0.8)
+    ax.set_yscale("log")  # stalls of many times the mean and a few-% shift on one axis
+    ax.set_xlabel("step (in measurement order; shaded: warm-up cut)")
+    ax.set_ylabel("step time / kept mean")
+    ax.set_title("Warm-up cut and level shifts")
     ax.legend(fontsize="small")
     return ax
 

@@ -56,14 +56,31 @@ def test_every_step_is_a_row_of_the_measurement_table(mlp_result):
         "flops_per_sample",
         "param_count",
         "grad_bytes",
+        "run",
+        "warmup",
     ):
         assert table[col].notna().all(), col
+    assert table["run"].nunique() == 1  # one call, one run
     # repeat numbers each batch size's steps 0..n-1 in order
     for _, group in table.groupby("local_bsz"):
         assert list(group["repeat"]) == list(range(len(group)))
 
 
-def test_summary_precision_is_the_t_interval_of_the_kept_steps(mlp_result):
+def test_warmup_steps_are_kept_and_marked_and_the_summary_says_how_many(mlp_result):
+    table = mlp_result.measurements
+    for row in mlp_result.summary.itertuples():
+        marks = table.query("local_bsz == @row.local_bsz")["warmup"].to_numpy()
+        assert marks.sum() == row.warmup_steps <= row.n // 2 + 5
+        assert not marks[row.warmup_steps :].any()  # the first steps, and only those
+        kept = table.query("local_bsz == @row.local_bsz and not warmup")["step_time_s"]
+        assert row.mean == pytest.approx(kept.mean())
+        assert 0 < row.n_eff and row.interval == "batch_means"
+        assert row.drift in (True, False)
+    assert mlp_result.facts["interval"] == "batch_means"
+    assert mlp_result.facts["warmup_rule"] == "MSER-5"
+
+
+def test_summary_precision_is_the_stopping_rules_interval_of_the_steps(mlp_result):
     for row in mlp_result.summary.itertuples():
         steps = mlp_result.measurements.query("local_bsz == @row.local_bsz")["step_time_s"]
         assert row.precision == pytest.approx(precision(steps.to_numpy()))
@@ -76,13 +93,26 @@ def test_summary_precision_is_the_t_interval_of_the_kept_steps(mlp_result):
 
 
 def test_loose_target_stops_on_precision_and_tight_target_on_time():
-    loose = profile_spec("mlp", [4], target_precision=0.5, max_seconds=20, **FAST)
+    # a tiny model: thousands of steps a second, enough for the batch-means interval to settle
+    # even when other jobs stall some of them
+    loose = profile_model(*_linear_spec(), [4], target_precision=0.5, max_seconds=20, **FAST)
     assert loose.summary.loc[0, "stop_reason"] == "precision reached"
     assert loose.summary.loc[0, "n"] >= 10  # never fewer than min_steps
     assert loose.summary.loc[0, "precision"] <= 0.5
     tight = profile_spec("mlp", [4], target_precision=1e-6, max_seconds=1, **FAST)
     assert tight.summary.loc[0, "stop_reason"] == "time budget"
     assert tight.summary.loc[0, "precision"] > 1e-6
+
+
+def test_the_iid_rule_is_still_there_on_request():
+    old = profile_spec("mlp", [4], target_precision=0.2, max_seconds=2, interval="iid", **FAST)
+    row = old.summary.iloc[0]
+    steps = old.measurements["step_time_s"].to_numpy()
+    assert row.interval == "iid" and row.warmup_steps == 0 and row.n_eff == row.n
+    assert row.precision == pytest.approx(precision(steps, interval="iid"))
+    assert not old.measurements["warmup"].any()
+    with pytest.raises(InputError, match="unknown interval 't'"):
+        profile_spec("mlp", [4], interval="t", **FAST)
 
 
 def test_flops_params_and_grad_bytes_of_a_linear_stack():

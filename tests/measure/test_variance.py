@@ -11,6 +11,8 @@ from scipy import stats
 
 from srifty_kit import InputError
 from srifty_kit.measure import variance
+from srifty_kit.measure.stopping import batch_means_estimate
+from tests.builders import ar1_steps as ar1
 
 
 def _table(samples: dict[int, np.ndarray]) -> pd.DataFrame:
@@ -56,36 +58,55 @@ def test_higher_level_gives_wider_intervals(two_configs):
     assert ((wide["mean_hi"] - wide["mean_lo"]) > (narrow["mean_hi"] - narrow["mean_lo"])).all()
 
 
-def test_bootstrap_interval_of_the_mean_covers_about_level():
+def test_interval_of_the_mean_covers_about_level_on_independent_steps():
     rng = np.random.default_rng(3)
     truth = np.exp(np.log(0.1) + 0.3**2 / 2)  # mean of the lognormal
     hits = 0
     for _ in range(150):
         t = _table({8: rng.lognormal(np.log(0.1), 0.3, 40)})
-        row = variance.describe(t, level=0.9, n_resamples=400).iloc[0]
+        row = variance.describe(t, level=0.9, n_resamples=0).iloc[0]
         hits += row["mean_lo"] <= truth <= row["mean_hi"]
     assert 0.8 <= hits / 150 <= 0.97
 
 
-def test_fast_describe_uses_the_t_interval(two_configs):
+def test_describe_gives_the_stopping_rules_interval_and_the_iid_one_on_request(two_configs):
     out = variance.describe(two_configs, n_resamples=0, level=0.95)
-    x = two_configs.query("local_bsz == 8")["step_time_s"]
-    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
-    assert out.loc[0, "mean_lo"] == pytest.approx(lo)
-    assert out.loc[0, "mean_hi"] == pytest.approx(hi)
+    x = two_configs.query("local_bsz == 8")["step_time_s"].to_numpy()
+    est = batch_means_estimate(x, 0.95)
+    assert (out.loc[0, "mean_lo"], out.loc[0, "mean_hi"]) == pytest.approx((est.lo, est.hi))
+    assert out.loc[0, "warmup_steps"] == est.warmup_steps
+    assert out.loc[0, "n_eff"] == pytest.approx(est.n_eff)
     assert np.isnan(out.loc[0, "p95_lo"])
+    old = variance.describe(two_configs, n_resamples=0, level=0.95, interval="iid")
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert (old.loc[0, "mean_lo"], old.loc[0, "mean_hi"]) == pytest.approx((lo, hi))
+    with pytest.raises(InputError, match="unknown interval 'normal'"):
+        variance.describe(two_configs, interval="normal")
 
 
-@given(st.lists(st.floats(0.001, 10), min_size=2, max_size=200), st.sampled_from([0.8, 0.95]))
-def test_running_precision_matches_scipy_t_interval(xs, level):
-    x = np.array(xs)
-    tracker = variance.PrecisionTracker(level)
-    for v in x:
-        tracker.add(v)
-    assert tracker.mean == pytest.approx(x.mean())
-    if np.std(x) > 1e-9 * x.mean():
-        lo, hi = stats.t.interval(level, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
-        assert tracker.precision() == pytest.approx((hi - lo) / 2 / x.mean(), rel=1e-6)
+def test_correlated_steps_are_worth_fewer_and_need_more():
+    rng = np.random.default_rng(5)
+    independent = rng.normal(0.1, 0.005, 600)
+    correlated = ar1(rng, 600, 0.7, 0.05, mean=0.1)
+    table = _table({1: independent, 2: correlated})
+    out = variance.describe(table, n_resamples=0).set_index("local_bsz")
+    assert out.loc[1, "n_eff"] > 2 * out.loc[2, "n_eff"]
+    assert out.loc[2, "lag1"] > 0.5
+    plan = variance.plan_samples(table, target_precision=0.002).set_index("local_bsz")
+    assert plan.loc[2, "n_needed"] > 2 * plan.loc[1, "n_needed"]
+
+
+def test_marked_warmup_rows_are_counted_and_left_out():
+    rng = np.random.default_rng(6)
+    x = rng.normal(0.1, 0.002, 200)
+    x[:10] = 1.0  # ten slow steps the profiler marked
+    table = _table({8: x}).assign(warmup=[True] * 10 + [False] * 190)
+    row = variance.describe(table, n_resamples=0).iloc[0]
+    assert row["n"] == 200 and row["warmup_steps"] == 10
+    assert row["mean"] == pytest.approx(x[10:].mean())
+    assert len(variance.steady(table)) == 190
+    # the same marks as text (a CSV read without types) mean the same
+    assert len(variance.steady(table.assign(warmup=table["warmup"].astype(str)))) == 190
 
 
 @given(cv=st.floats(0.01, 2), target=st.floats(0.005, 0.2))
@@ -131,11 +152,48 @@ def test_drift_tells_warm_up_throttling_and_stable_apart():
     verdict = out.set_index("local_bsz")["verdict"]
     assert verdict[1] == "stable"
     assert verdict[2] == "warming up"
-    assert verdict[3] == "slowing down (throttling?)"
+    assert verdict[3].startswith("slowing down (throttling?)")  # and its level moved
     assert verdict[4] == "too few samples"
     row = out.set_index("local_bsz").loc[3]
     assert row["change_lo"] <= row["change"] <= row["change_hi"]
     assert row["change"] == pytest.approx(0.3, abs=0.05)
+
+
+def test_level_shift_is_flagged_and_autocorrelation_alone_is_not():
+    from statsmodels.stats.diagnostic import breaks_cusumolsresid
+
+    rng = np.random.default_rng(7)
+    steady = [ar1(rng, 400, 0.6, 0.05) for _ in range(100)]
+    ours = np.mean([variance.level_shift(x)["drift"] for x in steady])
+    # the iid CUSUM test (statsmodels) takes the same correlated series for changes
+    iid = np.mean([breaks_cusumolsresid(x - x.mean())[1] < 0.01 for x in steady])
+    assert ours <= 0.05 < 0.2 <= iid
+    x = ar1(rng, 1000, 0.3, 0.03)
+    x[600:] *= 1.08  # a noisy neighbour arrives at step 600
+    found = variance.level_shift(x)
+    assert found["drift"] and found["shift_p"] < 0.01
+    assert found["shift"] == pytest.approx(0.08, abs=0.02)
+    assert 550 <= found["shift_at"] <= 650
+
+
+def test_drift_table_flags_the_shifted_configuration_and_keeps_its_samples():
+    rng = np.random.default_rng(8)
+    shifted = ar1(rng, 500, 0.3, 0.03)
+    shifted[250:] *= 1.1
+    table = _table({1: ar1(rng, 500, 0.3, 0.03), 2: shifted})
+    out = variance.detect_drift(table).set_index("local_bsz")
+    assert not out.loc[1, "drift"] and out.loc[2, "drift"]
+    assert "level shift (+" in out.loc[2, "verdict"]
+    assert out.loc[2, "n"] == 500  # nothing dropped
+
+
+def test_autocorrelation_table_has_every_lag_and_a_band():
+    rng = np.random.default_rng(9)
+    table = _table({1: rng.normal(1, 0.1, 300), 2: ar1(rng, 300, 0.8, 0.1)})
+    acf = variance.autocorrelation(table, nlags=10)
+    assert list(acf.groupby("local_bsz")["lag"].apply(list)) == [list(range(1, 11))] * 2
+    first = acf[acf["lag"] == 1].set_index("local_bsz")
+    assert abs(first.loc[1, "acf"]) < first.loc[1, "band"] < first.loc[2, "acf"]
 
 
 def test_grouping_by_a_missing_column_is_an_input_error(two_configs):
@@ -157,6 +215,20 @@ def test_figures_draw_every_configuration(two_configs):
     assert len(ax.containers) == 2  # mean and p95 error bars
     ax = plots.step_time_trace(two_configs)
     assert len(ax.get_lines()) >= 2
+    ax = plots.step_time_acf(variance.autocorrelation(two_configs))
+    assert [t.get_text() for t in ax.get_legend().get_texts()][:2] == [
+        "local_bsz=8",
+        "local_bsz=16",
+    ]
+    ax = plots.effective_samples(variance.describe(two_configs, n_resamples=0))
+    assert len(ax.patches) == 6  # steps, kept, effective for each configuration
+    shifted = two_configs.copy()
+    late = (shifted["local_bsz"] == 8) & (shifted["repeat"] >= 100)
+    shifted.loc[late, "step_time_s"] *= 1.5
+    drift = variance.detect_drift(shifted)
+    ax = plots.warmup_and_shift(shifted, drift)
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == int(drift["drift"].sum()) >= 1
     coll = pd.DataFrame(
         {
             "bytes": [1024, 1024, 4096, 4096] * 2,

@@ -1,4 +1,4 @@
-"""Notebook 01 runs headless under papermill and saves the measurements it shows."""
+"""Notebook 01 runs headless under papermill, shows how the steps behave and saves them."""
 
 from __future__ import annotations
 
@@ -43,4 +43,14 @@ def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
         for o in c.outputs
         if "image/png" in o.get("data", {})
     ]
-    assert len(images) >= 2  # distributions + intervals, and the trace
+    # ACF, effective samples, warm-up and shifts, the trace, distributions and intervals
+    assert len(images) >= 6
+    text = "".join(
+        str(o.get("data", {}).get("text/plain", "")) + str(o.get("text", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
+    for shown in ("n_eff", "warmup_steps", "drift", "shift_p"):
+        assert shown in text, shown  # per configuration, in the tables the notebook shows
+    assert "warmup" in table.columns and table["warmup"].dtype == bool
