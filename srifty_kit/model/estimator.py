@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator
 
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.model import intervals, persist
+from srifty_kit.model import intervals, persist, run_variance
 from srifty_kit.model.batch_correction import learn
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.figures import kept_rows, speeds, with_kept
@@ -140,6 +140,10 @@ class StepTimeModel(BaseEstimator):
                 measurements, catalog=load_catalog if catalog is None else catalog
             )
         )
+        # the between-run spread, from runs' own steps (warm-up marks included), then the
+        # steps the profiler marked as warm-up leave the fit (they stay in the user's table)
+        self.run_variance_ = run_variance.estimate(table)
+        table = run_variance.without_warmup(table)
         prior = DECAY_PRIOR if self.decay_prior is None else float(self.decay_prior)
         self.network_decay_ = {
             str(t): network_decay(rows, prior) for t, rows in table.groupby("instance_type")
@@ -283,24 +287,36 @@ class StepTimeModel(BaseEstimator):
         gpus_per_node: int | None = None,
         level: float | None = None,
         catalog: pd.DataFrame | None = None,
+        interval_kind: str = "step",
     ) -> dict[str, np.ndarray]:
         """Vectorised prediction for one model and instance type; no table, no validation.
 
         The busiest node holds ceil(workers / nodes) workers. ``gpus_per_node`` is accepted
         for callers that pass the type's figure (the planner) and does not change the result.
+        ``interval_kind`` as in ``predict``.
         """
         fit = self._group(model, instance_type, catalog)
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         b = np.asarray(local_bsz)
-        return _broadcast(fit.predict(k, n, b, max_per_node(k, n), self._level(level)))
+        pred = _broadcast(fit.predict(k, n, b, max_per_node(k, n), self._level(level)))
+        between = getattr(self, "run_variance_", None)
+        return run_variance.apply_kind_arrays(
+            pred, interval_kind, self._level(level), instance_type, between
+        )
 
     def predict(
         self,
         configs: pd.DataFrame,
         level: float | None = None,
         catalog: pd.DataFrame | None = None,
+        interval_kind: str = "step",
     ) -> pd.DataFrame:
         """``configs`` plus step_time_s and its interval step_time_lo..step_time_hi.
+
+        ``interval_kind`` (stated in the ``interval_kind`` column): ``"step"``, another step
+        measured the way the fitted ones were; ``"new_run"``, a step of a new run on a new VM:
+        wider by the between-run spread (``run_variance_``) where the fitted table measured a
+        configuration in more than one run (``run_variance``). ``level`` is the same for both.
 
         ``catalog`` gives the figures of types the fit did not measure (default: the embedded
         one); the rows the model was fitted with are added to it, and a catalog that
@@ -309,7 +325,10 @@ class StepTimeModel(BaseEstimator):
         if catalog is not None:
             self._check_fitted()
             self._catalog(catalog)  # a conflict is refused before any work
-        return self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS, catalog)
+        run_variance.check_kind(interval_kind)
+        pred = self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS, catalog)
+        between = getattr(self, "run_variance_", None)
+        return run_variance.apply_kind(pred, interval_kind, self._level(level), between)
 
     def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
         """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s."""
