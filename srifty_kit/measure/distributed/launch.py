@@ -7,9 +7,13 @@ saying it is done, reports an error, or nothing is heard for the timeout.
 
 from __future__ import annotations
 
+import contextlib
 import queue
+import signal
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from srifty_kit.measure import host
@@ -23,6 +27,29 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the block ends, then deliver them to the handlers that were
+    in place. Starting a spawned process is a handshake over a pipe: interrupted half-way, the
+    child reads half a message and prints a traceback before anyone can stop it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; it is the one signals interrupt
+        return
+    held: list[int] = []
+    kinds = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in kinds}
+    kinds = tuple(s for s in kinds if before[s] not in (signal.SIG_IGN, None))
+    for s in kinds:
+        signal.signal(s, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for s in kinds:
+            signal.signal(s, before[s])
+        for s in dict.fromkeys(held):
+            signal.raise_signal(s)
 
 
 class _Group:
@@ -44,8 +71,9 @@ class _Group:
         self.doing: dict[int, str] = {}
         self.done: set[int] = set()
         self.errors: dict[int, dict[str, Any]] = {}
-        for p in self.procs:
-            p.start()
+        with _interrupts_deferred():  # a half-sent start leaves a child to die with a traceback
+            for p in self.procs:
+                p.start()
 
     def drain(self, sink: dict[str, list], timeout: float) -> bool:
         """Take queued messages (waiting up to ``timeout`` for the first); True if any came."""
