@@ -172,6 +172,7 @@ class StepTimeModel(BaseEstimator):
                 curves=curves,
                 shape=shape,
                 catalog=rows_used,
+                run_variance=self.run_variance_,
             )
         )
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
@@ -225,6 +226,10 @@ class StepTimeModel(BaseEstimator):
         self.device_curves_ = learned.curves
         self.device_shape_ = learned.shape
         self.catalog_rows_ = learned.catalog
+        if learned.run_variance is not None:
+            self.run_variance_ = learned.run_variance
+        else:
+            self.__dict__.pop("run_variance_", None)  # a file without it: refit for new_run
         self.__dict__.pop("_transfers", None)
         self.__dict__.pop("_with_kept", None)
 
@@ -539,6 +544,7 @@ class StepTimeModel(BaseEstimator):
                 self.device_curves_,
                 self.device_shape_,
                 self.catalog_rows_,
+                getattr(self, "run_variance_", None),
             ),
         )
 

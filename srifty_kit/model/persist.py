@@ -56,6 +56,8 @@ class Learned:
     curves: dict[Key, DeviceCurve] = field(default_factory=dict)
     shape: DeviceShape | None = None  # how curves move between accelerators
     catalog: pd.DataFrame | None = None  # the catalog rows it was fitted with (figures)
+    # between-run spread per instance type (run_variance.estimate); None in older files
+    run_variance: pd.DataFrame | None = None
 
 
 def save(path: str | os.PathLike, init: dict, learned: Learned) -> Path:
@@ -95,6 +97,7 @@ def document(init: dict, learned: Learned) -> dict:
         ],
         "device_shape": None if learned.shape is None else vars(learned.shape),
         "catalog_rows": _rows_doc(learned.catalog),
+        "run_variance": _variance_doc(learned.run_variance),
     }
     return {**body, "sha256": _checksum(body)}
 
@@ -172,6 +175,7 @@ def _learned(doc: dict) -> Learned:
         curves={k: c for k, c in curves.items() if c is not None},
         shape=None if shape is None else _shape_of(shape),
         catalog=_rows_of(doc.get("catalog_rows")),
+        run_variance=_variance_of(doc.get("run_variance")),
         groups=groups,
         gpus_per_node={str(k): int(v) for k, v in doc["gpus_per_node"].items()},
         local_bsz_range=ranges,
@@ -346,6 +350,22 @@ def _plain(value: object) -> object:
     item = getattr(value, "item", None)
     value = item() if callable(item) else value
     return value if isinstance(value, bool | int | float | str) else str(value)
+
+
+def _variance_doc(table: pd.DataFrame | None) -> list[dict] | None:
+    """The between-run table as JSON records (NaN as null), or None when there is none."""
+    if table is None:
+        return None
+    return [{k: _plain(v) for k, v in row.items()} for row in table.to_dict(orient="records")]
+
+
+def _variance_of(records: list | None) -> pd.DataFrame | None:
+    if records is None:
+        return None  # written before the between-run spread was kept: refit to get it
+    from srifty_kit.model.run_variance import COLUMNS
+
+    table = pd.DataFrame.from_records(records, columns=list(COLUMNS))
+    return table.astype({c: float for c in ("between_sd", "within_sd")})
 
 
 def _rows_of(records: list | None) -> pd.DataFrame | None:

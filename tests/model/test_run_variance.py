@@ -211,8 +211,22 @@ def test_bad_kinds_and_model_files_say_what_to_do(mixed, tmp_path):
     configs = table.drop(columns=["step_time_s"]).head(3)
     with pytest.raises(InputError, match="unknown interval kind 'vm'"):
         model.predict(configs, interval_kind="vm")
+    # a model file keeps the between-run spread: new-run intervals survive save and load
     model.save(tmp_path / "m.json")
     loaded = StepTimeModel.load(tmp_path / "m.json")
     assert (loaded.predict(configs)["interval_kind"] == "step").all()
+    assert loaded.predict(configs, interval_kind="new_run").equals(
+        model.predict(configs, interval_kind="new_run")
+    )
+    # a file written before it was kept cannot say how runs differ: refit
+    import json
+
+    doc = json.loads((tmp_path / "m.json").read_text())
+    del doc["run_variance"]
+    from srifty_kit.model.persist import _checksum
+
+    doc["sha256"] = _checksum({k: v for k, v in doc.items() if k != "sha256"})
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    older = StepTimeModel.load(tmp_path / "old.json")
     with pytest.raises(InputError, match="does not keep it"):
-        loaded.predict(configs, interval_kind="new_run")
+        older.predict(configs, interval_kind="new_run")
