@@ -166,11 +166,14 @@ def _profile(args: argparse.Namespace) -> int:
             [
                 "local_bsz",
                 "n",
+                "n_eff",  # steps' worth of independent information (autocorrelation)
+                "warmup_steps",
                 "mean",
                 "mean_lo",
                 "mean_hi",
                 "precision",
                 "target_precision",
+                "shift",  # a level shift during the run (CUSUM): its samples are kept
                 "peak_memory_bytes",
                 "stop_reason",
             ],
