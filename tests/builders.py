@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import numpy as np
@@ -223,7 +224,9 @@ def slider_press(page: Any, css_class: str, key: str, times: int = 1) -> None:
 # -- usage ledgers of the weekly cost report (tests/tables, tests/present, tests/cli) ----------
 
 LEDGER_WEEK = "2026-11-23"  # a Monday; the builders' usage has a week before it and one row after
-AWS_SECRETS = ("AKIAFAKEKEYFORTESTS0", "fakeSecretKeyThatMustNeverAppearInAReport0123")
+# fake credentials for the moto server, new each session and shaped like no real key, so no
+# credential-looking literal is committed; tests assert they never reach a report or an error
+AWS_SECRETS = (f"srifty-test-key-id-{token_hex(6)}", f"srifty-test-secret-{token_hex(16)}")
 
 # job, team, model, local_bsz, instance_type, pricing, nodes, start, hours per node
 _USAGE_JOBS = (
