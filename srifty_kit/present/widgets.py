@@ -470,35 +470,9 @@ class SearchPanel:
             "front_dots": bq.Scatter(
                 x=[], y=[], scales=sc, colors=["black"], default_size=16, labels=["front points"]
             ),
-            "knee": bq.Scatter(
-                x=[],
-                y=[],
-                scales=sc,
-                marker="diamond",
-                colors=["gold"],
-                stroke="black",
-                default_size=120,
-                labels=["knee"],
-            ),
-            "pick": bq.Scatter(
-                x=[],
-                y=[],
-                scales=sc,
-                marker="square",
-                colors=["crimson"],
-                stroke="black",
-                default_size=120,
-                labels=["pick"],
-            ),
-            "nearest": bq.Scatter(
-                x=[],
-                y=[],
-                scales=sc,
-                marker="cross",
-                colors=["darkorange"],
-                default_size=140,
-                labels=["nearest (infeasible)"],
-            ),
+            "knee": _point(sc, "diamond", "gold", "knee", stroke="black"),
+            "pick": _point(sc, "square", "crimson", "pick", stroke="black"),
+            "nearest": _point(sc, "cross", "darkorange", "nearest (infeasible)", size=140),
             "deadline": bq.Lines(
                 x=[],
                 y=[],
@@ -591,3 +565,19 @@ class SearchPanel:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _point(scales: dict, marker: str, color: str, label: str, size: int = 120, **style: Any):
+    """An empty bqplot scatter for one highlighted configuration (knee, pick, nearest)."""
+    import bqplot as bq
+
+    return bq.Scatter(
+        x=[],
+        y=[],
+        scales=scales,
+        marker=marker,
+        colors=[color],
+        default_size=size,
+        labels=[label],
+        **style,
+    )
