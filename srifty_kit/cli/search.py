@@ -17,6 +17,7 @@ from srifty_kit.cli.flags import (
     positive,
     positive_int,
     probability,
+    whole_list,
 )
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
 from srifty_kit.errors import InputError
@@ -45,19 +46,6 @@ _SHOWN = (
 
 def _names(text: str | None) -> tuple[str, ...] | None:
     return comma_list(text) or None  # an empty list means no filter here
-
-
-def _whole(text: str | None, flag: str) -> tuple[int, ...] | None:
-    items = _names(text)
-    if items is None:
-        return None
-    try:
-        return tuple(int(s) for s in items)
-    except ValueError:
-        raise InputError(
-            f"{flag} expects whole numbers separated by commas, got {text!r}",
-            fix=f"e.g. {flag} 16,32,64",
-        ) from None
 
 
 def _noise_scale(args: argparse.Namespace) -> float | None:
@@ -92,7 +80,7 @@ def _job(args: argparse.Namespace) -> Job:
         reference_bsz=args.reference_bsz,
         noise_scale=_noise_scale(args),
         global_bsz_max=args.global_bsz_max,
-        local_bsz=_whole(args.local_bsz, "--local-bsz"),
+        local_bsz=None if args.local_bsz is None else tuple(args.local_bsz),
         checkpoint_gb=args.checkpoint_gb,
         memory_per_sample_gib=args.memory_per_sample_gib,
         model_memory_gib=args.model_memory_gib,
@@ -253,7 +241,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instance-types", help="only these, comma-separated")
     p.add_argument("--families", help="only these families, comma-separated (g5,p4d)")
     p.add_argument("--min-gpu-memory-gib", type=positive, help="GPU memory per worker at least")
-    p.add_argument("--local-bsz", help="per-worker batches to try, comma-separated")
+    p.add_argument(
+        "--local-bsz", type=whole_list, help="per-worker batches to try, comma-separated"
+    )
     p.add_argument("--global-bsz-max", type=positive_int, help="largest global batch allowed")
     p.add_argument(
         "--memory-per-sample-gib",
