@@ -12,9 +12,11 @@ Questions, per training model:
              least 1.25x the fastest), so meeting it usually takes more than one node
 
 Methods
-  ours        StepTimeModel fitted on the 1-2 node runs (all of them), search's rule: least
-              cost upper end whose time upper end meets D; when none does at 90%, the
-              nearest (least time upper end), as search reports it — marked "(nearest)"
+  ours        StepTimeModel fitted on the 1-2 node runs (all of them), its prior on a move to
+              more nodes learned on the Azure and RTX clusters only (model_accuracy's
+              node_move_priors), search's rule: least cost upper end whose time upper end
+              meets D; when none does at 90%, the nearest (least time upper end), as search
+              reports it — marked "(nearest)"
   scavenger   Scavenger's partial search (Tyagi & Sharma, CCGrid'23): profile the two extreme
               local batches at the smallest scale (1 node: 1 and 4 workers), regress step time
               on local batch and the ring factor 2(n-1)/n (statsmodels OLS, 90% prediction
@@ -43,6 +45,7 @@ import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 from common import markdown_table, reference_measurements, write_report
+from model_accuracy import as_prior, node_move_priors, node_move_rows
 
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.online import CONFIG_KEYS, MeasuredTable, online_search
@@ -120,7 +123,11 @@ def _scavenger(env: MeasuredTable, truth: pd.DataFrame) -> tuple[pd.DataFrame, f
     return pred, spent
 
 
-def _evaluate_model(name: str, rows: pd.DataFrame, catalog: pd.DataFrame) -> list[dict]:
+def _evaluate_model(
+    name: str, rows: pd.DataFrame, catalog: pd.DataFrame, prior: tuple[float, float, float]
+) -> list[dict]:
+    """Every method's picks for one training model on the AWS rows; ``prior``: ours'
+    node-move prior, learned on the other clusters."""
     env = MeasuredTable(rows, catalog)
     truth_steps = env.truth()
     job = _job(name, rows)
@@ -132,7 +139,7 @@ def _evaluate_model(name: str, rows: pd.DataFrame, catalog: pd.DataFrame) -> lis
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         small = env.measurements[env.measurements["num_nodes"] <= 2]
-        model = StepTimeModel(level=LEVEL).fit(small, catalog)
+        model = StepTimeModel(level=LEVEL, node_move_prior=prior).fit(small, catalog)
     ours_cost = sum(
         env.measure(pd.Series(c._asdict()))[1]
         for c in small[CONFIG_KEYS].drop_duplicates().itertuples(index=False)
@@ -266,20 +273,26 @@ def _unit_catalog(rows: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _pollux_outcomes(name, train, space, catalog, job, cons) -> pd.DataFrame | None:
-    """Pollux's point estimates (no interval) of every configuration, priced like ours."""
+def _pollux_steps(name, train, space, ours: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Pollux's point estimates of every configuration (no interval), and the same points
+    with our relative margins (``ours``: our predictions of the same rows) as an interval:
+    what Pollux's model would pick with our uncertainty. Empty without .bench-env."""
     from model_accuracy import run_pollux
 
     pred = run_pollux(train, space)
     if pred is None:
-        return None
-    points = space.assign(step_time_s=np.asarray(pred[name], float))
-    return known_outcomes(catalog, job, cons, points)
+        return {}
+    point = np.asarray(pred[name], float)
+    rel = ours[["step_time_lo", "step_time_hi"]].div(ours["step_time_s"], axis=0).to_numpy()
+    points = space.assign(step_time_s=point)
+    margined = points.assign(step_time_lo=point * rel[:, 0], step_time_hi=point * rel[:, 1])
+    return {"pollux (point)": points, "pollux + our margins": margined}
 
 
-def scale_out_decisions(folder) -> pd.DataFrame:
+def scale_out_decisions(folder, priors: dict) -> pd.DataFrame:
     """Per cluster, model and deadline: our pick (upper ends at LEVEL), Pollux's (point
-    estimate), both judged by the measured steps, against the oracle."""
+    estimate), both judged by the measured steps, against the oracle. ``priors``: ours'
+    node-move prior per cluster, learned on the other clusters (model_accuracy)."""
     out = []
     for cluster, file in SCALE_OUT.items():
         path = folder / file
@@ -297,17 +310,19 @@ def scale_out_decisions(folder) -> pd.DataFrame:
             truth = {_key(r): r for _, r in free.iterrows()}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                model = StepTimeModel(level=LEVEL).fit(train.drop(columns="campaign"))
+                model = StepTimeModel(level=LEVEL, node_move_prior=priors[cluster]).fit(
+                    train.drop(columns="campaign")
+                )
             space = truth_steps[CONFIG_KEYS]
+            pollux = _pollux_steps(name, train, space, model.predict(space))
             for factor in DEADLINE_FACTORS:
                 d = factor * free["time_h"].min()
                 cons = Constraints(deadline_h=d, confidence=LEVEL)
                 ok = free[free["time_h"] <= d]
                 oracle = ok.loc[ok["cost_usd"].idxmin()]
                 picks = {"ours": _choose(evaluate_configs(model, catalog, job, cons, space), d)}
-                pollux = _pollux_outcomes(name, train, space, catalog, job, cons)
-                if pollux is not None:
-                    picks["pollux (point)"] = _choose(pollux, d)
+                for method, steps in pollux.items():
+                    picks[method] = _choose(known_outcomes(catalog, job, cons, steps), d)
                 for method, (pick, near) in picks.items():
                     true = truth[_key(pick)]
                     met = bool(true["time_h"] <= d)
@@ -353,15 +368,19 @@ def main() -> None:
     warnings.simplefilter("ignore")
     data = _measurements()
     catalog = load_catalog()
+    folder = reference_measurements().parent
+    learned = node_move_priors(node_move_rows(folder))
+    priors = {cluster: as_prior(move) for cluster, move in learned.items()}
     records = []
     for name in sorted(data["model"].unique()):
-        records += _evaluate_model(name, data[data["model"] == name], catalog)
+        rows = data[data["model"] == name]
+        records += _evaluate_model(name, rows, catalog, priors["AWS g4dn.12xlarge"])
     frame = pd.DataFrame(records)
     summary = _summary(frame)
     detail = frame.drop(columns=["nearest"])
     for col in ("true_cost_usd", "true_time_h", "ratio_to_oracle"):
         detail[col] = detail[col].map(lambda x: "" if pd.isna(x) else f"{x:.4g}")
-    scale = scale_out_decisions(reference_measurements().parent)
+    scale = scale_out_decisions(folder, priors)
     text = (
         "## Summary over 6 training models x 2 questions\n\n"
         + markdown_table(summary)
@@ -371,10 +390,12 @@ def main() -> None:
         "3-5 and 3 nodes included), deadlines at "
         + ", ".join(f"{f:g}" for f in DEADLINE_FACTORS)
         + "x the fastest true time, at 90% confidence. Ours: least cost upper end whose time "
-        "upper end meets the deadline; Pollux: the same rule on its point estimate (it gives "
-        "no interval). Truth from the measured steps; unit price per node-hour (a ratio to "
-        "the oracle does not depend on it). Regret = true cost / oracle's - 1 where the "
-        "deadline was met.\n\n"
+        "upper end meets the deadline, its prior on moves to more nodes learned on the other "
+        "two clusters only (model_accuracy's node_move_priors); Pollux: the same rule on its "
+        "point estimate (it gives no interval), and on its point estimate with our margins (our"
+        " upper and lower ends relative to our point, same configuration). Truth from the "
+        "measured steps; unit price per node-hour (a ratio to the oracle does not depend on "
+        "it). Regret = true cost / oracle's - 1 where the deadline was met.\n\n"
         + (markdown_table(scale_out_summary(scale)) if not scale.empty else "(data absent)")
         + "\n\n## Per model and question\n\n"
         + markdown_table(detail)

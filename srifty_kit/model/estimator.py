@@ -23,7 +23,7 @@ from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.figures import kept_rows, speeds, with_kept
 from srifty_kit.model.fit import aggregate, fit_group, unidentified, with_per_node
 from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
-from srifty_kit.model.holdout import VARIANTS, choose_structure, node_moves_validated, with_variant
+from srifty_kit.model.holdout import VARIANTS, choose_structure, with_variant
 from srifty_kit.model.network import DECAY_PRIOR, network_decay
 from srifty_kit.model.physics import max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
@@ -97,11 +97,14 @@ class StepTimeModel(BaseEstimator):
         structure: str = "auto",
         correction: str = "auto",
         decay_prior: float | None = None,
+        node_move_prior: tuple[float, float, float] | None = None,
     ) -> None:
         self.level = level
         self.structure = structure
         self.correction = correction
         self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
+        # (centre, below, above) of intervals.NodeMove; None: intervals.NODE_MOVE_PRIOR
+        self.node_move_prior = node_move_prior
 
     # -- fitting -------------------------------------------------------------------------
     def fit(
@@ -202,8 +205,27 @@ class StepTimeModel(BaseEstimator):
                     stacklevel=3,
                 )
 
+    def _node_prior(self) -> intervals.NodeMove:
+        """The node-count move assumed where a group's own folds could not learn it."""
+        if self.node_move_prior is None:
+            return intervals.NODE_MOVE_PRIOR
+        centre, below, above = (float(v) for v in self.node_move_prior)
+        return intervals.NodeMove(centre, below, above, "the node_move_prior given")
+
     def _check_options(self) -> None:
         self._check_level(self.level)
+        prior = self.node_move_prior
+        if prior is not None and not (
+            isinstance(prior, tuple | list)
+            and len(prior) == 3
+            and all(isinstance(v, int | float) and np.isfinite(v) for v in prior)
+            and min(prior[1:]) >= 0
+        ):
+            raise InputError(
+                f"node_move_prior must be (centre, below, above) with finite numbers and "
+                f"non-negative spreads, got {prior!r}",
+                fix="e.g. (0.0, 0.2, 0.3), or None for intervals.NODE_MOVE_PRIOR",
+            )
         for value, allowed, what in (
             (self.structure, ("auto", *VARIANTS), "structure"),
             (self.correction, tuple(_CORRECTIONS), "correction"),
@@ -254,18 +276,27 @@ class StepTimeModel(BaseEstimator):
         )
         params = fit_group(configs, with_variant(base, structure, loss))
         correction = learn(params, rows) if correct else None
+        within = held.within()
+        moved = held.node_moves(intervals.FIRST_TRUSTED_NODES)
+        node = intervals.node_move(
+            moved.log_ratio,
+            moved.share,
+            intervals.equal_weights(moved.fold),
+            f"the network's move learned from held out {'; '.join(moved.moves)} "
+            f"({moved.log_ratio.size} steps)",
+        )
         spread = intervals.calibrate(
-            held.log_ratio,
-            held.share,
-            held.distance,
-            node_prior=not node_moves_validated(configs),
+            within.log_ratio,
+            within.share,
+            within.distance,
+            node or self._node_prior(),
             sigma0=single_worker_spread(params, correction, rows),
-            moves=held.moves,
+            moves=within.moves,
         )
         fixed = dict(base.reasons)
-        if held.log_ratio.size < intervals.MIN_SCORES:
+        if within.log_ratio.size < intervals.MIN_SCORES:
             fixed["interval"] = (
-                f"only {held.log_ratio.size} held-out steps to calibrate on: prior width used"
+                f"only {within.log_ratio.size} held-out steps to calibrate on: prior width used"
             )
         fit = GroupFit(
             params=params,

@@ -47,10 +47,10 @@ class GroupFit:
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         dist = intervals.extrapolation_distance(k, n, self.max_nodes, self.max_workers)
         share = sync_share(t_c, t_s, self.params.gamma)
-        h = self.spread.half_width(level, share, dist, k > self.max_nodes)
-        h = h * np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
-        h = h * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
-        lo, hi = total * np.exp(-h), total * np.exp(h)
+        down, up = self.spread.offsets(level, share, dist, k > self.max_nodes)
+        widen = np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
+        widen = widen * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
+        lo, hi = total * np.exp(-down * widen), total * np.exp(up * widen)
         return {
             "step_time_s": total,
             "step_time_lo": lo,

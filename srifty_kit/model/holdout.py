@@ -7,7 +7,7 @@ scores the larger ones. The same held-out residuals calibrate the prediction int
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -35,11 +35,38 @@ class HeldOut:
     distance: np.ndarray  # extrapolation distance of its configuration from its fold's fit
     share: np.ndarray  # synchronisation's share of its predicted step (intervals.Spread)
     moves: tuple[str, ...] = ()  # what each fold held out, in words (fold_move)
+    fold: np.ndarray = field(default_factory=lambda: np.array([], int))  # each step's fold
+    new_nodes: np.ndarray = field(default_factory=lambda: np.array([], bool))  # beyond its fit
+    fit_nodes: tuple[int, ...] = ()  # the largest node count each fold was fitted on
 
     @property
     def error(self) -> float:
         """Mean absolute log ratio: about the mean absolute percentage error, symmetric."""
         return float(np.mean(np.abs(self.log_ratio))) if self.log_ratio.size else np.inf
+
+    def within(self) -> HeldOut:
+        """The steps at node counts their fold's fit had measured (more workers, same nodes)."""
+        return self._rows(~self.new_nodes)
+
+    def node_moves(self, from_nodes: int) -> HeldOut:
+        """The steps at node counts beyond their fold's fit, of folds fitted on at least
+        ``from_nodes`` nodes."""
+        reached = np.asarray(self.fit_nodes, int)[self.fold] >= from_nodes
+        return self._rows(self.new_nodes & reached)
+
+    def _rows(self, keep: np.ndarray) -> HeldOut:
+        folds = sorted(set(self.fold[keep].tolist()))
+        renumber = np.zeros(len(self.moves), int)
+        renumber[folds] = np.arange(len(folds))
+        return HeldOut(
+            self.log_ratio[keep],
+            self.distance[keep],
+            self.share[keep],
+            tuple(self.moves[f] for f in folds),
+            renumber[self.fold[keep]],
+            self.new_nodes[keep],
+            tuple(self.fit_nodes[f] for f in folds),
+        )
 
 
 _EMPTY = HeldOut(np.array([]), np.array([]), np.array([]))
@@ -127,11 +154,6 @@ def _span(values: pd.Series) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def node_moves_validated(configs: pd.DataFrame) -> bool:
-    """Whether a fold moved to a larger multi-node count (needs two multi-node counts)."""
-    return configs.loc[configs["num_nodes"] > 1, "num_nodes"].nunique() >= 2
-
-
 def held_out(
     rows: pd.DataFrame,
     configs: pd.DataFrame,
@@ -141,27 +163,34 @@ def held_out(
     loss: str = "relative",
 ) -> HeldOut:
     """Fit on the small part of each fold, keep the residuals of the large part's steps."""
-    ratios, distances, shares, moves = [], [], [], []
-    for train, test in scale_folds(configs):
+    ratios, distances, shares, folds, moved, moves, fit_nodes = [], [], [], [], [], [], []
+    for i, (train, test) in enumerate(scale_folds(configs)):
         part = configs[train].reset_index(drop=True)
         moves.append(fold_move(part, configs[test]))
+        fit_nodes.append(int(part["num_nodes"].max()))
         params = fit_group(part, with_variant(unidentified(part, decay), variant, loss))
         correction = learn(params, _rows_of(rows, part)) if correct else None
         test_rows = _rows_of(rows, configs[test])
         pred, share = predict_rows(params, test_rows, correction)
         ratios.append(np.log(test_rows["step_time_s"].to_numpy() / pred))
         shares.append(share)
+        k = test_rows["num_nodes"].to_numpy()
+        folds.append(np.full(k.size, i))
+        moved.append(k > fit_nodes[-1])
         distances.append(
             extrapolation_distance(
-                test_rows["num_nodes"].to_numpy(),
-                test_rows["num_workers"].to_numpy(),
-                part["num_nodes"].max(),
-                part["num_workers"].max(),
+                k, test_rows["num_workers"].to_numpy(), fit_nodes[-1], part["num_workers"].max()
             )
         )
     if not ratios:
         return _EMPTY
-    return HeldOut(*(np.concatenate(a) for a in (ratios, distances, shares)), tuple(moves))
+    return HeldOut(
+        *(np.concatenate(a) for a in (ratios, distances, shares)),
+        tuple(moves),
+        np.concatenate(folds),
+        np.concatenate(moved),
+        tuple(fit_nodes),
+    )
 
 
 def choose_structure(

@@ -1,6 +1,7 @@
-"""Prediction intervals by normalized split conformal calibration on held-out larger scales.
+"""Prediction intervals by signed, normalized split conformal calibration on larger scales.
 
-A held-out step's error in log space is modelled as spreading like
+A held-out step's error in log space, r = log(measured / predicted), is modelled as spreading
+like
 
     sigma(x) = sqrt(sigma0**2 + (sigma1 * share(x) * distance(x))**2)
 
@@ -8,12 +9,26 @@ where ``share`` is the part of the step that is synchronisation (d log T / d log
 network is what varies, compute barely does) and ``distance`` how far the configuration lies
 beyond the fitted ones (1 inside; + log2 of each factor by which nodes or workers exceed the
 largest fitted). sigma0 is the in-sample spread of one-worker steps, sigma1 a least-squares
-fit of the squared held-out residuals; the conformal quantile q of |log ratio| / sigma(x)
-then makes the half-width q * sigma(x) cover the requested share of held-out steps.
-(Normalized split conformal: Lei, G'Sell, Rinaldo, Tibshirani & Wasserman, JASA 2018, section 5.2.)
+fit of the squared held-out residuals. The scores r / sigma(x) keep their sign: the interval
+runs from the lower to the upper conformal quantile of them, each at (1 - level) / 2 of the
+tail, so a model that runs slow on larger scales gets an interval shifted up, with as many
+held-out misses above it as below (normalized split conformal, Lei, G'Sell, Rinaldo,
+Tibshirani & Wasserman, JASA 2018, section 5.2; one quantile per tail as in the asymmetric
+form of conformalized quantile regression, Romano, Patterson & Candes, NeurIPS 2019). These
+scores come from folds that add workers at node counts the fit has seen. The interval always
+holds the point and is never narrower than the noise floor.
 
-When the fit spans a single multi-node count, extrapolation to other node counts was never
-validated; a stated prior on the network time of an unmeasured node count is added then.
+A node count beyond the fitted ones also moves the network: its synchronisation time, in log,
+is off by a ``NodeMove`` (a split normal: a centre and a spread per side), so the step's by
+share times that. It comes from folds that moved to a larger node count from one of at least
+``FIRST_TRUSTED_NODES`` nodes (the first multi-node count's campaign can be inconsistent with
+larger ones: ``network``), pooled over those rows; without enough of them, from the stated
+prior ``NODE_MOVE_PRIOR``, learned on other clusters' node-count moves. Those moves were
+whole (the added workers came with them), so there the group's own part is taken at the edge
+of what it measured (distance 1) and added in quadrature. The reference moves, of 0.4 to 1.3
+doublings of the node count, erred as much at 5 nodes as at 3 (benchmarks/model_accuracy.py),
+so the move's spread does not grow with distance; how it grows over several doublings nothing
+measured shows, and ``StepTimeModel`` warns beyond 8x the fitted scale.
 """
 
 from __future__ import annotations
@@ -29,13 +44,19 @@ from srifty_kit.model.fit import NOISE_FLOOR
 MIN_SCORES = 10  # below this a group's own scores do not calibrate an interval
 # log-sd of the error when nothing calibrates it (a handful of configurations): ~ +-40% at 90%
 PRIOR_SD = 0.2
-# Network time at a node count never measured, when no fold could validate such a move:
-# lognormal, within a factor 2 either way at 90% (1.5 at one sd). An assumption: cloud
-# networks vary between clusters (Srifty, MLSys'22). Its size was read off the reference
-# g4dn.12xlarge traces, where the 2-node runs moved each gradient byte ~1.8x slower than the
-# 3- and 4-node runs: benchmarks/model_accuracy.py says so beside the coverage it gives.
+# Files written before signed scores (model file version 4 and older) carry a symmetric prior
+# on the network time of a node count never measured: lognormal, within a factor 2 either way
+# at 90%. It is kept only so that those files predict what they did.
 NODE_COUNT_FACTOR90 = 2.0
 NODE_COUNT_SD = float(np.log(NODE_COUNT_FACTOR90) / norm.ppf(0.95))
+# node-count moves are learned only from folds whose fit reached this many nodes (see module)
+FIRST_TRUSTED_NODES = 3
+# rows whose step is less than this share synchronisation say too little about the network
+# to learn its move from (their log ratio divided by the share would be mostly compute noise)
+MIN_NODE_SHARE = 0.2
+# the tail probability the split normal's sides are read at: its 5% and 95% points are the
+# data's, other levels follow the normal shape
+_SIDE_LEVEL = 0.9
 
 
 @functools.lru_cache(maxsize=64)
@@ -71,22 +92,139 @@ def conformal_quantile(scores: np.ndarray, level: float) -> float:
     return float(scores[rank - 1])
 
 
+def signed_quantiles(scores: np.ndarray, level: float) -> tuple[float, float]:
+    """Lower and upper split-conformal quantiles of signed scores, (1 - level) / 2 per tail.
+
+    Each end is the ceil((m+1) * (1+level)/2)-th score from its own side. No scores: the
+    Gaussian quantiles. Too few for the level: the extreme score, moved away from the median
+    by the Gaussian tail ratio.
+    """
+    scores = np.sort(np.asarray(scores, float))
+    m = scores.size
+    z = two_sided_z(level)
+    if m == 0:
+        return -z, z
+    rank = int(np.ceil((m + 1) * (1 + level) / 2))
+    if rank <= m:
+        return float(scores[m - rank]), float(scores[rank - 1])
+    mid = float(np.median(scores))
+    stretch = z / two_sided_z((m - 1) / (m + 1))  # the extremes sit at that central level
+    return mid + (scores[0] - mid) * stretch, mid + (scores[-1] - mid) * stretch
+
+
+@dataclass(frozen=True)
+class NodeMove:
+    """How far off the predicted synchronisation time is at a node count never measured.
+
+    log(measured sync / predicted sync) follows a split normal: ``centre``, then ``below``
+    and ``above`` as the standard deviations of each side. A step's log error is that times
+    its sync share.
+    """
+
+    centre: float
+    below: float
+    above: float
+    source: str = ""  # where it was learned, in words (shown by StepTimeModel.summary)
+
+    def band(self, level: float, share: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Centre, lower and upper half-widths (log space) of the move's error at ``level``."""
+        z = two_sided_z(level)
+        share = np.asarray(share, float)
+        return share * self.centre, z * share * self.below, z * share * self.above
+
+
+# The prior on a node-count move, for a group whose own folds could not move to a larger node
+# count from 3 or more nodes. Learned by ``node_move`` from every node-count move of the three
+# reference clusters (../shared/reference/measurements: AWS g4dn.12xlarge 1-2 -> 3 and 1-3 ->
+# 4; Azure ND40rs_v2 1-2 -> 3, 1-3 -> 4 and 1-4 -> 5; RTX 2080 Ti 1-2 -> 3 nodes), each move
+# fitted on the smaller node counts and weighing the same. benchmarks/model_accuracy.py prints
+# it; the held-out figures it reports use, for each cluster, the prior learned on the other
+# two clusters only.
+NODE_MOVE_PRIOR = NodeMove(
+    0.007,
+    0.283,
+    0.249,
+    "a prior learned on three reference clusters' node-count moves (intervals.NODE_MOVE_PRIOR)",
+)
+
+
+def node_move(
+    log_ratio: np.ndarray, share: np.ndarray, weight: np.ndarray, source: str
+) -> NodeMove | None:
+    """A ``NodeMove`` learned from held-out steps at node counts their fit never saw.
+
+    Args:
+        log_ratio: log(measured / predicted) of each held-out step.
+        share: its predicted sync share (rows under ``MIN_NODE_SHARE`` are left out).
+        weight: each row's weight (``equal_weights``: every fold, or cluster, the same).
+        source: where the rows came from, in words.
+
+    Returns:
+        The split normal whose median and 5% / 95% points are the weighted ones of
+        log_ratio / share, or None when fewer than ``MIN_SCORES`` rows are left.
+    """
+    share = np.asarray(share, float)
+    keep = share >= MIN_NODE_SHARE
+    if keep.sum() < MIN_SCORES:
+        return None
+    x = np.asarray(log_ratio, float)[keep] / share[keep]
+    probs = (0.5 - _SIDE_LEVEL / 2, 0.5, 0.5 + _SIDE_LEVEL / 2)
+    lo, mid, hi = _weighted_quantiles(x, np.asarray(weight, float)[keep], probs)
+    z = two_sided_z(_SIDE_LEVEL)
+    return NodeMove(
+        float(mid), float(max(mid - lo, 0.0) / z), float(max(hi - mid, 0.0) / z), source
+    )
+
+
+def equal_weights(*labels: np.ndarray) -> np.ndarray:
+    """Row weights under which every value of the first labels weighs the same, then within
+    it every value of the next, and so on (e.g. clusters, then the moves of each)."""
+    keys = [np.asarray(labels[0]).astype(str)]
+    for more in labels[1:]:
+        keys.append(np.char.add(np.char.add(keys[-1], "\x1f"), np.asarray(more).astype(str)))
+    weight = np.ones(keys[0].size)
+    parent = np.zeros(keys[0].size, int)
+    for key in keys:
+        _, child = np.unique(key, return_inverse=True)
+        # split each parent's weight equally among its children, then among their rows
+        children = {}
+        for c, p in zip(child.tolist(), parent.tolist(), strict=True):
+            children.setdefault(p, set()).add(c)
+        weight = weight / np.array([len(children[p]) for p in parent.tolist()])
+        parent = child
+    _, counts = np.unique(parent, return_counts=True)
+    return weight / counts[parent]
+
+
+def _weighted_quantiles(x: np.ndarray, weight: np.ndarray, probs: tuple) -> np.ndarray:
+    """Quantiles of ``x`` under ``weight`` (inverse of the weighted empirical CDF)."""
+    order = np.argsort(x)
+    cum = np.cumsum(weight[order])
+    cum = (cum - 0.5 * weight[order]) / cum[-1]
+    return np.interp(probs, cum, x[order])
+
+
 @dataclass
 class Spread:
     """The calibrated shape and scale of a group's prediction error (log space)."""
 
     sigma0: float  # error sd of a configuration without synchronisation
     sigma1: float  # ... per unit of sync share times extrapolation distance
-    scores: np.ndarray  # |log ratio| / sigma of held-out steps: the conformal scores
-    node_prior: bool = False  # add NODE_COUNT_SD beyond the fitted node counts
+    scores: np.ndarray  # log ratio / sigma of held-out steps: the conformal scores
+    node_prior: bool = False  # (unsigned files) add NODE_COUNT_SD beyond the fitted nodes
     moves: tuple[str, ...] = ()  # what the calibration folds held out, in words
+    signed: bool = False  # scores keep their sign (False: |scores|, files before version 5)
+    node: NodeMove | None = None  # (signed) the error of a move to a new node count
 
     def basis(self, max_nodes: int) -> str:
         """Where the width comes from, in words: the folds, the prior, or neither."""
         if self.scores.size == 0:
-            return "prior width: too few held-out steps to calibrate on"
-        said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
-        if self.node_prior:
+            said = "prior width: too few held-out steps to calibrate on"
+        else:
+            said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
+        if self.node is not None:
+            said += f"; beyond {max_nodes} nodes {self.node.source}"
+        elif self.node_prior:
             said += (
                 f"; beyond {max_nodes} nodes a prior (network time within "
                 f"x{NODE_COUNT_FACTOR90:g} at 90%)"
@@ -97,40 +235,79 @@ class Spread:
         """sigma(x) of each configuration."""
         return np.sqrt(self.sigma0**2 + (self.sigma1 * share * distance) ** 2)
 
-    def half_width(
+    def offsets(
         self, level: float, share: np.ndarray, distance: np.ndarray, new_nodes: np.ndarray
-    ) -> np.ndarray:
-        """Half-width in log space of the interval at ``level`` for each configuration."""
-        q = conformal_quantile(self.scores, level)
-        h = q * self.sigma(share, distance)
-        z = two_sided_z(level)
-        if self.node_prior:
-            h = np.sqrt(h**2 + np.where(new_nodes, z * share * NODE_COUNT_SD, 0.0) ** 2)
-        return np.maximum(h, z * NOISE_FLOOR)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Log offsets (down, up) of the interval's ends from the point at ``level``.
+
+        The ends are the point times exp(-down) and exp(up). Both are at least 0 (the
+        interval holds the point) and together at least the noise floor's width.
+        """
+        moved = np.asarray(new_nodes, bool)
+        if self.node is not None:
+            # the node move's band was learned from whole moves (more workers included), so
+            # the group's own part stays at the edge of what it measured
+            distance = np.where(moved, 1.0, distance)
+        sigma = self.sigma(share, distance)
+        if self.signed:
+            q_lo, q_hi = signed_quantiles(self.scores, level)
+        else:
+            q = conformal_quantile(np.abs(self.scores), level)
+            q_lo, q_hi = -q, q
+        lower, upper = q_lo * sigma, q_hi * sigma  # signed log offsets of the two ends
+        centre, half = (upper + lower) / 2, (upper - lower) / 2
+        if self.node is not None:
+            shift, dn, up = self.node.band(level, share)
+            lower = np.where(moved, centre + shift - np.sqrt(half**2 + dn**2), lower)
+            upper = np.where(moved, centre + shift + np.sqrt(half**2 + up**2), upper)
+        elif self.node_prior:
+            extra = np.where(moved, two_sided_z(level) * share * NODE_COUNT_SD, 0.0)
+            wide = np.sqrt(half**2 + extra**2)
+            lower, upper = centre - wide, centre + wide
+        # at least the noise floor's width, around the interval's own middle
+        floor = two_sided_z(level) * NOISE_FLOOR
+        middle, half = (upper + lower) / 2, np.maximum((upper - lower) / 2, floor)
+        return np.maximum(half - middle, 0.0), np.maximum(middle + half, 0.0)
 
 
 def calibrate(
     log_ratio: np.ndarray,
     share: np.ndarray,
     distance: np.ndarray,
-    node_prior: bool,
+    node: NodeMove | None,
     sigma0: float = NOISE_FLOOR,
     moves: tuple[str, ...] = (),
 ) -> Spread:
-    """Fit sigma1 to held-out residuals (sigma0 given) and keep their normalized scores.
+    """Fit sigma1 to held-out residuals (sigma0 given) and keep their signed scores.
 
-    ``sigma0`` is the spread of steps without synchronisation, from in-sample one-worker
-    residuals: held-out rows are multi-worker, so they cannot separate it from sigma1.
+    Args:
+        log_ratio, share, distance: the held-out steps of folds that add workers at node
+            counts the fit has seen (``holdout.HeldOut.within``).
+        node: the error of a move to a new node count (``node_move`` or the prior).
+        sigma0: the spread of steps without synchronisation, from in-sample one-worker
+            residuals: held-out rows are multi-worker, so they cannot separate it from sigma1.
+        moves: what the folds held out, in words.
+
+    Returns:
+        The calibrated ``Spread`` (signed).
     """
     log_ratio = np.asarray(log_ratio, float)
     sigma0 = max(float(sigma0), NOISE_FLOOR)
     if log_ratio.size < MIN_SCORES:
-        return Spread(max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), node_prior, moves)
+        return Spread(
+            max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), False, moves, signed=True, node=node
+        )
     x2 = (np.asarray(share, float) * np.asarray(distance, float)) ** 2
     # least squares of r^2 - sigma0^2 = sigma1^2 x^2, sigma1^2 >= 0
     sigma1_sq = float(np.sum(x2 * (log_ratio**2 - sigma0**2)) / max(np.sum(x2**2), 1e-300))
     spread = Spread(
-        sigma0, max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR), np.array([]), node_prior, moves
+        sigma0,
+        max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR),
+        np.array([]),
+        False,
+        moves,
+        signed=True,
+        node=node,
     )
-    spread.scores = np.abs(log_ratio) / spread.sigma(share, distance)
+    spread.scores = log_ratio / spread.sigma(share, distance)
     return spread

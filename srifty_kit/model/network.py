@@ -34,8 +34,8 @@ from srifty_kit.model.physics import BOUNDS, network_slowdown
 # g4dn.12xlarge runs; 0.06 for the RTX 2080 Ti cluster; 0.02 for AWS) moved the held-out MAPE
 # from 19.7% to 23.7% on Azure, 5.9% to 6.0% on AWS and 5.6% to 5.5% on RTX: how a network
 # slows with more nodes did not carry from one cluster to another. So no growth is assumed
-# where a type's own runs cannot show it; the node-count prior of ``intervals``
-# (NODE_COUNT_FACTOR90) widens the interval there instead.
+# where a type's own runs cannot show it; the node-move prior of ``intervals``
+# (NODE_MOVE_PRIOR) widens and shifts the interval there instead.
 DECAY_PRIOR = 0.0
 _GRID = np.round(np.arange(BOUNDS["decay"][0], BOUNDS["decay"][1] + 1e-9, 0.01), 2)
 MIN_COUNTS = 2  # node counts of 3 or more needed to learn the decay from the data

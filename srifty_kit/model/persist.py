@@ -23,7 +23,7 @@ from srifty_kit.model.beliefs import LogBeliefs
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape
 from srifty_kit.model.figures import KEPT_COLUMNS
 from srifty_kit.model.groups import GroupFit
-from srifty_kit.model.intervals import Spread
+from srifty_kit.model.intervals import NodeMove, Spread
 from srifty_kit.model.physics import StepParams
 from srifty_kit.model.transfer import FACTORS, HOST_GAMMA, STEP_NOISE, TransferFit
 from srifty_kit.tables.files import write_json
@@ -37,8 +37,11 @@ FORMAT = "srifty_kit.StepTimeModel"
 # fitted with; types never measured are carried along the curves, so an older release reading
 # such a file would predict them differently. Version 3 files still load (``READS``): without
 # curves they carry as they did, and predict what they did
-VERSION = 4
-READS = (3, 4)
+# 5: interval scores keep their sign and a group keeps how its network moves to node counts
+# never measured (intervals.NodeMove); an older release would read the signed scores as
+# magnitudes. Versions 3 and 4 still load, with their symmetric intervals
+VERSION = 5
+READS = (3, 4, 5)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -219,6 +222,8 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
             "scores": [float(s) for s in spread.scores],
             "node_prior": bool(spread.node_prior),
             "moves": list(spread.moves),
+            "signed": bool(spread.signed),
+            "node_move": None if spread.node is None else vars(spread.node),
         },
         "max_nodes": int(fit.max_nodes),
         "max_workers": int(fit.max_workers),
@@ -230,6 +235,14 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "widen": {k: float(v) for k, v in fit.widen.items()},
         "correction": _correction_doc(fit.correction),
     }
+
+
+def _node_move_of(data: dict | None) -> NodeMove | None:
+    if data is None:
+        return None
+    return NodeMove(
+        float(data["centre"]), float(data["below"]), float(data["above"]), str(data["source"])
+    )
 
 
 def _group_of(data: dict) -> GroupFit | TransferFit:
@@ -245,6 +258,8 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
             np.asarray(spread["scores"], float),
             bool(spread["node_prior"]),
             tuple(str(m) for m in spread.get("moves", ())),
+            signed=bool(spread.get("signed", False)),  # files before version 5: magnitudes
+            node=_node_move_of(spread.get("node_move")),
         ),
         max_nodes=int(data["max_nodes"]),
         max_workers=int(data["max_workers"]),

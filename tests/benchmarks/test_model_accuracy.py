@@ -58,3 +58,25 @@ def test_shifted_coverage_moves_the_sync_part_by_the_last_node_count_move(bench)
     assert (faster, slower) == (0.5, 0.5)
     # a fit on 1-2 nodes saw no move between two multi-node counts: nothing to replay
     assert all(v != v for v in bench._shifted_coverage(pred, held, network, fit_nodes=2))
+
+
+def test_each_cluster_s_node_move_prior_is_learned_without_its_own_rows(bench):
+    import numpy as np
+
+    def moves(a_shift: float) -> pd.DataFrame:
+        rng = np.random.default_rng(0)  # the same B and C rows every time
+        parts = []
+        for cluster, centre, count in (("A", a_shift, 300), ("B", 0.2, 100), ("C", -0.1, 900)):
+            x = centre + rng.normal(0, 0.05, count)
+            parts.append(
+                pd.DataFrame({"cluster": cluster, "move": "1-2 -> 3", "log_ratio": 0.5 * x})
+            )
+        return pd.concat(parts, ignore_index=True).assign(share=0.5)
+
+    calm, wild = bench.node_move_priors(moves(0.0)), bench.node_move_priors(moves(3.0))
+    # A's own rows never reach A's prior; they do reach the shipped one ("all")
+    assert bench.as_prior(calm["A"]) == bench.as_prior(wild["A"])
+    assert wild["all"].above > calm["all"].above + 1.0
+    # B and C weigh the same whatever their row counts: A's centre lies midway between them
+    assert calm["A"].centre == pytest.approx(0.05, abs=0.1)
+    assert calm["A"].source == "B and C"

@@ -221,11 +221,17 @@ def test_summary_says_what_the_interval_widths_were_calibrated_on(fitted):
     # fitted on 1-2 nodes: no fold could move to a new node count, so a prior covers 3+ nodes
     said = fitted.summary()["interval_from"].iloc[0]
     assert said.startswith("held out <=") and "workers on 2 nodes" in said
-    assert "beyond 2 nodes a prior" in said
+    assert "beyond 2 nodes a prior learned on three reference clusters" in said
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        wider = StepTimeModel().fit(measurements(3)).summary()["interval_from"].iloc[0]
-    assert wider.startswith("held out 1-2 -> 3 nodes; ") and "prior" not in wider
+        # 1-3 nodes: the one node move (1-2 -> 3) starts at the untrusted first multi-node
+        # count, so the prior still covers more nodes
+        three = StepTimeModel().fit(measurements(3)).summary()["interval_from"].iloc[0]
+        four = StepTimeModel().fit(measurements(4)).summary()["interval_from"].iloc[0]
+    assert "beyond 3 nodes a prior" in three and "1-2 -> 3" not in three
+    assert four.endswith(
+        "beyond 4 nodes the network's move learned from held out 1-3 -> 4 nodes (52 steps)"
+    )
 
 
 def test_a_hand_edited_model_file_is_refused(fitted, tmp_path):
