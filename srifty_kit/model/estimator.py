@@ -97,13 +97,13 @@ class StepTimeModel(BaseEstimator):
         structure: str = "auto",
         correction: str = "auto",
         decay_prior: float | None = None,
-        node_move_prior: tuple[float, float, float] | None = None,
+        node_move_prior: tuple[float, float, float, float] | None = None,
     ) -> None:
         self.level = level
         self.structure = structure
         self.correction = correction
         self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
-        # (centre, below, above) of intervals.NodeMove; None: intervals.NODE_MOVE_PRIOR
+        # (centre, below, above, doublings) of intervals.NodeMove; None: NODE_MOVE_PRIOR
         self.node_move_prior = node_move_prior
 
     # -- fitting -------------------------------------------------------------------------
@@ -209,22 +209,23 @@ class StepTimeModel(BaseEstimator):
         """The node-count move assumed where a group's own folds could not learn it."""
         if self.node_move_prior is None:
             return intervals.NODE_MOVE_PRIOR
-        centre, below, above = (float(v) for v in self.node_move_prior)
-        return intervals.NodeMove(centre, below, above, "the node_move_prior given")
+        centre, below, above, doublings = (float(v) for v in self.node_move_prior)
+        return intervals.NodeMove(centre, below, above, "the node_move_prior given", doublings)
 
     def _check_options(self) -> None:
         self._check_level(self.level)
         prior = self.node_move_prior
         if prior is not None and not (
             isinstance(prior, tuple | list)
-            and len(prior) == 3
+            and len(prior) == 4
             and all(isinstance(v, int | float) and np.isfinite(v) for v in prior)
-            and min(prior[1:]) >= 0
+            and min(prior[1:3]) >= 0
+            and prior[3] > 0
         ):
             raise InputError(
-                f"node_move_prior must be (centre, below, above) with finite numbers and "
-                f"non-negative spreads, got {prior!r}",
-                fix="e.g. (0.0, 0.2, 0.3), or None for intervals.NODE_MOVE_PRIOR",
+                f"node_move_prior must be (centre, below, above, doublings): finite numbers, "
+                f"spreads not negative and doublings above 0, got {prior!r}",
+                fix="e.g. (0.0, 0.2, 0.3, 0.585), or None for intervals.NODE_MOVE_PRIOR",
             )
         for value, allowed, what in (
             (self.structure, ("auto", *VARIANTS), "structure"),
@@ -282,6 +283,7 @@ class StepTimeModel(BaseEstimator):
             moved.log_ratio,
             moved.share,
             intervals.equal_weights(moved.fold),
+            moved.doublings,
             f"the network's move learned from held out {'; '.join(moved.moves)} "
             f"({moved.log_ratio.size} steps)",
         )

@@ -36,7 +36,8 @@ class HeldOut:
     share: np.ndarray  # synchronisation's share of its predicted step (intervals.Spread)
     moves: tuple[str, ...] = ()  # what each fold held out, in words (fold_move)
     fold: np.ndarray = field(default_factory=lambda: np.array([], int))  # each step's fold
-    new_nodes: np.ndarray = field(default_factory=lambda: np.array([], bool))  # beyond its fit
+    # log2 of each step's node count over its fold's largest fitted one (0: nodes it saw)
+    doublings: np.ndarray = field(default_factory=lambda: np.array([], float))
     fit_nodes: tuple[int, ...] = ()  # the largest node count each fold was fitted on
 
     @property
@@ -46,13 +47,13 @@ class HeldOut:
 
     def within(self) -> HeldOut:
         """The steps at node counts their fold's fit had measured (more workers, same nodes)."""
-        return self._rows(~self.new_nodes)
+        return self._rows(self.doublings <= 0)
 
     def node_moves(self, from_nodes: int) -> HeldOut:
         """The steps at node counts beyond their fold's fit, of folds fitted on at least
         ``from_nodes`` nodes."""
         reached = np.asarray(self.fit_nodes, int)[self.fold] >= from_nodes
-        return self._rows(self.new_nodes & reached)
+        return self._rows((self.doublings > 0) & reached)
 
     def _rows(self, keep: np.ndarray) -> HeldOut:
         folds = sorted(set(self.fold[keep].tolist()))
@@ -64,7 +65,7 @@ class HeldOut:
             self.share[keep],
             tuple(self.moves[f] for f in folds),
             renumber[self.fold[keep]],
-            self.new_nodes[keep],
+            self.doublings[keep],
             tuple(self.fit_nodes[f] for f in folds),
         )
 
@@ -163,7 +164,7 @@ def held_out(
     loss: str = "relative",
 ) -> HeldOut:
     """Fit on the small part of each fold, keep the residuals of the large part's steps."""
-    ratios, distances, shares, folds, moved, moves, fit_nodes = [], [], [], [], [], [], []
+    ratios, distances, shares, folds, doublings, moves, fit_nodes = [], [], [], [], [], [], []
     for i, (train, test) in enumerate(scale_folds(configs)):
         part = configs[train].reset_index(drop=True)
         moves.append(fold_move(part, configs[test]))
@@ -176,7 +177,7 @@ def held_out(
         shares.append(share)
         k = test_rows["num_nodes"].to_numpy()
         folds.append(np.full(k.size, i))
-        moved.append(k > fit_nodes[-1])
+        doublings.append(np.log2(np.maximum(k / fit_nodes[-1], 1.0)))
         distances.append(
             extrapolation_distance(
                 k, test_rows["num_workers"].to_numpy(), fit_nodes[-1], part["num_workers"].max()
@@ -188,7 +189,7 @@ def held_out(
         *(np.concatenate(a) for a in (ratios, distances, shares)),
         tuple(moves),
         np.concatenate(folds),
-        np.concatenate(moved),
+        np.concatenate(doublings),
         tuple(fit_nodes),
     )
 

@@ -25,10 +25,10 @@ share times that. It comes from folds that moved to a larger node count from one
 larger ones: ``network``), pooled over those rows; without enough of them, from the stated
 prior ``NODE_MOVE_PRIOR``, learned on other clusters' node-count moves. Those moves were
 whole (the added workers came with them), so there the group's own part is taken at the edge
-of what it measured (distance 1) and added in quadrature. The reference moves, of 0.4 to 1.3
-doublings of the node count, erred as much at 5 nodes as at 3 (benchmarks/model_accuracy.py),
-so the move's spread does not grow with distance; how it grows over several doublings nothing
-measured shows, and ``StepTimeModel`` warns beyond 8x the fitted scale.
+of what it measured (distance 1) and added in quadrature. Up to the largest move it was learned
+on (in doublings of the node count), the move's error stays as it was learned; beyond, its
+centre and spread grow in proportion to the doublings, as a network that slows with log2 of
+the nodes does (``NodeMove``). ``StepTimeModel`` warns beyond 8x the fitted scale.
 """
 
 from __future__ import annotations
@@ -118,19 +118,27 @@ class NodeMove:
 
     log(measured sync / predicted sync) follows a split normal: ``centre``, then ``below``
     and ``above`` as the standard deviations of each side. A step's log error is that times
-    its sync share.
+    its sync share. For moves of more doublings of the node count than it was learned on
+    (``doublings``), all three grow in proportion: a network that slows with log2 of the
+    nodes (the reference g4dn.12xlarge traces of 4 to 16 nodes, issue 13) drifts that way.
     """
 
     centre: float
     below: float
     above: float
     source: str = ""  # where it was learned, in words (shown by StepTimeModel.summary)
+    doublings: float = 1.0  # log2 of the largest node-count ratio it was learned on
 
-    def band(self, level: float, share: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Centre, lower and upper half-widths (log space) of the move's error at ``level``."""
+    def band(
+        self, level: float, share: np.ndarray, doublings: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Centre, lower and upper half-widths (log space) of the move's error at ``level``
+        for a move of ``doublings`` (log2 of new over fitted nodes)."""
         z = two_sided_z(level)
-        share = np.asarray(share, float)
-        return share * self.centre, z * share * self.below, z * share * self.above
+        reach = np.asarray(share, float) * np.maximum(
+            np.asarray(doublings, float) / self.doublings, 1.0
+        )
+        return reach * self.centre, z * reach * self.below, z * reach * self.above
 
 
 # The prior on a node-count move, for a group whose own folds could not move to a larger node
@@ -145,11 +153,16 @@ NODE_MOVE_PRIOR = NodeMove(
     0.283,
     0.249,
     "a prior learned on three reference clusters' node-count moves (intervals.NODE_MOVE_PRIOR)",
+    float(np.log2(3 / 2)),  # the largest of those moves: 2 -> 3 nodes
 )
 
 
 def node_move(
-    log_ratio: np.ndarray, share: np.ndarray, weight: np.ndarray, source: str
+    log_ratio: np.ndarray,
+    share: np.ndarray,
+    weight: np.ndarray,
+    doublings: np.ndarray,
+    source: str,
 ) -> NodeMove | None:
     """A ``NodeMove`` learned from held-out steps at node counts their fit never saw.
 
@@ -157,6 +170,7 @@ def node_move(
         log_ratio: log(measured / predicted) of each held-out step.
         share: its predicted sync share (rows under ``MIN_NODE_SHARE`` are left out).
         weight: each row's weight (``equal_weights``: every fold, or cluster, the same).
+        doublings: log2 of each step's node count over its fit's largest.
         source: where the rows came from, in words.
 
     Returns:
@@ -172,7 +186,11 @@ def node_move(
     lo, mid, hi = _weighted_quantiles(x, np.asarray(weight, float)[keep], probs)
     z = two_sided_z(_SIDE_LEVEL)
     return NodeMove(
-        float(mid), float(max(mid - lo, 0.0) / z), float(max(hi - mid, 0.0) / z), source
+        float(mid),
+        float(max(mid - lo, 0.0) / z),
+        float(max(hi - mid, 0.0) / z),
+        source,
+        float(np.max(np.asarray(doublings, float)[keep])),
     )
 
 
@@ -236,14 +254,16 @@ class Spread:
         return np.sqrt(self.sigma0**2 + (self.sigma1 * share * distance) ** 2)
 
     def offsets(
-        self, level: float, share: np.ndarray, distance: np.ndarray, new_nodes: np.ndarray
+        self, level: float, share: np.ndarray, distance: np.ndarray, doublings: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Log offsets (down, up) of the interval's ends from the point at ``level``.
 
-        The ends are the point times exp(-down) and exp(up). Both are at least 0 (the
-        interval holds the point) and together at least the noise floor's width.
+        ``doublings``: log2 of each configuration's node count over the largest fitted (0
+        within). The ends are the point times exp(-down) and exp(up). Both are at least 0
+        (the interval holds the point) and together at least the noise floor's width.
         """
-        moved = np.asarray(new_nodes, bool)
+        doublings = np.asarray(doublings, float)
+        moved = doublings > 0
         if self.node is not None:
             # the node move's band was learned from whole moves (more workers included), so
             # the group's own part stays at the edge of what it measured
@@ -257,7 +277,7 @@ class Spread:
         lower, upper = q_lo * sigma, q_hi * sigma  # signed log offsets of the two ends
         centre, half = (upper + lower) / 2, (upper - lower) / 2
         if self.node is not None:
-            shift, dn, up = self.node.band(level, share)
+            shift, dn, up = self.node.band(level, share, doublings)
             lower = np.where(moved, centre + shift - np.sqrt(half**2 + dn**2), lower)
             upper = np.where(moved, centre + shift + np.sqrt(half**2 + up**2), upper)
         elif self.node_prior:

@@ -241,7 +241,11 @@ def _node_move_of(data: dict | None) -> NodeMove | None:
     if data is None:
         return None
     return NodeMove(
-        float(data["centre"]), float(data["below"]), float(data["above"]), str(data["source"])
+        float(data["centre"]),
+        float(data["below"]),
+        float(data["above"]),
+        str(data["source"]),
+        float(data["doublings"]),
     )
 
 

@@ -71,7 +71,7 @@ def test_each_cluster_s_node_move_prior_is_learned_without_its_own_rows(bench):
             parts.append(
                 pd.DataFrame({"cluster": cluster, "move": "1-2 -> 3", "log_ratio": 0.5 * x})
             )
-        return pd.concat(parts, ignore_index=True).assign(share=0.5)
+        return pd.concat(parts, ignore_index=True).assign(share=0.5, doublings=np.log2(1.5))
 
     calm, wild = bench.node_move_priors(moves(0.0)), bench.node_move_priors(moves(3.0))
     # A's own rows never reach A's prior; they do reach the shipped one ("all")

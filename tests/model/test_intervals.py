@@ -42,7 +42,7 @@ def test_node_move_reads_the_median_and_the_5_and_95_percent_points():
     x = np.where(rng.random(4000) < 0.5, -np.abs(rng.normal(0, 0.1, 4000)), 0)
     x = 0.1 + np.where(x < 0, x, np.abs(rng.normal(0, 0.4, 4000)))
     share = np.full(x.size, 0.8)
-    move = node_move(x * share, share, np.ones(x.size), "synthetic")
+    move = node_move(x * share, share, np.ones(x.size), np.full(x.size, 0.5), "synthetic")
     z = intervals.two_sided_z(0.9)
     assert move.centre == pytest.approx(np.median(x), abs=0.01)
     assert move.centre - z * move.below == pytest.approx(np.quantile(x, 0.05), abs=0.01)
@@ -53,10 +53,12 @@ def test_node_move_reads_the_median_and_the_5_and_95_percent_points():
         np.r_[x * share, np.full(500, 0.5)],
         np.r_[share, np.full(500, 0.05)],
         np.ones(x.size + 500),
+        np.r_[np.full(x.size, 0.5), np.full(500, 2.0)],
         "synthetic",
     )
     assert (junk.centre, junk.below, junk.above) == (move.centre, move.below, move.above)
-    assert node_move(x[:5], share[:5], np.ones(5), "too few") is None
+    assert junk.doublings == move.doublings == 0.5  # the largest move among the rows kept
+    assert node_move(x[:5], share[:5], np.ones(5), np.ones(5), "too few") is None
 
 
 def test_equal_weights_give_every_cluster_then_every_move_the_same_say():
@@ -70,11 +72,11 @@ def test_equal_weights_give_every_cluster_then_every_move_the_same_say():
 
 
 def test_a_new_node_count_moves_the_interval_by_the_network_s_share_and_holds_the_point():
-    node = NodeMove(0.2, 0.1, 0.3, "test")
+    node = NodeMove(0.2, 0.1, 0.3, "test", doublings=1.0)
     spread = Spread(0.03, 0.05, np.linspace(-1.6, 1.6, 200), signed=True, node=node)
     share = np.array([0.0, 0.5, 0.5, 1.0])
-    moved = np.array([True, False, True, True])
-    down, up = spread.offsets(0.9, share, np.ones(4), moved)
+    doublings = np.array([1.0, 0.0, 1.0, 1.0])
+    down, up = spread.offsets(0.9, share, np.ones(4), doublings)
     z = intervals.two_sided_z(0.9)
     # a step without synchronisation keeps only the noise floor, centred on the point
     assert down[0] == pytest.approx(z * 0.03, rel=0.05) and up[0] == pytest.approx(down[0])
@@ -84,6 +86,19 @@ def test_a_new_node_count_moves_the_interval_by_the_network_s_share_and_holds_th
     # own part's quadrature (small here)
     assert up[3] - up[2] == pytest.approx(0.5 * (0.2 + z * 0.3), rel=0.1)
     assert (down >= 0).all() and (up >= 0).all()  # the point always lies inside
+
+
+def test_the_node_move_grows_only_beyond_the_moves_it_was_learned_on():
+    node = NodeMove(0.1, 0.2, 0.3, "test", doublings=0.5)
+    spread = Spread(0.03, 0.05, np.linspace(-1.6, 1.6, 200), signed=True, node=node)
+    share = np.full(4, 0.8)
+    down, up = spread.offsets(0.9, share, np.ones(4), np.array([0.25, 0.5, 1.0, 2.0]))
+    # within the learned size (a quarter and a half doubling) the band is the same
+    assert (down[0], up[0]) == pytest.approx((down[1], up[1]))
+    # beyond it, 2 and 4 times the learned size: the upper end's distance grows in proportion
+    z = intervals.two_sided_z(0.9)
+    for i, scale in ((2, 2.0), (3, 4.0)):
+        assert up[i] == pytest.approx(0.8 * scale * (0.1 + z * 0.3), rel=0.05)
 
 
 def test_a_type_measured_on_three_or_more_nodes_learns_its_own_node_move():
@@ -107,14 +122,21 @@ def test_a_type_measured_on_three_or_more_nodes_learns_its_own_node_move():
 def test_the_node_move_prior_is_a_parameter_and_bad_values_are_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        wide = StepTimeModel(node_move_prior=(0.0, 1.0, 1.0)).fit(measurements(2))
-        narrow = StepTimeModel(node_move_prior=(0.0, 0.05, 0.05)).fit(measurements(2))
+        wide = StepTimeModel(node_move_prior=(0.0, 1.0, 1.0, 0.5)).fit(measurements(2))
+        narrow = StepTimeModel(node_move_prior=(0.0, 0.05, 0.05, 0.5)).fit(measurements(2))
     cfg = configs(measurements(4, min_nodes=3, seed=6))
     width = [
         (m.predict(cfg)["step_time_hi"] / m.predict(cfg)["step_time_lo"]) for m in (wide, narrow)
     ]
     assert (width[0] > width[1]).all()
     assert "node_move_prior given" in wide.summary()["interval_from"].iloc[0]
-    for bad in ((0.0, -0.1, 0.2), (0.0, 0.1), "wide", (0.0, float("nan"), 0.1)):
+    bad_values = (
+        (0.0, -0.1, 0.2, 0.5),
+        (0.0, 0.1, 0.1),
+        "wide",
+        (0.0, float("nan"), 0.1, 0.5),
+        (0.0, 0.1, 0.1, 0.0),
+    )
+    for bad in bad_values:
         with pytest.raises(InputError, match="node_move_prior"):
             StepTimeModel(node_move_prior=bad).fit(measurements(2))
