@@ -23,7 +23,7 @@ from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.figures import kept_rows, speeds, with_kept
 from srifty_kit.model.fit import aggregate, fit_group, unidentified, with_per_node
 from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
-from srifty_kit.model.holdout import VARIANTS, choose_structure, with_variant
+from srifty_kit.model.holdout import VARIANTS, HeldOut, choose_structure, with_variant
 from srifty_kit.model.network import DECAY_PRIOR, network_decay
 from srifty_kit.model.physics import max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
@@ -153,9 +153,13 @@ class StepTimeModel(BaseEstimator):
         }
         fits: dict[tuple[str, str], GroupFit] = {}
         borrowed: dict[tuple[str, str], set] = {}
+        moves: dict[tuple[str, str], HeldOut] = {}
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
             decay = self.network_decay_[key[1]][0]
-            fits[key], borrowed[key] = self._fit_group(rows.reset_index(drop=True), decay)
+            fits[key], borrowed[key], moves[key] = self._fit_group(
+                rows.reset_index(drop=True), decay
+            )
+        self._node_moves(fits, moves)
         self.profile_facts_ = _profile_facts(table)
         grad_bytes = {
             m: f["grad_bytes"] for m, f in self.profile_facts_.items() if "grad_bytes" in f
@@ -267,8 +271,37 @@ class StepTimeModel(BaseEstimator):
             return  # nothing to carry from: the group's own fit, with its fixed terms, stays
         self.groups_[key] = carried.update(rows)
 
-    def _fit_group(self, rows: pd.DataFrame, decay: float) -> tuple[GroupFit, set]:
-        """One group: aggregate, choose the structure on held-out scales, fit, calibrate."""
+    def _node_moves(
+        self, fits: dict[tuple[str, str], GroupFit], moves: dict[tuple[str, str], HeldOut]
+    ) -> None:
+        """Give each group its network's move to more nodes: its own folds' where they
+        learned one, else the pooled folds of every model on the same instance type (one
+        network, each model weighing the same), else the prior."""
+        for itype in {t for _, t in fits}:
+            keys = [k for k in fits if k[1] == itype]
+            pooled = [(k, moves[k]) for k in keys if moves[k].log_ratio.size]
+            shared = None
+            if pooled:
+                held = [h for _, h in pooled]
+                models = np.concatenate([np.full(h.fold.size, k[0]) for k, h in pooled])
+                shared = intervals.node_move(
+                    np.concatenate([h.log_ratio for h in held]),
+                    np.concatenate([h.share for h in held]),
+                    intervals.equal_weights(models, np.concatenate([h.fold for h in held])),
+                    np.concatenate([h.doublings for h in held]),
+                    f"the network's move learned from the held-out node moves of "
+                    f"{len(pooled)} model(s) on {itype} ({sum(h.log_ratio.size for h in held)} "
+                    "steps)",
+                )
+            for key in keys:
+                if fits[key].spread.node is None:
+                    fits[key].spread.node = shared or self._node_prior()
+
+    def _fit_group(self, rows: pd.DataFrame, decay: float) -> tuple[GroupFit, set, HeldOut]:
+        """One group: aggregate, choose the structure on held-out scales, fit, calibrate.
+        Also returns its held-out steps at node counts their fold never saw (``_node_moves``);
+        its spread's node move is None until ``_node_moves`` fills it when its own folds
+        could not learn one."""
         configs = aggregate(rows)
         base = unidentified(configs, decay)
         variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
@@ -291,7 +324,7 @@ class StepTimeModel(BaseEstimator):
             within.log_ratio,
             within.share,
             within.distance,
-            node or self._node_prior(),
+            node,
             sigma0=single_worker_spread(params, correction, rows),
             moves=within.moves,
         )
@@ -312,7 +345,7 @@ class StepTimeModel(BaseEstimator):
             fixed=fixed,
             correction=correction,
         )
-        return fit, set(base.borrowed)
+        return fit, set(base.borrowed), moved
 
     # -- predicting ------------------------------------------------------------------------
     def predict_arrays(

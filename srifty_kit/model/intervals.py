@@ -22,8 +22,9 @@ A node count beyond the fitted ones also moves the network: its synchronisation 
 is off by a ``NodeMove`` (a split normal: a centre and a spread per side), so the step's by
 share times that. It comes from folds that moved to a larger node count from one of at least
 ``FIRST_TRUSTED_NODES`` nodes (the first multi-node count's campaign can be inconsistent with
-larger ones: ``network``), pooled over those rows; without enough of them, from the stated
-prior ``NODE_MOVE_PRIOR``, learned on other clusters' node-count moves. Those moves were
+larger ones: ``network``), pooled over those rows; without enough of them, from the same
+folds of every training model on that instance type (one network), and without those, from
+the stated prior ``NODE_MOVE_PRIOR``, learned on other clusters' node-count moves. Those moves were
 whole (the added workers came with them), so there the group's own part is taken at the edge
 of what it measured (distance 1) and added in quadrature. Up to the largest move it was learned
 on (in doublings of the node count), the move's error stays as it was learned; beyond, its
@@ -303,7 +304,8 @@ def calibrate(
     Args:
         log_ratio, share, distance: the held-out steps of folds that add workers at node
             counts the fit has seen (``holdout.HeldOut.within``).
-        node: the error of a move to a new node count (``node_move`` or the prior).
+        node: the error of a move to a new node count (``node_move`` or the prior; None
+            while the estimator has yet to pool it across the models of one network).
         sigma0: the spread of steps without synchronisation, from in-sample one-worker
             residuals: held-out rows are multi-worker, so they cannot separate it from sigma1.
         moves: what the folds held out, in words.

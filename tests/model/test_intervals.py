@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from srifty_kit import InputError, StepTimeModel
@@ -140,3 +141,20 @@ def test_the_node_move_prior_is_a_parameter_and_bad_values_are_refused():
     for bad in bad_values:
         with pytest.raises(InputError, match="node_move_prior"):
             StepTimeModel(node_move_prior=bad).fit(measurements(2))
+
+
+def test_a_model_measured_on_few_nodes_borrows_the_move_of_its_network_from_the_others():
+    wide = measurements(5, model="resnet")
+    small = measurements(2, model="bert", seed=7)  # no fold of its own moves from 3+ nodes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(pd.concat([wide, small], ignore_index=True))
+    own = model.groups_[("resnet", "g4dn.12xlarge")].spread.node
+    borrowed = model.groups_[("bert", "g4dn.12xlarge")].spread.node
+    assert "held out 1-4 -> 5 nodes" in own.source
+    assert "node moves of 1 model(s) on g4dn.12xlarge" in borrowed.source
+    assert (borrowed.centre, borrowed.below, borrowed.above) == pytest.approx(
+        (own.centre, own.below, own.above)
+    )
+    said = model.summary().set_index("model").loc["bert", "interval_from"]
+    assert "node moves of 1 model(s) on g4dn.12xlarge" in said
