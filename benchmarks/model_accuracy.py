@@ -559,8 +559,14 @@ def scale_out(tables, priors, node_priors):
     return pd.DataFrame(rows)
 
 
+def _ours_first(column):
+    """Sort key: 'ours' before the other contenders, other columns as they are."""
+    return column.map(lambda v: "" if v == "ours" else v) if column.name == "contender" else column
+
+
 def scale_out_tables(scores):
-    """(MAPE by node count per contender, intervals of ours) as printed tables."""
+    """(MAPE by node count per contender, the intervals of ours and linear, MAPE per model)
+    as printed tables."""
 
     mean = scores.groupby(["split", "nodes", "contender"], as_index=False).mean(numeric_only=True)
     mape = mean.pivot_table(index=["split", "nodes"], columns="contender", values="mape")
@@ -574,10 +580,12 @@ def scale_out_tables(scores):
     worse = mape.drop(columns=[c for c in order if c.startswith("ours")]).min(axis=1)
     table["best other / ours"] = (worse / mape["ours"]).map(lambda v: f"{v:.2f}x").to_numpy()
     shown = ["coverage", "above", "below", "half_width", "error90"]
-    ours = mean[(mean["contender"] == "ours")][["split", "nodes", *shown]]
-    intervals = ours.assign(**{c: ours[c].map(lambda v: f"{100 * v:.1f}%") for c in shown}).rename(
+    # every contender that gives an interval: ours, and linear's statsmodels interval
+    given = mean[mean["contender"].isin(["ours", "linear"])][["split", "nodes", "contender"]]
+    given = given.join(mean[shown].map(lambda v: f"{100 * v:.1f}%"))
+    intervals = given.sort_values(["split", "nodes", "contender"], key=_ours_first).rename(
         columns={
-            "coverage": "ours cov90",
+            "coverage": "cov90",
             "above": "above the interval",
             "below": "below the interval",
             "half_width": "half-width / step (median)",
@@ -732,7 +740,8 @@ def main() -> int:
         "lowest MAPE of Pollux, Ernest and linear over ours (above 1: ours is more accurate)."
         "\n\n"
         + markdown_table(by_nodes)
-        + "\n\nOur 90% intervals on the same held-out rows: two-sided coverage and the "
+        + "\n\nOur 90% intervals on the same held-out rows, beside linear's (the only other "
+        "contender that gives one): two-sided coverage and the "
         "one-sided miss rates (a step above the upper end is one a deadline would miss), and "
         "how wide they are beside how wrong the point was (half-width and the 90th "
         "percentile of |error|, both relative to the step). None of these fits saw a fold "
