@@ -46,7 +46,13 @@ def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path)
     nb = nbformat.read(out, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     text = "".join(o.get("text", "") for o in outputs)
-    found = re.search(r"held-out MAPE ([\d.]+)%; (\d+)% of steps inside the 80% interval", text)
+    found = re.search(
+        r"held-out MAPE ([\d.]+)%; (\d+)% of steps inside the 80% interval, "
+        r"(\d+)% above it, (\d+)% below",
+        text,
+    )
     assert found, text
     assert float(found.group(1)) < 10.0  # the table follows the model's own physics
+    # every held-out step is inside, above or below (each share rounded to a percent)
+    assert abs(sum(int(found.group(i)) for i in (2, 3, 4)) - 100) <= 1
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
