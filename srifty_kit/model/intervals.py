@@ -38,6 +38,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy.stats import norm
 
 from srifty_kit.model.fit import NOISE_FLOOR
@@ -198,21 +199,15 @@ def node_move(
 def equal_weights(*labels: np.ndarray) -> np.ndarray:
     """Row weights under which every value of the first labels weighs the same, then within
     it every value of the next, and so on (e.g. clusters, then the moves of each)."""
-    keys = [np.asarray(labels[0]).astype(str)]
-    for more in labels[1:]:
-        keys.append(np.char.add(np.char.add(keys[-1], "\x1f"), np.asarray(more).astype(str)))
-    weight = np.ones(keys[0].size)
-    parent = np.zeros(keys[0].size, int)
-    for key in keys:
-        _, child = np.unique(key, return_inverse=True)
-        # split each parent's weight equally among its children, then among their rows
-        children = {}
-        for c, p in zip(child.tolist(), parent.tolist(), strict=True):
-            children.setdefault(p, set()).add(c)
-        weight = weight / np.array([len(children[p]) for p in parent.tolist()])
-        parent = child
-    _, counts = np.unique(parent, return_counts=True)
-    return weight / counts[parent]
+    frame = pd.DataFrame(
+        {depth: np.asarray(values).astype(str) for depth, values in enumerate(labels)}
+    )
+    if frame.empty:
+        return np.ones(0)
+    weight = np.full(len(frame), 1.0 / frame[0].nunique())
+    for depth in range(1, len(labels)):  # a parent's share split among its children
+        weight /= frame.groupby(list(range(depth)))[depth].transform("nunique").to_numpy()
+    return weight / frame.groupby(list(range(len(labels))))[0].transform("size").to_numpy()
 
 
 def _weighted_quantiles(x: np.ndarray, weight: np.ndarray, probs: tuple) -> np.ndarray:
