@@ -425,6 +425,23 @@ def evaluate_configs(
 ) -> pd.DataFrame:
     """Predicted time and cost (with interval ends) of the given configurations: the search's
     own arithmetic on a table (one row per configuration and pricing)."""
+    return priced(job, constraints, *predicted(model, catalog, job, constraints, configs))
+
+
+def predicted(
+    model: StepTimeModel,
+    catalog: pd.DataFrame | None,
+    job: Job,
+    constraints: Constraints,
+    configs: pd.DataFrame,
+) -> tuple[cand.Types, dict[str, np.ndarray]]:
+    """The types and predicted step times of the given configurations, ready for ``priced``:
+    the step time does not depend on the job's checkpointing or target, so one prediction
+    serves every job that differs only there.
+
+    Raises:
+        InputError: a configuration's instance type cannot be predicted.
+    """
     types = _catalog_types(catalog, configs["instance_type"])
     skipped: dict[str, str] = {}
     cfg = cand.predict(
@@ -433,6 +450,14 @@ def evaluate_configs(
     if skipped:
         name, why = next(iter(skipped.items()))
         raise InputError(f"cannot predict {name}: {why}", column="instance_type")
+    return types, cfg
+
+
+def priced(
+    job: Job, constraints: Constraints, types: cand.Types, cfg: dict[str, np.ndarray]
+) -> pd.DataFrame:
+    """Time and cost to ``job``'s target of configurations from ``predicted`` (a row per
+    configuration and pricing)."""
     return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))
 
 

@@ -12,6 +12,7 @@ answers its lesson's question in numbers; the widgets (present.lessons) only dis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job
-from srifty_kit.decide.planner import Evaluated, evaluate_configs, select
+from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
 from srifty_kit.errors import InputError
 from srifty_kit.model.intervals import two_sided_z
 
@@ -208,7 +209,7 @@ class SpotTradeoff:
         return "\n".join(lines)
 
 
-def _ondemand_row(
+def _ondemand(
     model: StepTimeModel,
     catalog: pd.DataFrame,
     job: Job,
@@ -216,8 +217,9 @@ def _ondemand_row(
     num_nodes: int,
     local_bsz: int,
     level: float,
-) -> pd.Series:
-    """evaluate_configs' row of whole nodes of one type, on-demand."""
+) -> Callable[[Job], pd.Series]:
+    """The evaluate_configs row of whole nodes of one type, on-demand, as a function of the
+    job: the model predicts the step once, each job (another checkpoint interval) re-prices."""
     gpus = int(_types(catalog, (instance_type,)).gpus[0])
     configs = pd.DataFrame(
         {
@@ -228,7 +230,9 @@ def _ondemand_row(
             "local_bsz": [int(local_bsz)],
         }
     )
-    return evaluate_configs(model, catalog, job, Constraints(confidence=level), configs).iloc[0]
+    constraints = Constraints(confidence=level)
+    types, cfg = predicted(model, catalog, job, constraints, configs)
+    return lambda j: priced(j, constraints, types, cfg).iloc[0]
 
 
 def spot_deadline(
@@ -242,7 +246,7 @@ def spot_deadline(
     level: float = 0.9,
 ) -> float:
     """A deadline ``slack`` beyond the predicted on-demand time (job's checkpoint interval)."""
-    row = _ondemand_row(model, catalog, job, instance_type, num_nodes, local_bsz, level)
+    row = _ondemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)(job)
     return float(row["time_h"]) * (1 + slack)
 
 
@@ -277,9 +281,7 @@ def spot_tradeoff(
     if not np.isfinite(spot_usd):
         raise InputError(f"the catalog has no spot price for {instance_type!r}")
 
-    def ondemand(j: Job) -> pd.Series:
-        return _ondemand_row(model, catalog, j, instance_type, num_nodes, local_bsz, level)
-
+    ondemand = _ondemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)
     od = ondemand(job)
     od_usd = float(od["usd_per_hr"])
     if deadline_h is None:
