@@ -250,6 +250,13 @@ def spot_deadline(
     return float(row["time_h"]) * (1 + slack)
 
 
+def listed_bucket(catalog: pd.DataFrame, instance_type: str) -> str:
+    """The catalog's Spot Advisor interruption bucket of a type; ``spot.UNKNOWN_BUCKET``
+    (the worst) where it lists none."""
+    listed = catalog.loc[catalog["instance_type"] == instance_type, "spot_interruption_bucket"]
+    return str(listed.iloc[0]) if len(listed) and pd.notna(listed.iloc[0]) else spot.UNKNOWN_BUCKET
+
+
 CHECKPOINT_GRID_H = tuple(np.round(np.geomspace(1 / 60, 8, 24), 6))  # 1 min .. 8 h
 
 
@@ -273,9 +280,7 @@ def spot_tradeoff(
     deadline risk spot.simulate's runs, on the model's predicted (point) time. Without a
     ``deadline_h`` the deadline is the on-demand time plus ``slack`` of it."""
     types = _types(catalog, (instance_type,))
-    bucket = bucket or str(
-        catalog.loc[catalog["instance_type"] == instance_type, "spot_interruption_bucket"].iloc[0]
-    )
+    bucket = bucket or listed_bucket(catalog, instance_type)
     hazard = float(spot.hourly_hazard(bucket)[0]) * num_nodes
     spot_usd = float(types.spot[0]) * num_nodes
     if not np.isfinite(spot_usd):

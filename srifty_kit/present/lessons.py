@@ -305,8 +305,7 @@ class SpotLesson(Lesson):
                 model, catalog, job, instance_type, num_nodes, local_bsz, level=level
             )
         self.deadline_h = deadline_h
-        listed = catalog.loc[catalog["instance_type"] == instance_type, "spot_interruption_bucket"]
-        bucket = str(listed.iloc[0]) if len(listed) and pd.notna(listed.iloc[0]) else ">20%"
+        bucket = tradeoffs.listed_bucket(catalog, instance_type)
         controls = {
             "checkpoint_interval": _selection(
                 log_choices(job.checkpoint_interval_h, 1 / 60, 8, per_decade=12, label="{:.3g} h"),
