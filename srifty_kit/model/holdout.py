@@ -155,43 +155,76 @@ def _span(values: pd.Series) -> str:
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def held_out(
-    rows: pd.DataFrame,
-    configs: pd.DataFrame,
-    variant: str,
-    correct: bool = False,
-    decay: float = 0.0,
-    loss: str = "relative",
-) -> HeldOut:
-    """Fit on the small part of each fold, keep the residuals of the large part's steps."""
-    ratios, distances, shares, folds, doublings, moves, fit_nodes = [], [], [], [], [], [], []
-    for i, (train, test) in enumerate(scale_folds(configs)):
+@dataclass
+class _Fold:
+    """One fold's fitted part and held-out steps, and what about them no structure changes."""
+
+    part: pd.DataFrame  # the configurations fitted
+    train_rows: pd.DataFrame  # their steps (the batch correction learns on them)
+    test_rows: pd.DataFrame  # the held-out steps
+    move: str  # fold_move, in words
+    fit_nodes: int  # the largest node count fitted
+    distance: np.ndarray  # each held-out step's extrapolation distance
+    doublings: np.ndarray  # log2 of its node count over fit_nodes (0 within)
+
+
+def _folds(rows: pd.DataFrame, configs: pd.DataFrame) -> list[_Fold]:
+    """The folds of ``scale_folds``, with their rows merged once for every structure tried."""
+    out = []
+    for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
-        moves.append(fold_move(part, configs[test]))
-        fit_nodes.append(int(part["num_nodes"].max()))
-        params = fit_group(part, with_variant(unidentified(part, decay), variant, loss))
-        correction = learn(params, _rows_of(rows, part)) if correct else None
         test_rows = _rows_of(rows, configs[test])
-        pred, share = predict_rows(params, test_rows, correction)
-        ratios.append(np.log(test_rows["step_time_s"].to_numpy() / pred))
-        shares.append(share)
         k = test_rows["num_nodes"].to_numpy()
-        folds.append(np.full(k.size, i))
-        doublings.append(np.log2(np.maximum(k / fit_nodes[-1], 1.0)))
-        distances.append(
-            extrapolation_distance(
-                k, test_rows["num_workers"].to_numpy(), fit_nodes[-1], part["num_workers"].max()
+        fit_nodes = int(part["num_nodes"].max())
+        out.append(
+            _Fold(
+                part,
+                _rows_of(rows, part),
+                test_rows,
+                fold_move(part, configs[test]),
+                fit_nodes,
+                extrapolation_distance(
+                    k, test_rows["num_workers"].to_numpy(), fit_nodes, part["num_workers"].max()
+                ),
+                np.log2(np.maximum(k / fit_nodes, 1.0)),
             )
         )
-    if not ratios:
-        return _EMPTY
-    return HeldOut(
-        *(np.concatenate(a) for a in (ratios, distances, shares)),
-        tuple(moves),
-        np.concatenate(folds),
-        np.concatenate(doublings),
-        tuple(fit_nodes),
-    )
+    return out
+
+
+def held_out(
+    folds: list[_Fold],
+    variant: str,
+    corrections: tuple[bool, ...] = (False,),
+    decay: float = 0.0,
+    loss: str = "relative",
+) -> dict[bool, HeldOut]:
+    """Fit on the small part of each fold, keep the residuals of the large part's steps:
+    per batch-correction choice, from one fit per fold (the correction is learned after it)."""
+    if not folds:
+        return dict.fromkeys(corrections, _EMPTY)
+    ratios = {c: [] for c in corrections}
+    shares = {c: [] for c in corrections}
+    for fold in folds:
+        params = fit_group(fold.part, with_variant(unidentified(fold.part, decay), variant, loss))
+        for correct in corrections:
+            correction = learn(params, fold.train_rows) if correct else None
+            pred, share = predict_rows(params, fold.test_rows, correction)
+            ratios[correct].append(np.log(fold.test_rows["step_time_s"].to_numpy() / pred))
+            shares[correct].append(share)
+    index = np.concatenate([np.full(f.distance.size, i) for i, f in enumerate(folds)])
+    return {
+        correct: HeldOut(
+            np.concatenate(ratios[correct]),
+            np.concatenate([f.distance for f in folds]),
+            np.concatenate(shares[correct]),
+            tuple(f.move for f in folds),
+            index,
+            np.concatenate([f.doublings for f in folds]),
+            tuple(f.fit_nodes for f in folds),
+        )
+        for correct in corrections
+    }
 
 
 def choose_structure(
@@ -205,8 +238,14 @@ def choose_structure(
     """The structure, batch correction and loss with the lowest held-out-scale error, with
     its held-out residuals; ('full', no correction, the first loss) when nothing can be held
     out. ``decay`` is the instance type's network decay, held in every fold."""
-    results = {
-        (name, correct, loss): held_out(rows, configs, name, correct, decay, loss)
+    folds = _folds(rows, configs)
+    fitted = {
+        (name, loss): held_out(folds, name, corrections, decay, loss)
+        for name in variants
+        for loss in losses
+    }
+    results = {  # in this order, so that ties go to the simpler choice as they always did
+        (name, correct, loss): fitted[(name, loss)][correct]
         for name in variants
         for correct in corrections
         for loss in losses
