@@ -194,13 +194,17 @@ class StepTimeModel(BaseEstimator):
 
     def _warn_own_misses(self, table: pd.DataFrame) -> None:
         """Warn about a group whose own measured steps mostly fall outside its interval: the
-        model then does not describe them (mixed campaigns, a missing term)."""
-        table = table.reset_index(drop=True)
-        own = self._predict_table(table, self._level(None), _PREDICTION_COLUMNS)
-        step = table["step_time_s"].to_numpy()
-        inside = (step >= own["step_time_lo"].to_numpy()) & (step <= own["step_time_hi"].to_numpy())
-        share = pd.Series(inside).groupby([table["model"], table["instance_type"]]).mean()
-        for (m, t), covered in share.items():
+        model then does not describe them (mixed campaigns, a missing term). ``table`` is the
+        fitted one (``per_node`` included); rows a carried fit cannot predict are left out."""
+        level = self._level(None)
+        for (m, t), rows in table.groupby(["model", "instance_type"], sort=True):
+            fit = self.groups_[(m, t)]
+            shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
+            keep = ~fit.refused(*shape[:2]) if isinstance(fit, TransferFit) else slice(None)
+            pred = fit.predict(*(a[keep] for a in shape), rows["per_node"].to_numpy()[keep], level)
+            step = rows["step_time_s"].to_numpy()[keep]
+            inside = (step >= pred["step_time_lo"]) & (step <= pred["step_time_hi"])
+            covered = float(np.mean(inside)) if np.size(inside) else 1.0
             if covered < self.level - OWN_COVERAGE_SLACK:
                 warnings.warn(
                     f"StepTimeModel: {m}/{t}: only {covered:.0%} of its own measured steps lie "

@@ -658,3 +658,26 @@ def test_a_cpu_profiles_gloo_latency_is_not_carried_to_gpu_links():
     # more GPUs never synchronise faster than fewer
     assert (parts["sync_s"] < 5e-3).all()
     assert parts["sync_s"].is_monotonic_increasing
+
+
+def test_a_thin_group_carried_without_network_figures_still_fits():
+    # a thin multi-node group on a type whose catalog row lacks the network: carried, its
+    # multi-node rows cannot be predicted, and fitting must not trip over them
+    from tests.builders import synthetic_measurements
+
+    table = synthetic_measurements()
+    thin = table[
+        (table["instance_type"] == "g6.12xlarge")
+        & (table["local_bsz"] == 32)
+        & table["num_workers"].isin([1, 2, 4, 8])
+    ]
+    catalog = load_catalog()
+    catalog.loc[catalog["instance_type"] == "g6.12xlarge", "network_gbps"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(
+            pd.concat([table[table["instance_type"] == "g4dn.12xlarge"], thin]), catalog=catalog
+        )
+    carried = model.groups_[("resnet", "g6.12xlarge")]
+    assert carried.source.startswith("g4dn.12xlarge")
+    assert carried.refused(np.array([2]), np.array([8]))[0]
