@@ -45,13 +45,14 @@ class GroupFit:
             self.params, num_nodes, num_workers, local_bsz, per_node, compute_factor=factor
         )
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
-        dist = intervals.extrapolation_distance(k, n, self.max_nodes, self.max_workers)
+        dist, doublings = intervals.extrapolation(k, n, self.max_nodes, self.max_workers)
         share = sync_share(t_c, t_s, self.params.gamma)
-        doublings = np.log2(np.maximum(k / self.max_nodes, 1.0))
         down, up = self.spread.offsets(level, share, dist, doublings)
-        widen = np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
-        widen = widen * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
-        lo, hi = total * np.exp(-down * widen), total * np.exp(up * widen)
+        if self.widen:  # borrowed terms (rare): the search's hot path skips this otherwise
+            widen = np.where(k > 1, self.widen.get("inter", 1.0), 1.0)
+            widen = widen * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
+            down, up = down * widen, up * widen
+        lo, hi = total * np.exp(-down), total * np.exp(up)
         return {
             "step_time_s": total,
             "step_time_lo": lo,

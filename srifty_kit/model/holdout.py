@@ -15,7 +15,7 @@ import pandas as pd
 
 from srifty_kit.model.batch_correction import BatchCorrection, learn
 from srifty_kit.model.fit import CONFIG_KEYS, Fixed, fit_group, unidentified
-from srifty_kit.model.intervals import extrapolation_distance
+from srifty_kit.model.intervals import extrapolation
 from srifty_kit.model.physics import StepParams, step_time, sync_share
 
 # structures tried, simplest last; each holds some terms at their neutral value
@@ -174,20 +174,16 @@ def _folds(rows: pd.DataFrame, configs: pd.DataFrame) -> list[_Fold]:
     for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
         test_rows = _rows_of(rows, configs[test])
-        k = test_rows["num_nodes"].to_numpy()
         fit_nodes = int(part["num_nodes"].max())
+        distance, doublings = extrapolation(
+            test_rows["num_nodes"].to_numpy(),
+            test_rows["num_workers"].to_numpy(),
+            fit_nodes,
+            part["num_workers"].max(),
+        )
+        move = fold_move(part, configs[test])
         out.append(
-            _Fold(
-                part,
-                _rows_of(rows, part),
-                test_rows,
-                fold_move(part, configs[test]),
-                fit_nodes,
-                extrapolation_distance(
-                    k, test_rows["num_workers"].to_numpy(), fit_nodes, part["num_workers"].max()
-                ),
-                np.log2(np.maximum(k / fit_nodes, 1.0)),
-            )
+            _Fold(part, _rows_of(rows, part), test_rows, move, fit_nodes, distance, doublings)
         )
     return out
 

@@ -68,13 +68,17 @@ def two_sided_z(level: float) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
-def extrapolation_distance(
+def extrapolation(
     num_nodes: np.ndarray, num_workers: np.ndarray, max_nodes: float, max_workers: float
-) -> np.ndarray:
-    """1 inside the fitted range; + log2 of each factor by which nodes or workers exceed it."""
-    k = np.maximum(np.asarray(num_nodes, float) / max_nodes, 1.0)
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far configurations lie beyond the fitted ones: (distance, doublings).
+
+    doublings = log2 of the factor by which the nodes exceed the largest fitted (0 inside);
+    distance = 1 + doublings + log2 of the factor by which the workers exceed theirs.
+    """
+    doublings = np.log2(np.maximum(np.asarray(num_nodes, float) / max_nodes, 1.0))
     n = np.maximum(np.asarray(num_workers, float) / max_workers, 1.0)
-    return 1.0 + np.log2(k) + np.log2(n)
+    return 1.0 + doublings + np.log2(n), doublings
 
 
 def conformal_quantile(scores: np.ndarray, level: float) -> float:
