@@ -384,6 +384,7 @@ def node_move_rows(folder):
     import pandas as pd
 
     from srifty_kit import StepTimeModel
+    from srifty_kit.model.physics import sync_share
 
     out = []
     for cluster, name in CLUSTERS.items():
@@ -398,13 +399,20 @@ def node_move_rows(folder):
                 model = StepTimeModel(level=LEVEL).fit(fit)
             configs = held.drop(columns=["step_time_s", "sync_time_s"])
             parts = model.explain(configs)
+            # the share the estimator learns and applies the move with (physics.sync_share:
+            # d log T / d log T_s), each group at its own overlap exponent gamma
+            compute, sync = parts["compute_s"].to_numpy(), parts["sync_s"].to_numpy()
+            share = np.empty(len(held))
+            for key, idx in held.groupby(["model", "instance_type"]).indices.items():
+                gamma = model.groups_[key].params.gamma
+                share[idx] = sync_share(compute[idx], sync[idx], gamma)
             out.append(
                 pd.DataFrame(
                     {
                         "cluster": cluster,
                         "move": f"1-{k - 1} -> {k}",
                         "log_ratio": np.log(held["step_time_s"].to_numpy() / parts["step_time_s"]),
-                        "share": (parts["sync_s"] / parts["step_time_s"]).to_numpy(),
+                        "share": share,
                         "doublings": np.log2(k / (k - 1)),
                     }
                 )
