@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from srifty_kit.catalog.query import EXTRA_COLUMNS, load_catalog
 from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.tables import aws_errors
 from srifty_kit.tables.contracts import CATALOG, validate_catalog
 from srifty_kit.tables.files import write_table
 
@@ -36,34 +37,6 @@ PERMISSIONS = (
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeSpotPriceHistory",
     "pricing:GetProducts",
-)
-_CREDENTIAL_CODES = {
-    "AuthFailure",
-    "RequestExpired",
-    "ExpiredToken",
-    "ExpiredTokenException",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-    "SignatureDoesNotMatch",
-    "InvalidSignatureException",
-    "MissingAuthenticationToken",
-}
-_PERMISSION_CODES = {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
-_THROTTLE_CODES = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
-_CREDENTIAL_EXCEPTIONS = (
-    bx.NoCredentialsError,
-    bx.PartialCredentialsError,
-    bx.CredentialRetrievalError,
-    bx.SSOTokenLoadError,
-    bx.UnauthorizedSSOTokenError,
-    bx.TokenRetrievalError,
-)
-_ENDPOINT_EXCEPTIONS = (
-    bx.EndpointConnectionError,
-    bx.ConnectTimeoutError,
-    bx.ReadTimeoutError,
-    bx.ConnectionClosedError,
-    bx.SSLError,
 )
 _SPOT_PRODUCTS = ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"]
 _SPOT_BATCH = 50  # instance types per DescribeSpotPriceHistory request
@@ -264,21 +237,21 @@ def _aws_errors(profile: str | None, max_attempts: int) -> Iterator[None]:
             f"AWS profile {profile!r} not found",
             "check `aws configure list-profiles` or drop --profile",
         ) from None
-    except _CREDENTIAL_EXCEPTIONS as err:
+    except aws_errors.MISSING_CREDENTIALS + aws_errors.EXPIRED_LOGIN as err:
         raise _fail(f"no usable AWS credentials ({type(err).__name__})", renew) from None
-    except _ENDPOINT_EXCEPTIONS as err:
+    except aws_errors.ENDPOINT_ERRORS as err:
         url = getattr(err, "kwargs", {}).get("endpoint_url", "")
         raise _fail(
             f"cannot reach the AWS endpoint {url} ({type(err).__name__})".replace("  ", " "),
             "check the network, the region and --endpoint-url, then retry",
         ) from None
     except bx.ClientError as err:
-        code = err.response.get("Error", {}).get("Code", "")
+        code, _ = aws_errors.error_of(err.response)
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         call = err.operation_name
-        if code in _CREDENTIAL_CODES:
+        if code in aws_errors.CREDENTIAL_CODES:
             raise _fail(f"AWS rejected the credentials ({code}) on {call}", renew) from None
-        if code in _PERMISSION_CODES:
+        if code in aws_errors.PERMISSION_CODES:
             raise _fail(
                 f"AWS denied {call} ({code})",
                 "grant the credentials " + ", ".join(PERMISSIONS),
@@ -288,7 +261,7 @@ def _aws_errors(profile: str | None, max_attempts: int) -> Iterator[None]:
                 f"the region is not enabled for this account ({code})",
                 "enable it in the AWS console or choose another --region",
             ) from None
-        if code in _THROTTLE_CODES or status >= 500:
+        if code in aws_errors.THROTTLE_CODES or status >= 500:
             raise _fail(
                 f"AWS answered {call} with {code or status} after {max_attempts} attempts",
                 "wait a minute and retry, or allow more attempts (--max-attempts)",

@@ -9,7 +9,6 @@ the AWS error code and the fix; credentials never appear in it.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,19 +19,6 @@ import pandas as pd
 from srifty_kit.errors import InputError
 from srifty_kit.tables.usage_sql import ATHENA, SourceColumns, quote
 
-# AWS error codes meaning "these credentials do not work": refresh them
-CREDENTIAL_CODES = frozenset(
-    {
-        "ExpiredToken",
-        "ExpiredTokenException",
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "InvalidSignatureException",
-        "SignatureDoesNotMatch",
-        "InvalidAccessKeyId",
-    }
-)
-ACCESS_CODES = frozenset({"AccessDenied", "AccessDeniedException"})
 _NUMBER_TYPES = ("double", "float", "real", "decimal")
 _INTEGER_TYPES = ("bigint", "integer", "int", "smallint", "tinyint")
 
@@ -218,34 +204,18 @@ def _typed(values: pd.Series, kind: str) -> pd.Series:
     return values.astype(object).where(values.notna(), None)
 
 
-def _error_of(response: dict) -> tuple[str, str]:
-    """The AWS error code and message; from the body when an endpoint answered a JSON API
-    with an XML error (botocore then reports only the HTTP status)."""
-    error = response.get("Error", {})
-    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
-    if code.isdigit() and "<Code>" in message:
-        found = re.search(r"<Code>([^<]+)</Code>", message)
-        said = re.search(r"<Message>([^<]*)</Message>", message)
-        code = found.group(1) if found else code
-        message = said.group(1) if said else ""
-    return code, " ".join(message.split())
-
-
 @contextmanager
 def _aws_errors(ledger: AthenaLedger) -> Iterator[None]:
     """Turns what AWS says about credentials, access and requests into one InputError."""
     from botocore import exceptions as bx
 
+    from srifty_kit.tables import aws_errors
+
     profile = f" (profile {ledger.profile!r})" if ledger.profile else ""
     refresh = "refresh them (aws sso login, or new keys in the profile) and run again"
-    token_errors = tuple(
-        getattr(bx, name)
-        for name in ("TokenRetrievalError", "SSOTokenLoadError", "UnauthorizedSSOTokenError")
-        if hasattr(bx, name)
-    )
     try:
         yield
-    except (bx.NoCredentialsError, bx.PartialCredentialsError):
+    except aws_errors.MISSING_CREDENTIALS:
         raise InputError(
             f"no AWS credentials found{profile}",
             source=ledger.label,
@@ -257,25 +227,25 @@ def _aws_errors(ledger: AthenaLedger) -> Iterator[None]:
             source=ledger.label,
             fix="check the name in ~/.aws/config",
         ) from None
-    except token_errors:
+    except aws_errors.EXPIRED_LOGIN:
         raise InputError(
             f"the AWS login{profile} has expired", source=ledger.label, fix=refresh
         ) from None
-    except bx.EndpointConnectionError as err:
+    except aws_errors.ENDPOINT_ERRORS as err:
         raise InputError(
-            f"cannot reach Athena at {err.kwargs.get('endpoint_url', '?')}",
+            f"cannot reach Athena at {getattr(err, 'kwargs', {}).get('endpoint_url', '?')}",
             source=ledger.label,
             fix="check the network and --aws-region",
         ) from None
     except bx.ClientError as err:
-        code, message = _error_of(err.response)
-        if code in CREDENTIAL_CODES:
+        code, message = aws_errors.error_of(err.response)
+        if code in aws_errors.CREDENTIAL_CODES:
             raise InputError(
                 f"AWS rejected the credentials{profile}: {code} (missing, wrong or expired)",
                 source=ledger.label,
                 fix=refresh,
             ) from None
-        if code in ACCESS_CODES:
+        if code in aws_errors.PERMISSION_CODES:
             raise InputError(
                 f"AWS denied access{profile}: {message or code}",
                 source=ledger.label,

@@ -216,3 +216,28 @@ def test_a_table_athena_does_not_know_is_named(aws):
     register(aws, [pd.DataFrame({"column_name": [], "data_type": []})])
     with pytest.raises(InputError, match="no such table"):
         AthenaLedger("billing", "missing", OUTPUT, sleep=Sleeps()).columns()
+
+
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        (
+            lambda bx: bx.CredentialRetrievalError(provider="sso", error_msg="x"),
+            "no AWS credentials",
+        ),
+        (lambda bx: bx.ReadTimeoutError(endpoint_url="https://athena"), "cannot reach Athena"),
+        (
+            lambda bx: bx.ClientError({"Error": {"Code": "AuthFailure"}}, "StartQueryExecution"),
+            "rejected the credentials",
+        ),
+    ],
+)
+def test_every_aws_failure_the_catalog_refresh_knows_is_one_line_here_too(raised, said):
+    # the Athena ledger and the catalog refresh sort AWS errors with one table
+    # (tables.aws_errors): a failure one of them knew is never a traceback in the other
+    from botocore import exceptions as bx
+
+    from srifty_kit.tables.athena import _aws_errors
+
+    with pytest.raises(InputError, match=said), _aws_errors(AthenaLedger("billing", "cur", OUTPUT)):
+        raise raised(bx)
