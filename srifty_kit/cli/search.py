@@ -142,10 +142,6 @@ def _run(args: argparse.Namespace) -> int:
     # never answered with us-east-1 prices
     catalog = load_catalog(region=args.region, path=args.catalog)
     model = StepTimeModel.load(args.model)
-    if args.catalog:  # a catalog that contradicts the model's own rows is refused up front
-        from srifty_kit.model.figures import with_kept
-
-        with_kept(model.catalog_rows_, catalog)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
         result = search(

@@ -326,15 +326,16 @@ def evaluate(
     if job is None:
         raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
     constraints = constraints or Constraints()
+    fitted = getattr(model, "models_", None)
+    if fitted is None:
+        raise InputError("the performance model is not fitted", fix="fit or load it first")
     if catalog is None:
         from srifty_kit.catalog.query import load_catalog
 
         catalog = load_catalog()
-    else:
+    else:  # one that contradicts the model's own catalog rows is refused before any work
         catalog = validate_catalog(catalog)
-    fitted = getattr(model, "models_", None)
-    if fitted is None:
-        raise InputError("the performance model is not fitted", fix="fit or load it first")
+        model.check_catalog(catalog)
     if job.model not in fitted:
         raise InputError(
             f"training model {job.model!r} is not in the performance model"

@@ -398,8 +398,7 @@ class StepTimeModel(BaseEstimator):
         contradicts them is an InputError naming the type and the column.
         """
         if catalog is not None:
-            self._check_fitted()
-            self._catalog(catalog)  # a conflict is refused before any work
+            self.check_catalog(catalog)  # a conflict is refused before any work
         run_variance.check_kind(interval_kind)
         pred = self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS, catalog)
         between = getattr(self, "run_variance_", None)
@@ -532,6 +531,18 @@ class StepTimeModel(BaseEstimator):
             self.device_curves_.get((model, source_type)),
             self.device_shape_,
         )
+
+    def check_catalog(self, catalog: pd.DataFrame) -> None:
+        """Refuse a catalog that contradicts the catalog rows this model was fitted with.
+
+        Predictions and searches that pass the same catalog object reuse the merged result.
+
+        Raises:
+            InputError: the model is not fitted, or the catalog gives a fitted type other
+                figures (the message names the type and the column).
+        """
+        self._check_fitted()
+        self._catalog(catalog)
 
     def _catalog(self, catalog: pd.DataFrame | None) -> pd.DataFrame:
         """``catalog`` (default: the embedded one) with the rows the model was fitted with
