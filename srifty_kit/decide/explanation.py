@@ -48,7 +48,8 @@ def _hours(h: float) -> str:
     return f"{h * 3600:.2g} s"
 
 
-def _money(x: float) -> str:
+def money(x: float) -> str:
+    """Dollars as a report shows them: cents below $100, whole dollars above."""
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
@@ -56,7 +57,7 @@ def _outcome(row: pd.Series, level: float) -> str:
     pct = f"{level:.0%}"
     return (
         f"{_hours(row['time_h'])} (up to {_hours(row['time_hi_h'])} at {pct}) and "
-        f"{_money(row['cost_usd'])} (up to {_money(row['cost_hi_usd'])})"
+        f"{money(row['cost_usd'])} (up to {money(row['cost_hi_usd'])})"
     )
 
 
@@ -226,7 +227,7 @@ def _infeasible(c: cand.Candidates, constraints: Constraints, common: dict) -> E
 def _render_pick(e: Explanation) -> str:
     p, level = e.pick, e.level
     lines = [
-        f"Pick ({e.objective}): {config_phrase(p)} at {_money(p['usd_per_hr'])}/h finishes in "
+        f"Pick ({e.objective}): {config_phrase(p)} at {money(p['usd_per_hr'])}/h finishes in "
         f"{_outcome(p, level)}.",
         _sentence(_breakdown(p, e.job)),
     ]
@@ -239,12 +240,12 @@ def _render_pick(e: Explanation) -> str:
     misses = [
         f"misses the {e.deadline_h:g} h deadline"
         if m == "deadline"
-        else f"breaks the {_money(e.budget_usd)} budget"
+        else f"breaks the {money(e.budget_usd)} budget"
         for m in e.alternative_misses
     ]
     head = (
         f"Why not the cheapest per hour? {config_phrase(a)} rents for "
-        f"{_money(a['usd_per_hr'])}/h (the pick costs {e.hourly_ratio:.2g}x more per hour) and "
+        f"{money(a['usd_per_hr'])}/h (the pick costs {e.hourly_ratio:.2g}x more per hour) and "
         f"would take {_outcome(a, level)} to finish; the pick is {e.speedup:.2g}x faster at {pct}"
     )
     if bound > 1 and mean > 1:
@@ -281,7 +282,7 @@ def _render_infeasible(e: Explanation) -> str:
         )
     elif e.binding == "budget":
         binds = (
-            f"the budget binds: no configuration finishes under {_money(e.budget_usd)} "
+            f"the budget binds: no configuration finishes under {money(e.budget_usd)} "
             f"at {level} confidence"
         )
     else:

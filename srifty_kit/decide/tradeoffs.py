@@ -21,7 +21,7 @@ import pandas as pd
 
 from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
-from srifty_kit.decide.explanation import config_phrase
+from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
 from srifty_kit.errors import InputError
@@ -37,10 +37,6 @@ def _hours(h: float) -> str:
     if h >= 1:
         return f"{h:.3g} h"
     return f"{h * 60:.3g} min"
-
-
-def _money(x: float) -> str:
-    return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
 def _types(catalog: pd.DataFrame, names: tuple[str, ...]) -> cand.Types:
@@ -104,26 +100,26 @@ class Scaling:
             lines.append(
                 f"Cheapest and fastest at {c['num_workers']} workers (global batch "
                 f"{c['global_bsz']}, statistical efficiency {c['efficiency']:.2f}): "
-                f"{_hours(c['time_hi_h'])} for {_money(c['cost_hi_usd'])}. Past it adding "
+                f"{_hours(c['time_hi_h'])} for {money(c['cost_hi_usd'])}. Past it adding "
                 "workers stops paying at all: the job gets slower and dearer."
             )
             return "\n".join(lines)
         lines.append(
             f"Cheapest at {c['num_workers']} workers (global batch {c['global_bsz']}, "
             f"statistical efficiency {c['efficiency']:.2f}): {_hours(c['time_hi_h'])} for "
-            f"{_money(c['cost_hi_usd'])}. Beyond it, each added worker buys time with money."
+            f"{money(c['cost_hi_usd'])}. Beyond it, each added worker buys time with money."
         )
         if f["num_workers"] == self.table["num_workers"].max():
             lines.append(
                 f"Still getting faster at {f['num_workers']} workers, the most tried: "
-                f"{_hours(f['time_hi_h'])} for {_money(f['cost_hi_usd'])}, "
+                f"{_hours(f['time_hi_h'])} for {money(f['cost_hi_usd'])}, "
                 f"{f['speedup']:.3g}x one worker."
             )
         else:
             lines.append(
                 f"Fastest at {f['num_workers']} workers (global batch {f['global_bsz']}, "
                 f"efficiency {f['efficiency']:.2f}): {_hours(f['time_hi_h'])} for "
-                f"{_money(f['cost_hi_usd'])}, {f['speedup']:.3g}x one worker. Past it adding "
+                f"{money(f['cost_hi_usd'])}, {f['speedup']:.3g}x one worker. Past it adding "
                 "workers stops paying at all: the job gets slower and dearer."
             )
         return "\n".join(lines)
@@ -188,14 +184,14 @@ class SpotTradeoff:
         saving = 1 - e["cost_usd"] / od["cost_usd"]
         best = self.by_interval.loc[self.by_interval["cost_usd"].idxmin()]
         lines = [
-            f"{config_phrase(od)}: on-demand {_hours(od['time_h'])} for {_money(od['cost_usd'])}.",
+            f"{config_phrase(od)}: on-demand {_hours(od['time_h'])} for {money(od['cost_usd'])}.",
             f"Spot (reclaim bucket {self.bucket}, checkpoint every "
             f"{_hours(self.checkpoint_interval_h)}, restart {_hours(self.restart_h)}): "
-            f"expected {_hours(e['time_h'])} for {_money(e['cost_usd'])} "
+            f"expected {_hours(e['time_h'])} for {money(e['cost_usd'])} "
             f"({e['reclaims']:.2g} reclaims on average), "
             + (f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer")
-            + f"; simulated cost median {_money(q[0.5])}, p90 {_money(q[0.9])}, "
-            f"p99 {_money(q[0.99])} over {len(self.runs):,} runs.",
+            + f"; simulated cost median {money(q[0.5])}, p90 {money(q[0.9])}, "
+            f"p99 {money(q[0.99])} over {len(self.runs):,} runs.",
         ]
         lines.append(
             f"Deadline {_hours(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "
@@ -203,7 +199,7 @@ class SpotTradeoff:
         )
         lines.append(
             f"Cheapest checkpoint interval tried: {_hours(best['checkpoint_interval_h'])} "
-            f"(expected {_money(best['cost_usd'])}); shorter ones pay for writing checkpoints, "
+            f"(expected {money(best['cost_usd'])}); shorter ones pay for writing checkpoints, "
             "longer ones for re-doing lost work."
         )
         return "\n".join(lines)
@@ -485,7 +481,7 @@ class Judgement:
             r = rows[rule]
             lines.append(
                 f"Judged by the {label}: {config_phrase(r)}, predicted {_hours(r['time_h'])} "
-                f"(up to {_hours(r['time_hi_h'])}), {_money(r['cost_usd'])}; misses the "
+                f"(up to {_hours(r['time_hi_h'])}), {money(r['cost_usd'])}; misses the "
                 f"deadline in {r['miss_share']:.1%} of {len(self.runs[rule]):,} simulated runs."
             )
         if {"point", "upper"} <= rows.keys():
