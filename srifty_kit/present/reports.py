@@ -196,22 +196,12 @@ def weekly_parameters(
     """The weekly notebook's parameters, checked before any kernel starts, as the plain
     types papermill passes: the week as an ISO date, paths made absolute (the notebook runs in
     the output folder), the ledger's format recognised from its columns."""
-    from srifty_kit.present.weekly import ENGINES, open_ledger, parse_week
+    from srifty_kit.present.weekly import check_options, open_ledger, parse_week
     from srifty_kit.tables.ledger import DuckDBLedger
     from srifty_kit.tables.usage_sql import detect_format
 
     week = parse_week(week_start)
-    if engine not in ENGINES:
-        raise InputError(
-            f"unknown engine {engine!r}{did_you_mean(engine, ENGINES)}",
-            fix="use " + " or ".join(ENGINES),
-        )
-    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
-        raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
-    if not 0 < float(level) < 1:
-        raise InputError(f"level must be in (0, 1), got {level}", fix="e.g. 0.9")
-    if not float(slack) >= 0:
-        raise InputError(f"slack must be >= 0, got {slack}", fix="e.g. 0.25")
+    check_options(engine, top_n, level, slack)
     athena = {k: v for k, v in (athena or {}).items() if v is not None}
     if engine == "athena":
         open_ledger(engine="athena", **athena)  # checks what Athena needs, calls nothing

@@ -20,7 +20,7 @@ import pandas as pd
 
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.model.spend import SpendForecast, forecast_next_week
 from srifty_kit.tables.ledger import (
     DuckDBLedger,
@@ -69,6 +69,27 @@ def parse_week(value: str | dt.date | None) -> dt.date:
         raise InputError(
             f"week_start {value!r} is not an ISO date", column="week_start", fix="e.g. 2026-11-23"
         ) from None
+
+
+def check_options(engine: str, top_n: int, level: float, slack: float) -> None:
+    """Refuse a report option that cannot work, one line each, before any work.
+
+    Raises:
+        InputError: an unknown engine, top_n not a whole number >= 1, level outside (0, 1)
+            or slack below 0.
+    """
+    if engine not in ENGINES:
+        raise InputError(
+            f"unknown engine {engine!r}{did_you_mean(engine, ENGINES)}",
+            column="engine",
+            fix="use " + " or ".join(ENGINES),
+        )
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
+    if not 0 < float(level) < 1:
+        raise InputError(f"level must be in (0, 1), got {level}", column="level", fix="e.g. 0.9")
+    if not float(slack) >= 0:
+        raise InputError(f"slack must be >= 0, got {slack}", column="slack", fix="e.g. 0.25")
 
 
 def open_ledger(
@@ -295,12 +316,7 @@ def weekly_report(
     must finish within (1 + ``slack``) times the time the job took, at ``level``.
     """
     week = parse_week(week_start)
-    if not 0 < level < 1:
-        raise InputError(f"level must be in (0, 1), got {level}", column="level", fix="0.9")
-    if not (isinstance(top_n, int) and top_n >= 1):
-        raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
-    if not slack >= 0:
-        raise InputError(f"slack must be >= 0, got {slack}", column="slack", fix="e.g. 0.25")
+    check_options(engine, top_n, level, slack)
     source = ledger if hasattr(ledger, "query") else open_ledger(ledger, engine, **athena)
     usage = weekly_usage(source, week)
     catalog = load_catalog() if catalog is None else catalog
