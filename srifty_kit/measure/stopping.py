@@ -210,15 +210,6 @@ def iid_estimate(values: np.ndarray, level: float) -> MeanEstimate:
     return MeanEstimate(n, 0, mean, std, mean - half, mean + half, float(n), 1, True)
 
 
-def estimate(
-    values: np.ndarray, level: float = 0.95, interval: str = "batch_means"
-) -> MeanEstimate:
-    """The interval of the mean of ``values`` (in measurement order) by the named rule."""
-    if interval == "iid":
-        return iid_estimate(values, level)
-    return batch_means_estimate(values, level)
-
-
 class PrecisionTracker:
     """The stopping rule over steps as they come: every step kept, the interval of their mean.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from srifty_kit.measure.stopping import (
     PrecisionTracker,
     batch_means_estimate,
     iid_estimate,
+    lag1,
     mser_cut,
 )
 
@@ -96,17 +98,7 @@ def summarise(
     if warmup is None:
         return batch_means_estimate(x, level)
     kept = batch_means_estimate(x[~warmup], level, warmup=False)
-    return MeanEstimate(
-        len(x),
-        int(warmup.sum()),
-        kept.mean,
-        kept.std,
-        kept.lo,
-        kept.hi,
-        kept.n_eff,
-        kept.batch_size,
-        kept.settled,
-    )
+    return replace(kept, n=len(x), warmup_steps=int(warmup.sum()))
 
 
 def precision(
@@ -232,10 +224,8 @@ def _p95(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def _lag1(x: np.ndarray) -> float:
-    if len(x) < 3 or np.ptp(x) == 0:
-        return math.nan
-    d = x - x.mean()
-    return float(d[1:] @ d[:-1] / (d @ d))
+    """stopping.lag1, undefined (NaN) for fewer than 3 steps or a constant series."""
+    return math.nan if len(x) < 3 or np.ptp(x) == 0 else lag1(x)
 
 
 def describe(
@@ -261,7 +251,8 @@ def describe(
     rows = []
     for key, x, warm in groups:
         est = summarise(x, level, warm, interval)
-        kept = _kept(x, warm) if interval != "iid" else x
+        # the steps the interval kept (its MSER cut is est.warmup_steps: not run again)
+        kept = x if interval == "iid" else x[~warm] if warm is not None else x[est.warmup_steps :]
         if n_resamples and len(kept) >= 2:
             p95_lo, p95_hi = _bootstrap(kept, _p95, level, n_resamples, rng, est.batch_size)
         else:

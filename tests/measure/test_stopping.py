@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from srifty_kit.measure import stopping
+from srifty_kit.measure import stopping, variance
 from srifty_kit.measure.stopping import PrecisionTracker, batch_means_estimate, mser_cut
 from tests.builders import ar1_steps as ar1
 
@@ -125,7 +125,7 @@ def test_the_interval_holds_the_mean_and_the_cut_is_at_most_half(xs, interval):
     if np.isfinite(est.lo):
         assert est.lo <= est.mean * (1 + 1e-12) and est.mean <= est.hi * (1 + 1e-12)
         assert est.n_eff > 0
-    again = stopping.estimate(np.array(xs), 0.9, interval)  # what summaries recompute
+    again = variance.summarise(np.array(xs), 0.9, interval=interval)  # what summaries recompute
     assert (again.lo, again.hi) == pytest.approx((est.lo, est.hi), rel=1e-9, nan_ok=True)
 
 
