@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from srifty_kit.model.physics import StepParams, simulate
+
 REPO = Path(__file__).resolve().parents[1]
 # the console script installed beside this interpreter: what a user runs
 SRIFTY = str(Path(sys.executable).with_name("srifty"))
@@ -668,3 +670,48 @@ def ar1_steps(
     for i in range(1, n):
         x[i] = rho * x[i - 1] + scale * e[i]
     return mean * (1 + cv * x)
+
+
+# -- synthetic ring-all-reduce measurements on a 4-GPU machine (model tests) --------------
+
+TRUE = StepParams(
+    alpha_c=0.05,
+    beta_c=0.004,
+    lat_intra=0.001,
+    bw_intra=0.02,
+    lat_inter=0.002,
+    bw_inter=0.15,
+    share=0.3,
+    gamma=1.2,
+)
+
+
+def cluster(max_nodes: int, gpus: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Every (nodes, workers) shape up to ``max_nodes`` nodes of ``gpus`` GPUs."""
+    shapes = [(k, n) for k in range(1, max_nodes + 1) for n in range(k, k * gpus + 1)]
+    return tuple(np.array(a) for a in zip(*shapes, strict=True))
+
+
+def measurements(
+    max_nodes: int,
+    min_nodes: int = 1,
+    model: str = "resnet",
+    params: StepParams = TRUE,
+    repeats: int = 1,
+    noise: float = 0.03,
+    seed: int = 0,
+    sync: bool = True,
+) -> pd.DataFrame:
+    """Synthetic measurements of every shape and four batch sizes on a 4-GPU machine."""
+    k, n = cluster(max_nodes)
+    keep = k >= min_nodes
+    k, n = k[keep], n[keep]
+    bsz = np.array([8, 16, 32, 64])
+    kk, bb = np.meshgrid(np.arange(k.size), bsz, indexing="ij")
+    sim = simulate(params, k[kk.ravel()], n[kk.ravel()], bb.ravel(), noise, repeats, seed)
+    table = pd.DataFrame(sim).assign(model=model, instance_type="g4dn.12xlarge", gpus_per_node=4)
+    return table if sync else table.drop(columns="sync_time_s")
+
+
+def configs(table: pd.DataFrame) -> pd.DataFrame:
+    return table.drop(columns=["step_time_s", "sync_time_s"], errors="ignore")

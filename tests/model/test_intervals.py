@@ -11,7 +11,7 @@ import pytest
 from srifty_kit import InputError, StepTimeModel
 from srifty_kit.model import intervals
 from srifty_kit.model.intervals import NodeMove, Spread, equal_weights, node_move, signed_quantiles
-from tests.model.test_estimator import configs, measurements
+from tests.builders import configs, measurements
 
 
 def _misses(lo: float, hi: float, fresh: np.ndarray) -> tuple[float, float]:
