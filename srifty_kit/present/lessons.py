@@ -22,7 +22,7 @@ from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import evaluate
 from srifty_kit.errors import InputError
-from srifty_kit.present.widgets import STYLE, error_html, log_choices, tag
+from srifty_kit.present.widgets import STYLE, error_html, log_choices, set_data, tag
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -262,16 +262,12 @@ class ScalingLesson(Lesson):
         """Time and cost lines over workers; the cheapest and the fastest count marked."""
         t = result.table
         for name, column in (("time", "time_hi_h"), ("cost", "cost_hi_usd")):
-            with self.marks[name].hold_sync():
-                self.marks[name].x = t["num_workers"].to_numpy(float)
-                self.marks[name].y = t[column].to_numpy(float)
+            set_data(self.marks[name], t["num_workers"], t[column])
         for name, row, column in (
             ("cheapest", result.cheapest, "cost_hi_usd"),
             ("fastest", result.fastest, "time_hi_h"),
         ):
-            with self.marks[name].hold_sync():
-                self.marks[name].x = np.array([float(row["num_workers"])])
-                self.marks[name].y = np.array([float(row[column])])
+            set_data(self.marks[name], [row["num_workers"]], [row[column]])
 
 
 class SpotLesson(Lesson):
@@ -400,11 +396,8 @@ class SpotLesson(Lesson):
             ("ondemand", np.full(x.size, od)),
             ("miss", grid["miss_share"].to_numpy(float)),
         ):
-            with self.marks[name].hold_sync():
-                self.marks[name].x, self.marks[name].y = x, y
-        with self.marks["now"].hold_sync():
-            self.marks["now"].x = np.array([result.checkpoint_interval_h])
-            self.marks["now"].y = np.array([result.expected["cost_usd"]])
+            set_data(self.marks[name], x, y)
+        set_data(self.marks["now"], [result.checkpoint_interval_h], [result.expected["cost_usd"]])
 
 
 class ControllerLesson(Lesson):
@@ -485,14 +478,9 @@ class ControllerLesson(Lesson):
         wide = result.trace.pivot(index="step", columns="worker", values="local_bsz")
         colors = ["#4c78a8" if t == result.instance_types[0] else "#f58518" for t in
                   result.trace.drop_duplicates("worker")["instance_type"]]  # fmt: skip
-        with self.marks["batches"].hold_sync():
-            self.marks["batches"].x = wide.index.to_numpy(float)
-            self.marks["batches"].y = wide.to_numpy(float).T
-            self.marks["batches"].colors = colors
+        set_data(self.marks["batches"], wide.index, wide.to_numpy(float).T, colors=colors)
         step = result.trace.groupby("step")["step_time_s"].first()
-        with self.marks["step"].hold_sync():
-            self.marks["step"].x = step.index.to_numpy(float)
-            self.marks["step"].y = step.to_numpy(float)
+        set_data(self.marks["step"], step.index, step)
 
 
 class VarianceLesson(Lesson):
@@ -569,14 +557,11 @@ class VarianceLesson(Lesson):
         top = max((float(s.max()) for s in shares.values()), default=1.0)
         for rule in ("point", "upper"):
             share = shares.get(rule)
-            with self.marks[rule].hold_sync():
-                self.marks[rule].x = edges if share is not None else np.array([])
-                self.marks[rule].y = (
-                    np.append(share, share[-1]) if share is not None else np.array([])
-                )
-        with self.marks["deadline"].hold_sync():
-            self.marks["deadline"].x = np.array([result.deadline_h, result.deadline_h])
-            self.marks["deadline"].y = np.array([0.0, top])
+            if share is None:
+                set_data(self.marks[rule], [], [])
+            else:
+                set_data(self.marks[rule], edges, np.append(share, share[-1]))
+        set_data(self.marks["deadline"], [result.deadline_h, result.deadline_h], [0.0, top])
 
 
 def show(lesson: Lesson, interactive: bool, ask: tuple = ()) -> None:

@@ -415,7 +415,7 @@ class SearchPanel:
         self.table.value = '<table class="srifty-ranked" data-error="true"></table>'
         self.why.value = ""
         for name in ("front", "front_dots", "knee", "pick", "nearest"):
-            self._set(self.marks[name], [], [])
+            set_data(self.marks[name], [], [])
 
     # -- the figure --------------------------------------------------------------------------
     def _figure(self) -> tuple[Any, dict, dict]:
@@ -509,19 +509,6 @@ class SearchPanel:
         )
         return fig, marks, sc
 
-    @staticmethod
-    def _set(mark: Any, x: Any, y: Any, **more: Any) -> None:
-        """New data for a mark; nothing is sent when it has that data already."""
-        x, y = np.asarray(x, float), np.asarray(y, float)
-        same = np.array_equal(mark.x, x) and np.array_equal(mark.y, y)
-        if same and not more:
-            return
-        with mark.hold_sync():
-            if not same:
-                mark.x, mark.y = x, y
-            for k, v in more.items():
-                setattr(mark, k, v)
-
     def _draw(
         self, ev: Evaluated, view: dict, result: SearchResult, constraints: Constraints
     ) -> None:
@@ -531,7 +518,7 @@ class SearchPanel:
             for axis in ("x", "y"):
                 with self.scales[axis].hold_sync():
                     self.scales[axis].min, self.scales[axis].max = view[axis]
-            self._set(
+            set_data(
                 m["cloud"],
                 c["time_hi_h"][idx],
                 c["cost_hi_usd"][idx],
@@ -539,17 +526,17 @@ class SearchPanel:
             )
             self._drawn = ev
         front = result.pareto
-        self._set(m["front"], front["time_hi_h"], front["cost_hi_usd"])
-        self._set(m["front_dots"], front["time_hi_h"], front["cost_hi_usd"])
+        set_data(m["front"], front["time_hi_h"], front["cost_hi_usd"])
+        set_data(m["front_dots"], front["time_hi_h"], front["cost_hi_usd"])
         for name, row in (
             ("knee", result.knee),
             ("pick", result.pick),
             ("nearest", result.nearest),
         ):
             if row is None:
-                self._set(m[name], [], [])
+                set_data(m[name], [], [])
             else:
-                self._set(m[name], [row["time_hi_h"]], [row["cost_hi_usd"]])
+                set_data(m[name], [row["time_hi_h"]], [row["cost_hi_usd"]])
         self.figure.title = (
             f"Cost-time tradeoff: {result.n_feasible:,} of {result.n_candidates:,} meet the "
             "constraints"
@@ -558,13 +545,27 @@ class SearchPanel:
         # cloud keeps its colours, so a move redraws a few shapes, not thousands of points)
         (x0, x1), (y0, y1) = view["x"], view["y"]
         d, b = constraints.deadline_h, constraints.budget_usd
-        self._set(m["late"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])
-        self._set(m["over"], [x0, x1, x1, x0] if b else [], [b, b, y1, y1] if b else [])
-        self._set(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
-        self._set(m["deadline"], [d, d] if d else [], [y0, y1] if d else [])  # the last mark
+        set_data(m["late"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])
+        set_data(m["over"], [x0, x1, x1, x0] if b else [], [b, b, y1, y1] if b else [])
+        set_data(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
+        set_data(m["deadline"], [d, d] if d else [], [y0, y1] if d else [])  # the last mark
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def set_data(mark: Any, x: Any, y: Any, **more: Any) -> None:
+    """New data (and any other traits in ``more``) for a bqplot mark, sent to the browser in
+    one message; nothing is sent when it holds that data already."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    same = np.array_equal(mark.x, x) and np.array_equal(mark.y, y)
+    if same and not more:
+        return
+    with mark.hold_sync():
+        if not same:
+            mark.x, mark.y = x, y
+        for k, v in more.items():
+            setattr(mark, k, v)
 
 
 def _point(scales: dict, marker: str, color: str, label: str, size: int = 120, **style: Any):
