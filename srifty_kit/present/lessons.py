@@ -121,7 +121,7 @@ class Lesson:
             self.error = err
             self.message.value = error_html(err)
             return None
-        self.error, self.result = None, result
+        self.error = None
         self.message.value = ""
         self.draw(result)
         self.answer = result.text()
@@ -240,23 +240,14 @@ class ScalingLesson(Lesson):
         """``tradeoffs.scaling`` with the job's noise scale replaced by the control's."""
         v = {k: c.value for k, c in self.controls.items()}
         job = replace(self.job, noise_scale=float(v["noise_scale"]))
-        inputs = {
-            "job": job_inputs(job),
+        args = {
             "instance_type": v["instance_type"],
             "local_bsz": int(v["local_bsz"]),
             "max_nodes": self.max_nodes,
             "level": self.level,
         }
-        result = tradeoffs.scaling(
-            self.model,
-            self.catalog,
-            job,
-            v["instance_type"],
-            int(v["local_bsz"]),
-            max_nodes=self.max_nodes,
-            level=self.level,
-        )
-        return result, inputs
+        result = tradeoffs.scaling(self.model, self.catalog, job, **args)
+        return result, {"job": job_inputs(job), **args}
 
     def draw(self, result: tradeoffs.Scaling) -> None:
         """Time and cost lines over workers; the cheapest and the fastest count marked."""
@@ -362,8 +353,7 @@ class SpotLesson(Lesson):
             checkpoint_interval_h=float(v["checkpoint_interval"]),
             restart_h=float(v["restart"]),
         )
-        inputs = {
-            "job": job_inputs(job),
+        args = {
             "instance_type": self.instance_type,
             "num_nodes": self.num_nodes,
             "local_bsz": self.local_bsz,
@@ -372,19 +362,8 @@ class SpotLesson(Lesson):
             "level": self.level,
             "runs": self.runs,
         }
-        result = tradeoffs.spot_tradeoff(
-            self.model,
-            self.catalog,
-            job,
-            self.instance_type,
-            self.num_nodes,
-            self.local_bsz,
-            bucket=v["bucket"],
-            deadline_h=self.deadline_h,
-            level=self.level,
-            runs=self.runs,
-        )
-        return result, inputs
+        result = tradeoffs.spot_tradeoff(self.model, self.catalog, job, **args)
+        return result, {"job": job_inputs(job), **args}
 
     def draw(self, result: tradeoffs.SpotTradeoff) -> None:
         """The expected spot cost and the miss share over intervals; on-demand flat."""
@@ -451,27 +430,16 @@ class ControllerLesson(Lesson):
     def compute(self) -> tuple[tradeoffs.ControllerLesson, dict[str, Any]]:
         """``tradeoffs.controller_lesson`` with the control's slowdown."""
         factor = float(self.controls["slow_factor"].value)
-        inputs = {
-            "job": job_inputs(self.job),
-            "instance_types": list(self.instance_types),
-            "num_nodes": list(self.num_nodes),
+        args = {
+            "instance_types": self.instance_types,
+            "num_nodes": self.num_nodes,
             "local_bsz": self.local_bsz,
             "steps": self.steps,
             "slow_at": self.slow_at,
             "slow_factor": factor,
         }
-        result = tradeoffs.controller_lesson(
-            self.model,
-            self.catalog,
-            self.job,
-            self.instance_types,
-            self.num_nodes,
-            self.local_bsz,
-            steps=self.steps,
-            slow_at=self.slow_at,
-            slow_factor=factor,
-        )
-        return result, inputs
+        result = tradeoffs.controller_lesson(self.model, self.catalog, self.job, **args)
+        return result, {"job": job_inputs(self.job), **args}
 
     def draw(self, result: tradeoffs.ControllerLesson) -> None:
         """One line per worker (its local batch) and the step time, over steps."""
