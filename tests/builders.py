@@ -715,3 +715,35 @@ def measurements(
 
 def configs(table: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=["step_time_s", "sync_time_s"], errors="ignore")
+
+
+# -- notebooks ----------------------------------------------------------------------------
+
+
+def run_notebook(name: str, folder: Path, **parameters: Any) -> Any:
+    """Execute ``notebooks/<name>.ipynb`` headless with papermill in ``folder`` (its working
+    directory, where it writes), with ``parameters`` injected; the executed notebook."""
+    import nbformat
+    import papermill
+
+    executed = folder / f"{name}.ipynb"
+    papermill.execute_notebook(
+        str(REPO / "notebooks" / f"{name}.ipynb"),
+        str(executed),
+        kernel_name="python3",
+        cwd=str(folder),
+        parameters=parameters,
+        progress_bar=False,
+    )
+    return nbformat.read(executed, as_version=4)
+
+
+def parameter_names(name: str) -> set[str]:
+    """The names the committed notebook's cell tagged ``parameters`` assigns (exactly one such
+    cell is required)."""
+    import nbformat
+
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    return {line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line}

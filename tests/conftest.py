@@ -42,3 +42,11 @@ def model():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return StepTimeModel().fit(synthetic_measurements())
+
+
+@pytest.fixture(scope="session")
+def model_file(model, tmp_path_factory) -> Path:
+    """The session ``model`` saved once, for notebooks and commands that read a model file."""
+    path = tmp_path_factory.mktemp("model") / "model.json"
+    model.save(path)
+    return path

@@ -4,38 +4,28 @@ from __future__ import annotations
 
 import json
 
-import nbformat
-import papermill
 import pytest
 
 from srifty_kit.tables.contracts import validate_measurements
 from srifty_kit.tables.files import read_table
-from tests.builders import REPO
+from tests.builders import run_notebook
 
-NOTEBOOK = REPO / "notebooks" / "01_profile_model.ipynb"
 pytestmark = pytest.mark.slow
 
 
 def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
     out = tmp_path / "profile.csv"
-    executed = tmp_path / "01.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(executed),
-        kernel_name="python3",
-        cwd=str(tmp_path),
-        parameters={
-            "model_name": "mlp",
-            "batch_sizes": [4, 8],
-            "max_seconds": 4,
-            "out_path": str(out),
-        },
-        progress_bar=False,
+    nb = run_notebook(
+        "01_profile_model",
+        tmp_path,
+        model_name="mlp",
+        batch_sizes=[4, 8],
+        max_seconds=4,
+        out_path=str(out),
     )
     table = validate_measurements(read_table(out))
     assert set(table["local_bsz"]) == {4, 8}
     assert json.loads((tmp_path / "profile.facts.json").read_text())["model"] == "mlp"
-    nb = nbformat.read(executed, as_version=4)
     images = [
         o
         for c in nb.cells

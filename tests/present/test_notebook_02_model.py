@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import numpy as np
 import pandas as pd
-import papermill
 import pytest
 
 from srifty_kit.model.physics import StepParams, simulate
-from tests.builders import REPO
-
-NOTEBOOK = REPO / "notebooks" / "02_performance_model.ipynb"
+from tests.builders import run_notebook
 
 
 def write_measurements(path) -> None:
@@ -30,20 +26,13 @@ def write_measurements(path) -> None:
 @pytest.mark.slow
 def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path):
     write_measurements(tmp_path / "m.csv")
-    out = tmp_path / "out.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(out),
-        parameters={
-            "measurements_path": str(tmp_path / "m.csv"),
-            "training_model": "resnet",
-            "level": 0.8,
-        },
-        kernel_name="python3",
-        cwd=str(tmp_path),
-        progress_bar=False,
+    nb = run_notebook(
+        "02_performance_model",
+        tmp_path,
+        measurements_path=str(tmp_path / "m.csv"),
+        training_model="resnet",
+        level=0.8,
     )
-    nb = nbformat.read(out, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     text = "".join(o.get("text", "") for o in outputs)
     found = re.search(

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import re
-import warnings
 
 import nbformat
-import papermill
 import pytest
 
-from srifty_kit.model.estimator import StepTimeModel
-from tests.builders import REPO, synthetic_measurements
+from tests.builders import REPO, parameter_names, run_notebook
 
 NOTEBOOK = REPO / "notebooks" / "05_tradeoffs.ipynb"
 pytestmark = pytest.mark.slow
@@ -23,20 +20,12 @@ SMALL = {
 }
 
 
-def _run(tmp_path, **parameters) -> nbformat.NotebookNode:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        StepTimeModel().fit(synthetic_measurements()).save(tmp_path / "model.json")
-    executed = tmp_path / "05.ipynb"
-    papermill.execute_notebook(
-        str(NOTEBOOK),
-        str(executed),
-        kernel_name="python3",
-        cwd=str(tmp_path),
-        parameters={"model_path": str(tmp_path / "model.json"), **SMALL, **parameters},
-        progress_bar=False,
+@pytest.fixture
+def run(tmp_path, model_file):
+    """Notebook 05 on the session model, the SMALL question and the given parameters."""
+    return lambda **parameters: run_notebook(
+        "05_tradeoffs", tmp_path, model_path=str(model_file), **SMALL, **parameters
     )
-    return nbformat.read(executed, as_version=4)
 
 
 def _texts(nb) -> list[str]:
@@ -44,18 +33,16 @@ def _texts(nb) -> list[str]:
 
 
 def test_notebook_has_its_knobs_and_four_lessons_with_a_question_each():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    assert len(tagged) == 1
-    names = {line.split("=")[0].strip() for line in tagged[0].source.splitlines() if "=" in line}
+    names = parameter_names("05_tradeoffs")
     assert {"model_path", "workload", "interactive", "runs", "deadline_h"} <= names
+    nb = nbformat.read(NOTEBOOK, as_version=4)
     lessons = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
     assert len(lessons) == 4
     assert all("**Question:**" in c.source for c in lessons)
 
 
-def test_each_lesson_answers_its_question_in_numbers(tmp_path):
-    out = "\n".join(_texts(_run(tmp_path, interactive=False)))
+def test_each_lesson_answers_its_question_in_numbers(run):
+    out = "\n".join(_texts(run(interactive=False)))
     # (a) the cheapest and fastest worker counts at two noise scales
     answers_a = re.findall(r"noise scale moved to ([\d.]+):", out)
     assert len(answers_a) == 2 and re.search(r"(Cheapest|Cheapest and fastest) at \d+ workers", out)
@@ -69,8 +56,8 @@ def test_each_lesson_answers_its_question_in_numbers(tmp_path):
     assert "Traceback" not in out
 
 
-def test_interactive_shows_four_panels(tmp_path):
-    nb = _run(tmp_path, interactive=True)
+def test_interactive_shows_four_panels(run):
+    nb = run(interactive=True)
     widget = "application/vnd.jupyter.widget-view+json"
     panels = [o for c in nb.cells for o in c.get("outputs", []) if widget in o.get("data", {})]
     assert len(panels) == 4
