@@ -67,7 +67,7 @@ def _weekly(args: argparse.Namespace) -> int:
             level=args.level,
             slack=args.slack,
             progress=not args.quiet,
-            **(athena if engine == "athena" else {}),
+            **athena,  # given without a table they are refused there, not ignored
         )
     except ReportFailed as err:
         print(f"srifty report weekly: error: {err}", file=sys.stderr)

@@ -87,6 +87,15 @@ def test_bad_input_is_one_line_and_exit_code_2_before_any_kernel(tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_athena_options_without_an_athena_table_are_refused_not_ignored(tmp_path):
+    out = tmp_path / "out"
+    done = run_srifty(
+        "report", "weekly", "--ledger", str(SAMPLE), "--athena-output", "s3://b/", "--out", str(out)
+    )
+    one_line_error(done, "Athena options given with the duckdb engine")
+    assert not out.exists() or not any(out.iterdir())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "needle"),
