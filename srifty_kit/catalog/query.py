@@ -90,8 +90,9 @@ def load_catalog(
     return out
 
 
-def _families(catalog: pd.DataFrame) -> pd.Series:
-    return catalog["instance_type"].astype(str).str.split(".", n=1).str[0]
+def instance_family(instance_type: pd.Series) -> pd.Series:
+    """The instance family of each type: the part before the dot (g5, p4d, c7i)."""
+    return instance_type.astype(str).str.split(".", n=1).str[0]
 
 
 def _as_list(value: str | Iterable[str]) -> list[str]:
@@ -130,7 +131,7 @@ def filter_catalog(
     if gpu is not None:
         keep &= _match(catalog["gpu_model"], gpu, "GPU model", src)
     if family is not None:
-        keep &= _match(_families(catalog), family, "instance family", src)
+        keep &= _match(instance_family(catalog["instance_type"]), family, "instance family", src)
     if min_gpu_mem_gib is not None:
         mem = pd.to_numeric(catalog["gpu_memory_gib"], errors="coerce").to_numpy(float)
         keep &= np.nan_to_num(mem, nan=-np.inf) >= float(min_gpu_mem_gib)

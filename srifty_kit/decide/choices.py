@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from srifty_kit.catalog.query import instance_family
 from srifty_kit.decide.job import Constraints
 from srifty_kit.errors import InputError
 
@@ -22,17 +23,13 @@ def _gpu_rows(catalog: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _families(rows: pd.DataFrame) -> pd.Series:
-    return rows["instance_type"].astype(str).str.split(".", n=1).str[0]
-
-
 def search_choices(model: StepTimeModel, catalog: pd.DataFrame) -> dict[str, list[str]]:
     """The training models the fitted model knows, and the instance families and GPU models
     of the catalog's GPU types (what the search considers without naming types)."""
     rows = _gpu_rows(catalog)
     return {
         "workloads": [str(m) for m in model.models_],
-        "families": sorted(set(_families(rows))),
+        "families": sorted(set(instance_family(rows["instance_type"]))),
         "gpu_models": sorted({str(g) for g in rows["gpu_model"].dropna()}),
     }
 
@@ -56,7 +53,7 @@ def panel_constraints(
         rows = _gpu_rows(catalog)
         keep = rows["gpu_model"].isin(list(gpu_models)).to_numpy()
         if families:
-            keep = keep & _families(rows).isin(list(families)).to_numpy()
+            keep = keep & instance_family(rows["instance_type"]).isin(list(families)).to_numpy()
         types = tuple(sorted(set(rows.loc[keep, "instance_type"].astype(str))))
         if not types:
             raise InputError(

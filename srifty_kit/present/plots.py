@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from srifty_kit.catalog.query import instance_family
+
 
 def _axes(ax: Any) -> Any:
     if ax is not None:
@@ -263,7 +265,7 @@ def cost_time_front(
     ax = _axes(ax)
     data = candidates.assign(
         status=np.where(candidates.get("feasible", True), "meets constraints", "fails"),
-        family=candidates["instance_type"].astype(str).str.split(".").str[0],
+        family=instance_family(candidates["instance_type"]),
     )
     sns.scatterplot(
         data=data,

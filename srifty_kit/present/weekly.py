@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from srifty_kit.catalog.query import load_catalog
+from srifty_kit.catalog.query import instance_family, load_catalog
 from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.model.spend import SpendForecast, forecast_next_week
@@ -228,10 +228,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _family(instance_type: pd.Series) -> pd.Series:
-    return instance_type.astype(str).str.split(".", n=1).str[0]
-
-
 def _catalog_column(catalog: pd.DataFrame, types: pd.Series, column: str) -> pd.Series:
     table = catalog.drop_duplicates("instance_type").set_index("instance_type")[column]
     return pd.to_numeric(types.map(table), errors="coerce")
@@ -280,7 +276,7 @@ def _headline(usage: WeeklyUsage, jobs: pd.DataFrame, catalog: pd.DataFrame) -> 
 def _breakdown(lines: pd.DataFrame, key: str, catalog: pd.DataFrame) -> pd.DataFrame:
     gpus = _catalog_column(catalog, lines["instance_type"], "gpu_count")
     table = lines.assign(
-        family=_family(lines["instance_type"]),
+        family=instance_family(lines["instance_type"]),
         gpu_hours=lines["node_hours"] * gpus,
         spot_usd=lines["cost_usd"].where(lines["pricing"] == "spot", 0.0),
     )
