@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from srifty_kit.errors import InputError
-from srifty_kit.tables.usage_sql import ATHENA, SourceColumns, quote
+from srifty_kit.tables.usage_sql import ATHENA, SourceColumns, literal, quote
 
 _NUMBER_TYPES = ("double", "float", "real", "decimal")
 _INTEGER_TYPES = ("bigint", "integer", "int", "smallint", "tinyint")
@@ -100,8 +100,8 @@ class AthenaLedger:
         """The table's columns and types, from information_schema."""
         rows = self.query(
             "SELECT column_name, data_type FROM information_schema.columns "
-            f"WHERE table_schema = '{_escape(self.database.lower())}' "
-            f"AND table_name = '{_escape(self.table.lower())}' ORDER BY ordinal_position"
+            f"WHERE table_schema = {literal(self.database.lower())} "
+            f"AND table_name = {literal(self.table.lower())} ORDER BY ordinal_position"
         )
         if rows.empty:
             raise InputError(
@@ -163,10 +163,6 @@ class AthenaLedger:
             source=self.label,
             fix="try again later or raise the timeout",
         )
-
-
-def _escape(text: str) -> str:
-    return str(text).replace("'", "''")
 
 
 def _read_results(client, execution_id: str) -> pd.DataFrame:

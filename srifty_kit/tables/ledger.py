@@ -28,6 +28,7 @@ from srifty_kit.tables.usage_sql import (
     SourceColumns,
     detect_format,
     examples_sql,
+    literal,
     normalise_sql,
     overview_sql,
     reason_column,
@@ -116,7 +117,7 @@ class DuckDBLedger:
 
     def relation(self) -> str:
         """read_parquet / read_csv over the ledger's files (CSV read as text, then cast)."""
-        files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in self.files) + "]"
+        files = "[" + ", ".join(literal(p) for p in self.files) + "]"
         if _file_kind(self.files[0]) == "parquet":
             return f"read_parquet({files}, union_by_name = true, filename = true)"
         return (

@@ -98,7 +98,7 @@ class Dialect:
     def lookup(self, column: str, kind: str, key: str) -> str:
         """SQL for ``key`` in a MAP column or a JSON-object text column."""
         if kind == "map":
-            return self.map_value.format(m=column, k=_literal(key))
+            return self.map_value.format(m=column, k=literal(key))
         return self.json_value.format(j=f"CAST({column} AS VARCHAR)", key=key)
 
 
@@ -121,7 +121,8 @@ ATHENA = Dialect(
 )
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
+    """A string as a single-quoted SQL literal (both engines)."""
     return "'" + str(text).replace("'", "''") + "'"
 
 
@@ -347,7 +348,7 @@ def _jobs_fields(f: _Fields) -> dict[str, str]:
     span = f"date_diff('second', {start}, {f.timestamp('end')}) / 3600.0"
     hours = f"COALESCE({f.number('hours')}, {span})"
     pricing = f"LOWER({f.text('pricing')})"
-    choices = ", ".join(_literal(p) for p in PRICING)
+    choices = ", ".join(literal(p) for p in PRICING)
     util = f.number("gpu_util")
     return {
         "usage_start": start,
@@ -500,7 +501,7 @@ def week_sql(usage: str, start: dt.date, end: dt.date) -> str:
 
 def examples_sql(usage: str, per_reason: int = 3) -> str:
     """A few unusable rows per reason, as written in the ledger."""
-    reasons = ", ".join(_literal(r) for r in UNUSABLE)
+    reasons = ", ".join(literal(r) for r in UNUSABLE)
     return (
         f"WITH usage AS (\n{usage}\n),\nbad AS (\n"
         "  SELECT reason, source_file, raw_start, raw_cost, job, instance_type,\n"
