@@ -45,6 +45,11 @@ class InputError(ValueError):
         return text.replace("\n", " ")
 
 
+class CommandFailed(RuntimeError):
+    """A command that ran and failed (a report's cell raised, a worker died): ``srifty``
+    prints it as one line and exits 1; whatever the command had written is kept."""
+
+
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' (did you mean X or Y?)' for the closest choices, or '' when none is close."""
     close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.6)

@@ -15,7 +15,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import CommandFailed, InputError
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).
@@ -87,12 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, code, unwound = "srifty", 0, False
     try:
         args = build_parser().parse_args(argv)
-        command = f"srifty {args.command}"
+        command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
         code = int(args.func(args) or 0)
     except InputError as err:
         if not _received:
             print(f"{command}: error: {err}", file=sys.stderr)
             return 2
+        unwound = True
+    except CommandFailed as err:  # the command ran and failed; what it had done is kept
+        if not _received:
+            print(f"{command}: error: {err}", file=sys.stderr)
+            return 1
         unwound = True
     except KeyboardInterrupt:
         code, unwound = 130, True

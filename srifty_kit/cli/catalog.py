@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="region (default us-east-1; with --catalog, every region in the file)",
     )
     show.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    show.set_defaults(func=_show)
+    show.set_defaults(func=_show, prog=show.prog)
 
     refresh = sub.add_parser(
         "refresh",
@@ -128,4 +128,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     refresh.add_argument(
         "--pricing-endpoint-url", type=url, metavar="URL", help="Pricing API endpoint"
     )
-    refresh.set_defaults(func=_refresh)
+    refresh.set_defaults(func=_refresh, prog=refresh.prog)

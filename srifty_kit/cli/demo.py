@@ -60,4 +60,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="training samples to the target accuracy (default 1e9)",
     )
     p.add_argument("--deadline-h", type=positive, default=1.0, help="deadline in hours")
-    p.set_defaults(func=_demo)
+    p.set_defaults(func=_demo, prog=p.prog)

@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "their rows are kept in the model file",
     )
     fit.add_argument("--level", type=probability, default=0.9, help="default interval level (0.9)")
-    fit.set_defaults(func=_fit)
+    fit.set_defaults(func=_fit, prog=fit.prog)
     predict = subparsers.add_parser(
         "predict",
         help="predict step times with intervals for configurations",
@@ -91,4 +91,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=output(),
         help="predictions file to write (.csv/.parquet/.json)",
     )
-    predict.set_defaults(func=_predict)
+    predict.set_defaults(func=_predict, prog=predict.prog)

@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
         "largest profiled; a large one is accumulated from micro-batches and is best near the "
         "noise scale itself, e.g. 8,1024)",
     )
-    p.set_defaults(func=_profile)
+    p.set_defaults(func=_profile, prog=p.prog)
 
     d = subparsers.add_parser(
         "profile-dist",
@@ -117,7 +117,7 @@ def register(subparsers: Any) -> None:
         default=120.0,
         help="seconds without word from the workers before the run is ended",
     )
-    d.set_defaults(func=_profile_dist)
+    d.set_defaults(func=_profile_dist, prog=d.prog)
 
 
 def _with_cwd_on_path() -> None:
@@ -198,30 +198,25 @@ def _profile(args: argparse.Namespace) -> int:
 def _profile_dist(args: argparse.Namespace) -> int:
     from srifty_kit.measure.distributed.profile import (
         DEFAULT_SIZES,
-        WorkerFailed,
         profile_distributed,
     )
     from srifty_kit.measure.variance import describe
 
     _with_cwd_on_path()
-    try:
-        result = profile_distributed(
-            args.model,
-            args.world_sizes,
-            args.batch_sizes,
-            args.backend,
-            args.device,
-            args.target_precision,
-            args.max_seconds,
-            sizes_bytes=DEFAULT_SIZES if args.collectives_out else (),
-            timeout_s=args.timeout,
-            out=args.out,
-            collectives_out=args.collectives_out,
-            progress=not args.quiet,
-        )
-    except WorkerFailed as err:
-        print(f"srifty profile-dist: error: {err}", file=sys.stderr)
-        return 1
+    result = profile_distributed(
+        args.model,
+        args.world_sizes,
+        args.batch_sizes,
+        args.backend,
+        args.device,
+        args.target_precision,
+        args.max_seconds,
+        sizes_bytes=DEFAULT_SIZES if args.collectives_out else (),
+        timeout_s=args.timeout,
+        out=args.out,
+        collectives_out=args.collectives_out,
+        progress=not args.quiet,
+    )
     steps = result.measurements
     if steps.empty:  # under torchrun only rank 0 keeps rows; an interrupt may leave none
         if result.interrupted:

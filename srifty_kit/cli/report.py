@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import sys
 
 from srifty_kit.cli.flags import non_negative, output_folder, positive_int, probability
 
@@ -37,7 +36,7 @@ def _iso_date(text: str) -> dt.date:
 
 def _weekly(args: argparse.Namespace) -> int:
     from srifty_kit.errors import InputError
-    from srifty_kit.present.reports import ReportFailed, run_weekly_report
+    from srifty_kit.present.reports import run_weekly_report
 
     athena = {
         "athena_database": args.athena_database,
@@ -56,22 +55,18 @@ def _weekly(args: argparse.Namespace) -> int:
         )
     if engine == "athena" and args.ledger:
         raise InputError("give --ledger or the Athena table, not both", fix="drop one")
-    try:
-        report = run_weekly_report(
-            args.week,
-            args.ledger,
-            args.out,
-            engine=engine,
-            top_n=args.top,
-            models=args.models,
-            level=args.level,
-            slack=args.slack,
-            progress=not args.quiet,
-            **athena,  # given without a table they are refused there, not ignored
-        )
-    except ReportFailed as err:
-        print(f"srifty report weekly: error: {err}", file=sys.stderr)
-        return 1
+    report = run_weekly_report(
+        args.week,
+        args.ledger,
+        args.out,
+        engine=engine,
+        top_n=args.top,
+        models=args.models,
+        level=args.level,
+        slack=args.slack,
+        progress=not args.quiet,
+        **athena,  # given without a table they are refused there, not ignored
+    )
     print(f"report: {report.html}\nnotebook: {report.notebook}")
     return 0
 
@@ -134,4 +129,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     aws.add_argument("--athena-workgroup", help="Athena workgroup (default: primary)")
     aws.add_argument("--aws-profile", help="AWS CLI profile to use")
     aws.add_argument("--aws-region", help="AWS region of the Athena table")
-    weekly.set_defaults(func=_weekly)
+    weekly.set_defaults(func=_weekly, prog=weekly.prog)

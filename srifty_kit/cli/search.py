@@ -269,4 +269,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=output(),
         help="write the ranked table (.csv/.parquet) or the whole result (--format json: .json)",
     )
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, prog=p.prog)

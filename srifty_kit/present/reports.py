@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import CommandFailed, InputError, did_you_mean
 from srifty_kit.tables.files import atomic_write
 
 
@@ -141,7 +141,7 @@ def _quiet_kernel_manager() -> type:
     return QuietKernelManager
 
 
-class ReportFailed(RuntimeError):
+class ReportFailed(CommandFailed):
     """A report's cell raised: its error in one line, and where the executed notebook is."""
 
     def __init__(self, err: Exception, notebook: Path) -> None:

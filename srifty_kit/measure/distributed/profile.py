@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import CommandFailed, InputError
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.launch import measure_world
 from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
@@ -50,7 +50,7 @@ _TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT
 _PG_EXTRA_S = 60.0  # the process group's own timeout is longer: the watchdog speaks first
 
 
-class WorkerFailed(RuntimeError):
+class WorkerFailed(CommandFailed):
     """A worker died, raised or hung; ``result`` holds everything measured before."""
 
     def __init__(self, message: str, result: DistributedResult) -> None:
