@@ -22,7 +22,7 @@ from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import evaluate
 from srifty_kit.errors import InputError
-from srifty_kit.present.widgets import STYLE, error_html, log_choices, set_data, tag
+from srifty_kit.present.widgets import STYLE, error_html, log_choices, point_mark, set_data, tag
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -213,13 +213,11 @@ class ScalingLesson(Lesson):
                 x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], marker="square",
                 labels=["cost (upper end)"],
             ),
-            "cheapest": bq.Scatter(
-                x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], stroke="black",
-                default_size=160, marker="diamond", labels=["cheapest"],
+            "cheapest": point_mark(
+                {"x": xs, "y": cs}, "diamond", "#e45756", "cheapest", 160, stroke="black"
             ),
-            "fastest": bq.Scatter(
-                x=[], y=[], scales={"x": xs, "y": ts}, colors=["#4c78a8"], stroke="black",
-                default_size=160, marker="diamond", labels=["fastest"],
+            "fastest": point_mark(
+                {"x": xs, "y": ts}, "diamond", "#4c78a8", "fastest", 160, stroke="black"
             ),
         }  # fmt: skip
         axes = [
@@ -325,9 +323,8 @@ class SpotLesson(Lesson):
                 x=[], y=[], scales={"x": xs, "y": ms}, colors=["#e45756"], line_style="dotted",
                 labels=["spot runs missing the deadline"],
             ),
-            "now": bq.Scatter(
-                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"], stroke="black",
-                default_size=140, marker="diamond", labels=["this interval"],
+            "now": point_mark(
+                {"x": xs, "y": ys}, "diamond", "#4c78a8", "this interval", 140, stroke="black"
             ),
         }  # fmt: skip
         axes = [

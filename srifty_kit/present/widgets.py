@@ -436,29 +436,8 @@ class SearchPanel:
                 opacities=[0.6],
                 labels=["configurations (blue: on-demand, orange: spot)"],
             ),
-            "late": bq.Lines(
-                x=[],
-                y=[],
-                scales=sc,
-                colors=["#999999"],
-                stroke_width=0,
-                fill="inside",
-                close_path=True,
-                fill_colors=["#999999"],
-                fill_opacities=[0.25],
-                labels=["misses the deadline / breaks the budget"],
-            ),
-            "over": bq.Lines(
-                x=[],
-                y=[],
-                scales=sc,
-                colors=["#999999"],
-                stroke_width=0,
-                fill="inside",
-                close_path=True,
-                fill_colors=["#999999"],
-                fill_opacities=[0.25],
-            ),
+            "late": _shade(sc, labels=["misses the deadline / breaks the budget"]),
+            "over": _shade(sc),
             "front": bq.Lines(
                 x=[],
                 y=[],
@@ -470,9 +449,9 @@ class SearchPanel:
             "front_dots": bq.Scatter(
                 x=[], y=[], scales=sc, colors=["black"], default_size=16, labels=["front points"]
             ),
-            "knee": _point(sc, "diamond", "gold", "knee", stroke="black"),
-            "pick": _point(sc, "square", "crimson", "pick", stroke="black"),
-            "nearest": _point(sc, "cross", "darkorange", "nearest (infeasible)", size=140),
+            "knee": point_mark(sc, "diamond", "gold", "knee", stroke="black"),
+            "pick": point_mark(sc, "square", "crimson", "pick", stroke="black"),
+            "nearest": point_mark(sc, "cross", "darkorange", "nearest (infeasible)", size=140),
             "deadline": bq.Lines(
                 x=[],
                 y=[],
@@ -568,8 +547,26 @@ def set_data(mark: Any, x: Any, y: Any, **more: Any) -> None:
             setattr(mark, k, v)
 
 
-def _point(scales: dict, marker: str, color: str, label: str, size: int = 120, **style: Any):
-    """An empty bqplot scatter for one highlighted configuration (knee, pick, nearest)."""
+def _shade(scales: dict, **style: Any):
+    """An empty grey filled polygon: where configurations fail a constraint."""
+    import bqplot as bq
+
+    return bq.Lines(
+        x=[],
+        y=[],
+        scales=scales,
+        colors=["#999999"],
+        stroke_width=0,
+        fill="inside",
+        close_path=True,
+        fill_colors=["#999999"],
+        fill_opacities=[0.25],
+        **style,
+    )
+
+
+def point_mark(scales: dict, marker: str, color: str, label: str, size: int = 120, **style: Any):
+    """An empty bqplot scatter for one highlighted configuration (knee, pick, cheapest...)."""
     import bqplot as bq
 
     return bq.Scatter(
