@@ -22,6 +22,7 @@ from srifty_kit.catalog.query import instance_family, load_catalog
 from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.model.spend import SpendForecast, forecast_next_week
+from srifty_kit.tables.files import json_safe
 from srifty_kit.tables.ledger import (
     DuckDBLedger,
     LedgerEngine,
@@ -201,7 +202,7 @@ class WeeklyReport:
             "week_start": self.usage.week_start.isoformat(),
             "source": self.usage.source,
             "format": self.usage.format,
-            **{k: _plain(v) for k, v in self.headline.items()},
+            **{k: json_safe(v) for k, v in self.headline.items()},
             "by_team": by(self.by_team, "team"),
             "by_family": by(self.by_family, "family"),
             "by_pricing": by(self.by_pricing, "pricing"),
@@ -216,16 +217,8 @@ class WeeklyReport:
             "quality": {
                 str(r.reason): int(r.rows) for r in self.usage.quality.itertuples(index=False)
             },
-            "savings_usd": _plain(self.savings["saving_usd"].sum(min_count=1)),
+            "savings_usd": json_safe(self.savings["saving_usd"].sum(min_count=1)),
         }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def _catalog_column(catalog: pd.DataFrame, types: pd.Series, column: str) -> pd.Series:

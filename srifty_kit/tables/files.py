@@ -192,17 +192,18 @@ def write_json(obj: object, path: str | os.PathLike) -> Path:
     """Write a JSON document atomically; NaN and infinities become null (standard JSON has
     neither, and other readers refuse ``Infinity``)."""
     path = Path(path)
-    text = json.dumps(_standard(obj), indent=1, sort_keys=False, allow_nan=False)
+    text = json.dumps(json_safe(obj), indent=1, sort_keys=False, allow_nan=False)
     atomic_write(path, lambda p: p.write_text(text))
     return path
 
 
-def _standard(obj: object) -> object:
-    """``obj`` with every non-finite float replaced by None, numpy scalars made plain."""
+def json_safe(obj: object) -> object:
+    """``obj`` (nested dicts and lists) with every non-finite float replaced by None and numpy
+    scalars made plain Python: what standard JSON can hold."""
     if isinstance(obj, dict):
-        return {k: _standard(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_standard(v) for v in obj]
+        return [json_safe(v) for v in obj]
     item = getattr(obj, "item", None)
     if callable(item) and not isinstance(obj, str | bytes):
         try:
