@@ -10,16 +10,21 @@ from srifty_kit.cli.flags import output, probability
 from srifty_kit.tables.files import read_table, write_table
 
 
+def _catalog(args: argparse.Namespace):
+    """The --catalog file as a catalog (any region), or None for the embedded one."""
+    if not args.catalog:
+        return None
+    from srifty_kit.catalog.query import load_catalog
+
+    return load_catalog(region=None, path=args.catalog)
+
+
 def _fit(args: argparse.Namespace) -> int:
     from srifty_kit.model.estimator import (
         StepTimeModel,  # scikit-learn loads only when a model is fitted
     )
 
-    catalog = None
-    if args.catalog:
-        from srifty_kit.catalog.query import load_catalog
-
-        catalog = load_catalog(region=None, path=args.catalog)
+    catalog = _catalog(args)
     with warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always")
         model = StepTimeModel(level=args.level).fit(read_table(args.measurements), catalog)
@@ -38,11 +43,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from srifty_kit.model.estimator import StepTimeModel
 
-    catalog = None
-    if args.catalog:
-        from srifty_kit.catalog.query import load_catalog
-
-        catalog = load_catalog(region=None, path=args.catalog)
+    catalog = _catalog(args)
     model = StepTimeModel.load(args.model)
     out = model.predict(read_table(args.configs), level=args.level, catalog=catalog)
     write_table(out, args.out)
