@@ -218,3 +218,25 @@ def simulate(
             "fell_back": fell_back,
         }
     )
+
+
+def young_daly_interval(write_h: float, cluster_hazard: float) -> float:
+    """Young's optimum checkpoint interval, tau* = sqrt(2 c M), in hours of work.
+
+    Young, "A first order approximation to the optimum checkpoint interval", CACM 17(9), 1974;
+    Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps",
+    FGCS 22(3), 2006, shows it is the first-order term of the exact optimum (good while
+    c << M). Here c is the time to write one checkpoint and M = 1 / Lambda the cluster's mean
+    time between reclaims.
+
+    Args:
+        write_h: c, hours to write one checkpoint (> 0).
+        cluster_hazard: Lambda, the cluster's reclaims per hour (> 0).
+
+    Returns:
+        tau* in hours; inf when nothing is reclaimed or a checkpoint costs nothing to write
+        (then never checkpointing, or always, is free: no finite optimum).
+    """
+    if not (write_h > 0 and cluster_hazard > 0):
+        return float("inf")
+    return float(np.sqrt(2.0 * write_h / cluster_hazard))

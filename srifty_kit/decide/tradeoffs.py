@@ -1,13 +1,16 @@
 """The tradeoffs notebook 05 teaches, as pure functions of the fitted model and the catalog.
 
-(a) ``scaling``: workers x batch x statistical efficiency -> time and cost to the target, and
-where adding workers stops paying; (b) ``spot_tradeoff``: spot against on-demand under reclaims
-(interruption rate, checkpoint interval, restart) -> expected cost, its spread, deadline risk;
-(c) ``controller_lesson``: OmniLearn's proportional controller on a two-type cluster, step by
-step, with one worker slowing down mid-run; (d) ``deadline_judgement``: the same deadline
-judged by the point estimate and by the interval's upper end, and how often each pick misses
-it, simulated from the model's own interval. Each returns a result with a ``text()`` that
-answers its lesson's question in numbers; the widgets (present.lessons) only display them.
+(a) ``scaling``: workers x batch x statistical efficiency -> time to the target, and where
+adding workers stops making the job faster, judged by the point estimate and by the upper end;
+(b) ``spot_tradeoff``: spot against on-demand under reclaims (interruption rate, checkpoint
+interval, restart) -> expected cost relative to its cheapest plan, Young/Daly's interval, the
+deadline risk; (c) ``controller_lesson``: OmniLearn's proportional controller on a two-type
+cluster, step by step, with worker 0 slowing down mid-run; (d) ``deadline_judgement``: the
+same deadline judged by the point estimate and by the interval's upper end, and how often each
+pick misses it, simulated from the model's uncertainty (``run_times``, the one place the
+lessons turn a prediction into draws). Each says what rests on measurements and what was never
+measured (``basis``), and each result has a ``text()`` that answers its lesson's question in
+numbers; the widgets (present.lessons) only display them.
 """
 
 from __future__ import annotations
@@ -31,20 +34,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
 
 
-def _hours(h: float) -> str:
+def duration(h: float) -> str:
+    """Hours as the lessons write them, in their controls and their answers alike: '102 h',
+    '2.5 h', '30 min', '45 s'."""
     if h >= 100:
         return f"{h:,.0f} h"
     if h >= 1:
         return f"{h:.3g} h"
-    return f"{h * 60:.3g} min"
+    if h * 60 >= 1:
+        return f"{h * 60:.3g} min"
+    return f"{h * 3600:.2g} s"
 
 
 def _types(catalog: pd.DataFrame, names: tuple[str, ...]) -> cand.Types:
     """The catalog's rows of ``names`` (first region each), in that order, as arrays."""
     from srifty_kit.catalog.query import lookup
 
+    import warnings
+
     rows = lookup(catalog.drop_duplicates("instance_type"), list(names), list(catalog.columns))
-    types = cand.Types.from_catalog(rows)
+    with warnings.catch_warnings():  # a datasheet row (not EC2) may not know its vCPUs
+        warnings.filterwarnings("ignore", "invalid value encountered in cast", RuntimeWarning)
+        types = cand.Types.from_catalog(rows)
     for name, gpus in zip(types.names, types.gpus, strict=True):
         if gpus < 1:
             raise InputError(
@@ -53,6 +64,147 @@ def _types(catalog: pd.DataFrame, names: tuple[str, ...]) -> cand.Types:
                 fix="pick an instance type with GPUs",
             )
     return types
+
+
+# -- what rests on measurements ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What the model's prediction for one training model on one instance type rests on."""
+
+    instance_type: str
+    source: str | None  # None: this type was measured; else the measured type carried to it
+    nodes: int  # the most nodes measured (on this type, or on the source)
+
+    @property
+    def measured(self) -> bool:
+        """Whether this instance type itself was measured."""
+        return self.source is None
+
+    def beyond(self, num_nodes: int) -> bool:
+        """Whether ``num_nodes`` lies past the node counts the prediction rests on."""
+        return int(num_nodes) > self.nodes
+
+    def phrase(self) -> str:
+        """'g4dn.12xlarge measured on 1-4 nodes', or 'g6.12xlarge never measured: carried
+        from g4dn.12xlarge (measured on 1-4 nodes)'."""
+        nodes = f"1-{self.nodes} nodes" if self.nodes > 1 else "1 node"
+        if self.measured:
+            return f"{self.instance_type} measured on {nodes}"
+        return (
+            f"{self.instance_type} never measured: carried from {self.source} (measured on {nodes})"
+        )
+
+    def why_wide(self, num_nodes: int) -> str:
+        """Which parts of a prediction on ``num_nodes`` nodes were never measured ('' if none)."""
+        parts = []
+        if not self.measured:
+            parts.append(f"{self.instance_type} was never measured (carried from {self.source})")
+        if self.beyond(num_nodes):
+            parts.append(f"{num_nodes} nodes is beyond the {self.nodes} measured")
+        return "; ".join(parts)
+
+
+def basis(model: StepTimeModel, workload: str, instance_type: str) -> Basis:
+    """Whether ``model`` measured ``workload`` on ``instance_type`` and on how many nodes, or
+    which measured type it carries the prediction from (the best-measured one).
+
+    Args:
+        model: a fitted StepTimeModel (read through its public ``summary()``).
+        workload: the training model's name.
+        instance_type: any instance type.
+
+    Returns:
+        A ``Basis``.
+
+    Raises:
+        InputError: the model has no measured fit of ``workload``.
+    """
+    s = model.summary()
+    rows = s[s["model"] == workload]
+    carried = rows["fitted_as"].astype(str).str.startswith("carried")
+    measured = rows[~carried]
+    if measured.empty:
+        raise InputError(
+            f"no measured fit of {workload!r}",
+            column="model",
+            fix="fit measurements of this training model first",
+        )
+    own = rows[rows["instance_type"] == instance_type]
+    if len(own) and not str(own["fitted_as"].iloc[0]).startswith("carried"):
+        return Basis(instance_type, None, int(own["max_nodes"].iloc[0]))
+    if len(own):  # a thin group carried from another measured type
+        source = str(own["fitted_as"].iloc[0]).removeprefix("carried").strip()
+    else:
+        source = str(measured.sort_values("configs", kind="stable")["instance_type"].iloc[-1])
+    nodes = measured.loc[measured["instance_type"] == source, "max_nodes"]
+    return Basis(instance_type, source, int(nodes.iloc[0]) if len(nodes) else 1)
+
+
+def measured_types(model: StepTimeModel, workload: str) -> list[str]:
+    """The instance types on which ``model`` measured ``workload`` (sorted)."""
+    s = model.summary()
+    rows = s[(s["model"] == workload) & ~s["fitted_as"].astype(str).str.startswith("carried")]
+    return sorted(rows["instance_type"].astype(str))
+
+
+def measured_steps(
+    measurements: pd.DataFrame | None,
+    workload: str,
+    instance_type: str,
+    local_bsz: int,
+    gpus_per_node: int,
+    tolerance: float = 0.02,
+) -> pd.DataFrame:
+    """The measured mean step time per worker count of ``workload`` on ``instance_type`` at
+    the measured local batch nearest ``local_bsz`` (within ``tolerance`` of it: campaigns
+    measure 257 where a lesson says 256), workers packed on as few nodes as hold them
+    (num_nodes = ceil(workers / gpus)), as the lessons place them; empty when nothing was
+    measured there. Columns: num_nodes, num_workers, measured_bsz, measured_step_s."""
+    cols = ["num_nodes", "num_workers", "measured_bsz", "measured_step_s"]
+    if measurements is None or measurements.empty:
+        return pd.DataFrame(columns=cols)
+    m = measurements
+    m = m[
+        (m["model"] == workload)
+        & (m["instance_type"] == instance_type)
+        & (m["num_nodes"] == -(-m["num_workers"] // int(gpus_per_node)))
+    ]
+    off = (m["local_bsz"] / int(local_bsz) - 1).abs()
+    if m.empty or off.min() > tolerance:
+        return pd.DataFrame(columns=cols)
+    m = m[m["local_bsz"] == m.loc[off.idxmin(), "local_bsz"]]
+    out = m.groupby(["num_nodes", "num_workers"], as_index=False).agg(
+        measured_bsz=("local_bsz", "first"), measured_step_s=("step_time_s", "mean")
+    )
+    return out[cols]
+
+
+def run_times(row: pd.Series, level: float, runs: int, rng: np.random.Generator) -> np.ndarray:
+    """Hours to the target of ``runs`` runs of one configuration, drawn from the model's
+    uncertainty: the one place the lessons turn a prediction into draws (a posterior's draws
+    replace this where the model gives them). Today log(time / point) is a split normal whose
+    halves put the interval's ends (``time_lo_h``, ``time_hi_h``) at the two-sided ``level``
+    quantiles (the interval may be asymmetric).
+
+    Args:
+        row: a configuration with time_h, time_lo_h, time_hi_h.
+        level: the level of its interval.
+        runs: how many runs.
+        rng: the random generator.
+
+    Returns:
+        ``runs`` hours to the target.
+    """
+    z = two_sided_z(level)
+    above = np.log(row["time_hi_h"] / row["time_h"]) / z
+    below = np.log(row["time_h"] / row["time_lo_h"]) / z
+    u = rng.standard_normal(runs)
+    return row["time_h"] * np.exp(u * np.where(u > 0, above, below))
+
+
+simulate_runs = run_times  # the earlier name
 
 
 # -- (a) workers x batch x statistical efficiency ---------------------------------------------
@@ -66,61 +218,97 @@ def worker_counts(gpus_per_node: int, max_nodes: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Scaling:
-    """Time and cost to the target as workers grow on one instance type (one row per count)."""
+    """Time to the target as workers grow on one instance type (one row per count)."""
 
-    table: pd.DataFrame  # evaluate_configs columns + speedup (time(1 worker) / time)
+    # evaluate_configs columns + speedup (point time of 1 worker / point time), and
+    # measured_step_s, measured_time_h where the measurements have that configuration
+    table: pd.DataFrame
     instance_type: str
     local_bsz: int
     noise_scale: float | None
     level: float
-
-    @property
-    def cheapest(self) -> pd.Series:
-        """The worker count with the lowest cost upper end: beyond it, workers buy time."""
-        return self.table.loc[self.table["cost_hi_usd"].idxmin()]
+    basis: Basis
 
     @property
     def fastest(self) -> pd.Series:
-        """The worker count with the lowest time upper end: beyond it, workers buy nothing."""
+        """The worker count with the lowest point estimate of the time to the target."""
+        return self.table.loc[self.table["time_h"].idxmin()]
+
+    @property
+    def fastest_upper(self) -> pd.Series:
+        """The worker count with the lowest upper end: the fastest one can promise."""
         return self.table.loc[self.table["time_hi_h"].idxmin()]
 
+    @property
+    def measured(self) -> pd.DataFrame:
+        """The rows with a measured step time."""
+        return self.table[self.table["measured_step_s"].notna()]
+
+    def _row(self, r: pd.Series, what: str) -> str:
+        return (
+            f"{what}: {r['num_workers']} workers on {r['num_nodes']} node"
+            + ("s" if r["num_nodes"] > 1 else "")
+            + f" (global batch {r['global_bsz']:,}, statistical efficiency "
+            f"{r['efficiency']:.2f}): {duration(r['time_h'])}, "
+            f"{duration(r['time_lo_h'])}-{duration(r['time_hi_h'])} at {self.level:.0%}"
+            + (f", {money(r['cost_usd'])}" if np.isfinite(r["cost_usd"]) else "")
+        )
+
     def text(self) -> str:
-        """Where adding workers stops paying, in numbers."""
-        c, f = self.cheapest, self.fastest
-        pct = f"{self.level:.0%}"
+        """Where adding workers stops making the job faster, by the point estimate and by the
+        upper end, and what each means."""
+        f, u = self.fastest, self.fastest_upper
+        t = self.table
         scale = (
-            f"noise scale {self.noise_scale:g}"
+            f"noise scale {self.noise_scale:,.0f}"
             if self.noise_scale is not None
             else "no noise scale (perfect scaling assumed)"
         )
-        lines = [
-            f"{self.instance_type}, local batch {self.local_bsz}, {scale}; upper ends at {pct}."
-        ]
-        if c["num_workers"] == f["num_workers"]:
-            lines.append(
-                f"Cheapest and fastest at {c['num_workers']} workers (global batch "
-                f"{c['global_bsz']}, statistical efficiency {c['efficiency']:.2f}): "
-                f"{_hours(c['time_hi_h'])} for {money(c['cost_hi_usd'])}. Past it adding "
-                "workers stops paying at all: the job gets slower and dearer."
-            )
-            return "\n".join(lines)
+        lines = [f"{self.basis.phrase()}; local batch {self.local_bsz}, {scale}."]
+        point = self._row(f, "Fastest by the point estimate")
+        if f["num_workers"] == t["num_workers"].max():
+            point += " - still getting faster at the most workers tried"
+        lines.append(point + ".")
         lines.append(
-            f"Cheapest at {c['num_workers']} workers (global batch {c['global_bsz']}, "
-            f"statistical efficiency {c['efficiency']:.2f}): {_hours(c['time_hi_h'])} for "
-            f"{money(c['cost_hi_usd'])}. Beyond it, each added worker buys time with money."
+            self._row(u, f"Fastest by the upper end (what one can promise at {self.level:.0%})")
+            + "."
         )
-        if f["num_workers"] == self.table["num_workers"].max():
+        first = t.iloc[0]
+        ratio_1 = first["time_hi_h"] / first["time_h"]
+        ratio_f = f["time_hi_h"] / f["time_h"]
+        eff = 1 / (1 + f["global_bsz"] / self.noise_scale) if self.noise_scale else 1.0
+        lines.append(
+            f"Each added worker grows the global batch, and the steps it saves shrink as "
+            f"1/(1 + B/B_noise): at {f['num_workers']} workers a sample is worth {eff:.2f} of "
+            "one at a small batch, while the network's share of each step grows; a larger "
+            "noise scale keeps samples worth more to a larger batch, so the fastest count "
+            "moves out."
+        )
+        if u["num_workers"] != f["num_workers"]:
             lines.append(
-                f"Still getting faster at {f['num_workers']} workers, the most tried: "
-                f"{_hours(f['time_hi_h'])} for {money(f['cost_hi_usd'])}, "
-                f"{f['speedup']:.3g}x one worker."
+                f"The two marks differ because the interval widens (upper end / point "
+                f"{ratio_1:.2f} at 1 worker, {ratio_f:.2f} at {f['num_workers']}): part of the "
+                "upper end's knee is growing uncertainty, not statistical efficiency."
             )
-        else:
+        beyond = t.loc[[self.basis.beyond(n) for n in t["num_nodes"]], "num_workers"]
+        if not self.basis.measured:
+            lines.append("Every point is an extrapolation: " + self.basis.phrase() + ".")
+        elif len(beyond):
             lines.append(
-                f"Fastest at {f['num_workers']} workers (global batch {f['global_bsz']}, "
-                f"efficiency {f['efficiency']:.2f}): {_hours(f['time_hi_h'])} for "
-                f"{money(f['cost_hi_usd'])}, {f['speedup']:.3g}x one worker. Past it adding "
-                "workers stops paying at all: the job gets slower and dearer."
+                f"From {beyond.iloc[0]} workers ({self.basis.nodes + 1}+ nodes) the model "
+                f"extrapolates past the {self.basis.nodes} nodes measured."
+            )
+        m = self.measured
+        if len(m):
+            err = (m["step_time_s"] / m["measured_step_s"] - 1).abs().mean()
+            inside = (
+                (m["measured_step_s"] >= m["step_time_lo"])
+                & (m["measured_step_s"] <= m["step_time_hi"])
+            ).mean()
+            lines.append(
+                f"Measured beside the model at {len(m)} worker counts (1-"
+                f"{m['num_workers'].max()}): the point estimate is off by {err:.1%} on average; "
+                f"{inside:.0%} of the measured steps lie inside the band."
             )
         return "\n".join(lines)
 
@@ -133,27 +321,53 @@ def scaling(
     local_bsz: int,
     max_nodes: int = 16,
     level: float = 0.9,
+    measurements: pd.DataFrame | None = None,
 ) -> Scaling:
-    """Predicted time and cost to ``job``'s target on 1 .. max_nodes nodes of one type at a
-    fixed local batch: the global batch, and with it the steps to the target (statistical
-    efficiency, from ``job.noise_scale``), grow with the workers."""
+    """Predicted time (point and interval) and cost to ``job``'s target on 1 .. max_nodes
+    nodes of one type at a fixed local batch: the global batch, and with it the steps to the
+    target (statistical efficiency, from ``job.noise_scale``), grow with the workers.
+
+    Args:
+        model, catalog, job: the fitted model, the catalog (with the type's row), the job.
+        instance_type: the node type.
+        local_bsz: samples per worker per step.
+        max_nodes: the most nodes.
+        level: the interval's level.
+        measurements: the measured step times, if any: where they hold this type at this
+            local batch, ``measured_step_s`` and ``measured_time_h`` (the same steps to the
+            target at the measured step time) sit beside the model's.
+
+    Returns:
+        A ``Scaling``.
+
+    Raises:
+        InputError: a bad local batch, a type without GPUs or one the model cannot predict.
+    """
     if not (isinstance(local_bsz, int | np.integer) and local_bsz >= 1):
         raise InputError(f"local batch must be a whole number >= 1, got {local_bsz!r}")
     types = _types(catalog, (instance_type,))
-    workers = worker_counts(int(types.gpus[0]), max_nodes)
-    nodes = -(-workers // int(types.gpus[0]))
+    gpus = int(types.gpus[0])
+    workers = worker_counts(gpus, max_nodes)
     configs = pd.DataFrame(
         {
             "model": job.model,
             "instance_type": instance_type,
-            "num_nodes": nodes,
+            "num_nodes": -(-workers // gpus),
             "num_workers": workers,
             "local_bsz": int(local_bsz),
         }
     )
     table = evaluate_configs(model, catalog, job, Constraints(confidence=level), configs)
-    table["speedup"] = table["time_hi_h"].iloc[0] / table["time_hi_h"]
-    return Scaling(table, instance_type, int(local_bsz), job.noise_scale, level)
+    table["speedup"] = table["time_h"].iloc[0] / table["time_h"]
+    seen = measured_steps(measurements, job.model, instance_type, int(local_bsz), gpus)
+    table = table.merge(seen, on=["num_nodes", "num_workers"], how="left")
+    table["measured_step_s"] = table["measured_step_s"].astype(float)
+    # time is steps x step x (1 + writes): linear in the step, so the measured step scales it
+    table["measured_time_h"] = table["time_h"] * table["measured_step_s"] / table["step_time_s"]
+    return Scaling(
+        table, instance_type, int(local_bsz), job.noise_scale, level,
+        basis(model, job.model, instance_type),
+    )  # fmt: skip
 
 
 # -- (b) spot against on-demand ----------------------------------------------------------------
@@ -161,47 +375,72 @@ def scaling(
 
 @dataclass(frozen=True)
 class SpotTradeoff:
-    """One configuration on on-demand and on spot: expected and simulated outcomes."""
+    """One configuration on on-demand and on spot: expected and simulated outcomes, over
+    checkpoint intervals too."""
 
     ondemand: pd.Series  # evaluate_configs row: time_h, cost_usd (work with checkpoint writes)
     expected: dict[str, float]  # spot.expected_run: time_h, cost_usd, reclaims, ondemand_h
     runs: pd.DataFrame  # spot.simulate: one row per simulated spot run
-    by_interval: pd.DataFrame  # checkpoint interval -> expected spot cost and time, miss share
+    # checkpoint interval -> spot's expected cost and time, its cost above the cheapest plan,
+    # its miss share; on-demand's time and cost with the same checkpoints
+    by_interval: pd.DataFrame
     bucket: str
     checkpoint_interval_h: float
     restart_h: float
     deadline_h: float
+    cluster_hazard: float  # reclaims per hour of the whole cluster
+    write_h: float  # c: hours to write one checkpoint
+    best: dict[str, float]  # the cheapest interval (closed form, minimised): interval_h, cost_usd
+    young_daly_h: float  # sqrt(2 c M)
+    all_miss_below_h: float  # shorter intervals: the writes alone pass the deadline (0: none)
 
     @property
     def miss_share(self) -> float:
         """Share of simulated spot runs that end after the deadline."""
         return float((self.runs["time_h"] > self.deadline_h).mean())
 
+    @property
+    def at_edge(self) -> bool:
+        """Whether the cheapest interval sits at the longest one tried (the grid's edge)."""
+        return self.best["interval_h"] >= self.by_interval["checkpoint_interval_h"].max() * 0.99
+
     def text(self) -> str:
-        """Expected cost, its spread and the deadline risk of spot against on-demand."""
+        """Expected cost against the cheapest plan, Young/Daly's interval, the deadline risk."""
         od, e = self.ondemand, self.expected
         q = self.runs["cost_usd"].quantile([0.5, 0.9, 0.99])
         saving = 1 - e["cost_usd"] / od["cost_usd"]
-        best = self.by_interval.loc[self.by_interval["cost_usd"].idxmin()]
+        above = e["cost_usd"] / self.best["cost_usd"] - 1
+        mtbf = 1 / self.cluster_hazard
+        where = config_phrase(od).removesuffix(", on-demand")
         lines = [
-            f"{config_phrase(od)}: on-demand {_hours(od['time_h'])} for {money(od['cost_usd'])}.",
-            f"Spot (reclaim bucket {self.bucket}, checkpoint every "
-            f"{_hours(self.checkpoint_interval_h)}, restart {_hours(self.restart_h)}): "
-            f"expected {_hours(e['time_h'])} for {money(e['cost_usd'])} "
-            f"({e['reclaims']:.2g} reclaims on average), "
+            f"{where}, checkpoint every {duration(self.checkpoint_interval_h)} (writing one "
+            f"takes {duration(self.write_h)}), restart {duration(self.restart_h)}.",
+            f"On-demand, with the same checkpoints: {duration(od['time_h'])} for "
+            f"{money(od['cost_usd'])}.",
+            f"Spot (Spot Advisor: {self.bucket} of capacity reclaimed a month; on "
+            f"{int(od['num_nodes'])} nodes a reclaim every {duration(mtbf)} on average): expected "
+            f"{duration(e['time_h'])} for {money(e['cost_usd'])} ({e['reclaims']:.2g} reclaims), "
             + (f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer")
-            + f"; simulated cost median {money(q[0.5])}, p90 {money(q[0.9])}, "
+            + f" than on-demand; simulated cost median {money(q[0.5])}, p90 {money(q[0.9])}, "
             f"p99 {money(q[0.99])} over {len(self.runs):,} runs.",
+            f"Cheapest interval: {duration(self.best['interval_h'])} "
+            f"(expected {money(self.best['cost_usd'])}"
+            + (
+                ", at the longest interval tried: the optimum may lie beyond it"
+                if self.at_edge
+                else ""
+            )
+            + f"); this one costs {above:.1%} more. Young/Daly's sqrt(2 c M) = sqrt(2 x "
+            f"{self.write_h:.3g} h x {mtbf:.3g} h) = {duration(self.young_daly_h)}. Shorter "
+            "intervals pay for writing checkpoints, longer ones for re-doing lost work.",
+            f"Deadline {duration(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "
+            "on-demand " + ("meets it." if od["time_h"] <= self.deadline_h else "misses it too."),
         ]
-        lines.append(
-            f"Deadline {_hours(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "
-            "on-demand " + ("meets it." if od["time_h"] <= self.deadline_h else "misses it too.")
-        )
-        lines.append(
-            f"Cheapest checkpoint interval tried: {_hours(best['checkpoint_interval_h'])} "
-            f"(expected {money(best['cost_usd'])}); shorter ones pay for writing checkpoints, "
-            "longer ones for re-doing lost work."
-        )
+        if self.all_miss_below_h > 0:
+            lines.append(
+                f"Checkpointing more often than every {duration(self.all_miss_below_h)} misses "
+                "it on every run: the writes alone pass the deadline."
+            )
         return "\n".join(lines)
 
 
@@ -253,7 +492,15 @@ def listed_bucket(catalog: pd.DataFrame, instance_type: str) -> str:
     return str(listed.iloc[0]) if len(listed) and pd.notna(listed.iloc[0]) else spot.UNKNOWN_BUCKET
 
 
-CHECKPOINT_GRID_H = tuple(np.round(np.geomspace(1 / 60, 8, 24), 6))  # 1 min .. 8 h
+SHORTEST_INTERVAL_H = 1 / 60  # the grid of checkpoint intervals starts at one minute
+LONGEST_INTERVAL_H = 8.0  # ... and ends here or past 3x Young/Daly, whichever is later
+GRID_POINTS = 32
+
+
+def checkpoint_grid(young_daly_h: float) -> np.ndarray:
+    """Checkpoint intervals from a minute to past both 8 h and 3x Young/Daly's (log-spaced)."""
+    top = max(LONGEST_INTERVAL_H, 3 * young_daly_h if np.isfinite(young_daly_h) else 0.0)
+    return np.geomspace(SHORTEST_INTERVAL_H, top, GRID_POINTS)
 
 
 def spot_tradeoff(
@@ -273,8 +520,16 @@ def spot_tradeoff(
     """Whole nodes of ``instance_type`` on on-demand and on spot with ``job``'s checkpoint
     interval, checkpoint size and restart; reclaims at the Spot Advisor ``bucket`` (default:
     the catalog's). The expected run is spot.expected_run's closed form, the spread and the
-    deadline risk spot.simulate's runs, on the model's predicted (point) time. Without a
-    ``deadline_h`` the deadline is the on-demand time plus ``slack`` of it."""
+    deadline risk spot.simulate's runs, on the model's predicted (point) time; on-demand writes
+    the same checkpoints. Over checkpoint intervals (``checkpoint_grid``) the same, and the
+    cheapest interval by minimising the closed form. Without a ``deadline_h`` the deadline is
+    the on-demand time plus ``slack`` of it.
+
+    Raises:
+        InputError: the type has no spot price or no GPU, or the model cannot predict it.
+    """
+    from scipy.optimize import minimize_scalar
+
     types = _types(catalog, (instance_type,))
     bucket = bucket or listed_bucket(catalog, instance_type)
     hazard = float(spot.hourly_hazard(bucket)[0]) * num_nodes
@@ -287,14 +542,27 @@ def spot_tradeoff(
     od_usd = float(od["usd_per_hr"])
     if deadline_h is None:
         deadline_h = float(od["time_h"]) * (1 + slack)
+    write = job.checkpoint_write_h
+    # hours of training without writes: time_h = base x (1 + c / tau)
+    base = float(od["time_h"]) / (1 + write / job.checkpoint_interval_h)
+
+    def expected_cost(tau: float) -> float:
+        j = replace(job, checkpoint_interval_h=float(tau))
+        e = spot.expected_run(np.array([base * (1 + write / tau)]), hazard, j.spot_policy,
+                              spot_usd, od_usd)  # fmt: skip
+        return float(e["cost_usd"][0])
+
     expected = spot.expected_run(
         np.array([od["time_h"]]), hazard, job.spot_policy, spot_usd, od_usd
     )
     sim = spot.simulate(float(od["time_h"]), hazard, job.spot_policy, spot_usd, od_usd, runs, seed)
+    young_daly = spot.young_daly_interval(write, hazard)
+    grid_h = checkpoint_grid(young_daly)
     grid = []
-    for tau in CHECKPOINT_GRID_H:
+    for tau in grid_h:
         j = replace(job, checkpoint_interval_h=float(tau))
-        work = float(ondemand(j)["time_h"])
+        o = ondemand(j)
+        work = float(o["time_h"])
         e = spot.expected_run(np.array([work]), hazard, j.spot_policy, spot_usd, od_usd)
         s = spot.simulate(work, hazard, j.spot_policy, spot_usd, od_usd, runs, seed)
         grid.append(
@@ -303,17 +571,41 @@ def spot_tradeoff(
                 "time_h": float(e["time_h"][0]),
                 "cost_usd": float(e["cost_usd"][0]),
                 "miss_share": float((s["time_h"] > deadline_h).mean()),
+                "ondemand_time_h": work,
+                "ondemand_cost_usd": float(o["cost_usd"]),
             }
         )
+    table = pd.DataFrame(grid)
+    # the optimum between the grid's points: minimise the closed form over log(interval)
+    lo, hi = np.log(grid_h[0]), np.log(grid_h[-1])
+    at = minimize_scalar(
+        lambda x: expected_cost(np.exp(x)), bounds=(lo, hi), method="bounded",
+        options={"xatol": 1e-4},
+    )  # fmt: skip
+    best_tau = float(np.exp(at.x))
+    best = {"interval_h": best_tau, "cost_usd": expected_cost(best_tau)}
+    edge = table.loc[table["cost_usd"].idxmin()]
+    if edge["cost_usd"] < best["cost_usd"]:  # a second dip the bounded search missed
+        best = {"interval_h": float(edge["checkpoint_interval_h"]), "cost_usd": edge["cost_usd"]}
+    table["above_best"] = table["cost_usd"] / best["cost_usd"] - 1
+    # tau with base (1 + c / tau) = deadline: shorter intervals cannot make it at all
+    all_miss = write / (deadline_h / base - 1) if deadline_h > base and write > 0 else 0.0
+    if deadline_h <= base:
+        all_miss = float("inf")
     return SpotTradeoff(
         od,
         {k: float(v[0]) for k, v in expected.items()},
         sim,
-        pd.DataFrame(grid),
+        table,
         bucket,
         job.checkpoint_interval_h,
         job.restart_h,
         deadline_h,
+        hazard,
+        write,
+        best,
+        young_daly,
+        float(all_miss),
     )
 
 
@@ -331,6 +623,9 @@ class ControllerLesson:
     deadband: float
     slow_at: int
     slow_factor: float
+    # one row per type: alpha_s, beta_s of its compute line, its basis, the model's and the
+    # measured one-worker step at the starting local batch (NaN where not measured)
+    lines: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def _settle(self, start: int, stop: int) -> int:
         """First step in [start, stop) from which the controller changes no batch again
@@ -357,36 +652,55 @@ class ControllerLesson:
         }
 
     def text(self) -> str:
-        """How the controller converges, and what it does when a worker slows down."""
+        """How the controller converges, and what it does when worker 0 slows down."""
         s = self.summary
         a, b = self.instance_types
         wa, wb = self.workers
         first = self.trace[self.trace["step"] == 0]
+        start = int(first["local_bsz"].iloc[0])
         settled = self.trace[self.trace["step"] == self.slow_at - 1]
         by_type = settled.groupby("instance_type", sort=False)["local_bsz"].mean()
-        lines = [
-            f"{wa} workers on {a} + {wb} on {b}, global batch {self.global_bsz} (local "
-            f"{int(first['local_bsz'].iloc[0])} each to start).",
-            f"Even split: {s['even_step_s'] * 1000:.4g} ms per step (the slower type waits). "
+        lines = [f"{wa} workers on {a} + {wb} on {b}, global batch {self.global_bsz:,}."]
+        if len(self.lines):
+            seen = []
+            for _, r in self.lines.iterrows():
+                one = (
+                    f"{r['basis']}: one worker at batch {start} takes {r['model_s'] * 1000:.3g} ms"
+                )
+                if np.isfinite(r["measured_s"]):
+                    one += f" (measured {r['measured_s'] * 1000:.3g} ms)"
+                seen.append(one)
+            t0, t1 = self.lines["model_s"].to_numpy(float)[:2]
+            lines.append(
+                "; ".join(seen) + f". {b} computes {t0 / t1:.2f}x as fast as {a}, outside "
+                f"the controller's +-{self.deadband:.0%} deadband."
+            )
+        ms = 1000
+        lines.append(
+            f"Even split (local {start} each): {s['even_step_s'] * ms:.4g} ms per step (the "
+            "faster type waits). "
             + (
                 f"The controller settles by step {s['settled_at']} at "
-                f"{s['settled_step_s'] * 1000:.4g} ms, local batches "
+                f"{s['settled_step_s'] * ms:.4g} ms, local batches "
                 + ", ".join(f"{t} {v:.3g}" for t, v in by_type.items())
                 + f" ({1 - s['settled_step_s'] / s['even_step_s']:.0%} faster per step)."
-                if s["settled_at"] >= 0
+                if s["settled_at"] > 0
+                else "Every worker is already inside the deadband: the controller changes nothing."
+                if s["settled_at"] == 0
                 else "It has not settled before the slowdown."
-            ),
-        ]
+            )
+        )
         if self.slow_factor != 1:
             lines.append(
                 f"Worker 0 ({a}) turns {self.slow_factor:.3g}x slower at step {self.slow_at}: "
-                f"the step jumps to {s['slowed_step_s'] * 1000:.4g} ms; "
+                f"the step jumps to {s['slowed_step_s'] * ms:.4g} ms; "
                 + (
-                    f"the controller re-settles by step {s['resettled_at']} at "
-                    f"{s['final_step_s'] * 1000:.4g} ms, where keeping the old split would "
-                    f"stay at {s['slowed_step_s'] * 1000:.4g} ms."
+                    f"the controller re-settles by step {s['resettled_at']} "
+                    f"({s['resettled_at'] - self.slow_at} steps later) at "
+                    f"{s['final_step_s'] * ms:.4g} ms, where keeping the old split would "
+                    f"stay at {s['slowed_step_s'] * ms:.4g} ms per step."
                     if s["resettled_at"] >= 0
-                    else f"by the last step it is at {s['final_step_s'] * 1000:.4g} ms "
+                    else f"by the last step it is at {s['final_step_s'] * ms:.4g} ms "
                     "(not yet settled)."
                 )
             )
@@ -404,10 +718,17 @@ def controller_lesson(
     slow_at: int = 20,
     slow_factor: float = 1.0,
     deadband: float = 0.05,
+    measurements: pd.DataFrame | None = None,
 ) -> ControllerLesson:
     """Each worker's compute line from the model (candidates.compute_lines, one per type), an
     even split of workers x ``local_bsz``, and the controller run with worker 0 slowed by
-    ``slow_factor`` from step ``slow_at``."""
+    ``slow_factor`` from step ``slow_at``. ``measurements`` (optional) give each type's
+    measured one-worker step at ``local_bsz`` beside the model's.
+
+    Raises:
+        InputError: ``slow_at`` outside 1..steps-1, a ``slow_factor`` <= 0, a type without a
+            GPU or one the model cannot predict.
+    """
     if not 1 <= slow_at < steps:
         raise InputError(f"slow_at must be within 1..{steps - 1}, got {slow_at}")
     if not slow_factor > 0:
@@ -427,6 +748,21 @@ def controller_lesson(
     )
     names = np.repeat(np.asarray(instance_types, dtype=object), counts)
     trace["instance_type"] = names[trace["worker"].to_numpy()]
+    lines = []
+    for i, name in enumerate(instance_types):
+        seen = measured_steps(measurements, job.model, name, int(local_bsz), int(types.gpus[i]))
+        one = seen[seen["num_workers"] == 1]
+        lines.append(
+            {
+                "instance_type": name,
+                "alpha_s": float(alpha[i]),
+                "beta_s": float(beta[i]),
+                "basis": basis(model, job.model, name).phrase(),
+                "model_s": float(alpha[i] + beta[i] * local_bsz),
+                "measured_s": float(one["measured_step_s"].iloc[0]) if len(one) else np.nan,
+                "measured_bsz": float(one["measured_bsz"].iloc[0]) if len(one) else np.nan,
+            }
+        )
     return ControllerLesson(
         trace,
         (str(instance_types[0]), str(instance_types[1])),
@@ -435,28 +771,18 @@ def controller_lesson(
         deadband,
         slow_at,
         float(slow_factor),
+        pd.DataFrame(lines),
     )
 
 
 # -- (d) point estimate against the upper end ------------------------------------------------
 
 
-def simulate_runs(row: pd.Series, level: float, runs: int, rng: np.random.Generator) -> np.ndarray:
-    """Hours to the target of ``runs`` runs of one on-demand configuration, drawn from the
-    model's own interval: log(time / point) is a split normal whose halves put the interval's
-    ends at the two-sided ``level`` quantiles (the interval may be asymmetric)."""
-    z = two_sided_z(level)
-    above = np.log(row["time_hi_h"] / row["time_h"]) / z
-    below = np.log(row["time_h"] / row["time_lo_h"]) / z
-    u = rng.standard_normal(runs)
-    return row["time_h"] * np.exp(u * np.where(u > 0, above, below))
-
-
 @dataclass(frozen=True)
 class Judgement:
     """One deadline judged two ways: by the point estimate and by the upper end."""
 
-    table: pd.DataFrame  # one row per rule: the pick, its times and costs, the miss share
+    table: pd.DataFrame  # one row per rule: the pick, its times and costs, the miss share, why
     runs: dict[str, np.ndarray]  # rule -> simulated hours of its pick
     deadline_h: float
     level: float
@@ -470,9 +796,10 @@ class Judgement:
         return edges, {rule: np.histogram(t, edges)[0] / t.size for rule, t in self.runs.items()}
 
     def text(self) -> str:
-        """How often each pick misses the deadline, and what the safe one costs more."""
+        """How often each pick misses the deadline, what the safe one costs more, and what
+        in each pick was never measured."""
         pct = f"{self.level:.0%}"
-        lines = [f"Deadline {_hours(self.deadline_h)}, intervals at {pct}:"]
+        lines = [f"Deadline {duration(self.deadline_h)}, intervals at {pct}:"]
         rows = {r["rule"]: r for _, r in self.table.iterrows()}
         for rule, label in (("point", "point estimate"), ("upper", f"upper end at {pct}")):
             if rule not in rows:
@@ -480,9 +807,15 @@ class Judgement:
                 continue
             r = rows[rule]
             lines.append(
-                f"Judged by the {label}: {config_phrase(r)}, predicted {_hours(r['time_h'])} "
-                f"(up to {_hours(r['time_hi_h'])}), {money(r['cost_usd'])}; misses the "
-                f"deadline in {r['miss_share']:.1%} of {len(self.runs[rule]):,} simulated runs."
+                f"Judged by the {label}: {config_phrase(r)}, predicted {duration(r['time_h'])} "
+                f"({duration(r['time_lo_h'])}-{duration(r['time_hi_h'])}), "
+                f"{money(r['cost_usd'])}; misses the deadline in {r['miss_share']:.1%} of "
+                f"{len(self.runs[rule]):,} simulated runs. "
+                + (
+                    f"Never measured: {r['never_measured']}."
+                    if r.get("never_measured")
+                    else "Its type and node count were measured."
+                )
             )
         if {"point", "upper"} <= rows.keys():
             more = rows["upper"]["cost_usd"] / rows["point"]["cost_usd"] - 1
@@ -498,7 +831,12 @@ def deadline_judgement(
 ) -> Judgement:
     """The cheapest on-demand configuration meeting ``deadline_h`` by its point estimate and
     by its upper end (the search's own rule: ``select``), each run ``runs`` times from the
-    model's interval (``simulate_runs``): how often each misses."""
+    model's uncertainty (``run_times``): how often each misses, and which of its parts were
+    never measured (``basis``).
+
+    Raises:
+        InputError: a deadline <= 0, or an evaluation of spot candidates.
+    """
     if not deadline_h > 0:
         raise InputError(f"deadline must be > 0, got {deadline_h}")
     if evaluated.constraints.spot:
@@ -524,8 +862,16 @@ def deadline_judgement(
         extra["upper"] = "no configuration's upper end meets it"
     out = []
     for rule, row in rows:
-        t = simulate_runs(row, level, runs, rng)
+        t = run_times(row, level, runs, rng)
         sims[rule] = t
-        out.append({"rule": rule, **row.to_dict(), "miss_share": float((t > deadline_h).mean())})
+        known = basis(evaluated.model, evaluated.job.model, str(row["instance_type"]))
+        out.append(
+            {
+                "rule": rule,
+                **row.to_dict(),
+                "miss_share": float((t > deadline_h).mean()),
+                "never_measured": known.why_wide(int(row["num_nodes"])),
+            }
+        )
     table = pd.DataFrame(out)
     return Judgement(table, sims, float(deadline_h), level, extra)

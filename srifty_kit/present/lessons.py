@@ -2,10 +2,14 @@
 function: workers x batch x statistical efficiency, spot against on-demand, the batch
 controller on a mixed cluster, the point estimate against the upper end.
 
-Each panel has a few controls, a figure updated in place and an answer: the tradeoffs
-result's ``text()``, in an element (``srifty-answer``) that carries the inputs it was computed
-for as JSON (``data-inputs``). ``panel.ask(value)`` sets the lesson's question control and
-returns the answer (how the notebook answers its question when it runs headless).
+Each panel has a few controls (selection sliders whose stops are round values, among them the
+values its question asks for, labelled in the unit its answer uses), a figure updated in place
+(log axes with 1-2-5 ticks and the deadline's) and an answer: the tradeoffs result's
+``text()``, in an element (``srifty-answer``) that carries the inputs it was computed for as
+JSON (``data-inputs``). Where the reference measurements hold what a figure shows, the measured
+points sit beside the model's point estimate and band. ``panel.ask(value)`` moves the lesson's
+question control to that stop and returns the answer (how the notebook answers its question
+when it runs headless).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,26 +27,51 @@ from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import evaluate
 from srifty_kit.errors import InputError
-from srifty_kit.present.widgets import STYLE, error_html, log_choices, point_mark, set_data, tag
+from srifty_kit.present.plots import log_ticks
+from srifty_kit.present.widgets import STYLE, error_html, point_mark, set_data, tag
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
 
+# the reference campaigns whose curves the lessons draw (../shared/reference/measurements)
+REFERENCE_FILES = (
+    "aws_g4dn12xlarge_placements.csv",  # AWS g4dn.12xlarge, 4x T4
+    "sia_rtx2080ti.csv",  # on-premises, 8x RTX 2080 Ti
+    "sia_azure_nd40rsv2.csv",  # Azure ND40rs_v2, 8x V100
+)
+# the catalog rows (vendors' datasheets, with sources) of the reference types that are not EC2
+GPU_CATALOG = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_catalog.csv"
+
+# the stops of each question's control: round values, the asked ones among them
+NOISE_SCALES = (100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000)
+LOCAL_BATCHES = (16, 32, 64, 128, 256, 512)
+CHECKPOINT_H = (5 / 60, 10 / 60, 0.25, 0.5, 1, 2, 4, 6, 8, 12, 24)
+RESTART_H = (1 / 60, 0.1, 0.25, 0.5, 1, 2)
+SLOWDOWNS = (1, 1.5, 2, 3, 4)
+DEADLINES_H = (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 24)
+
+BLUE, ORANGE, RED, GREY = "#4c78a8", "#f58518", "#d62728", "#999999"
 
 # the caption under each lesson's figure: what each mark is
 CAPTIONS = {
     "scaling": (
-        "Blue circles: hours to the target (left axis); red squares: dollars (right axis); both "
-        "upper ends. Diamonds: the cheapest and the fastest worker counts."
+        "Blue line: the model's point estimate of the hours to the target; shaded: its "
+        "interval; dashed: the interval's upper end. Black dots: measured step times turned "
+        "into hours with the same steps to the target (the reference campaigns). Blue "
+        "diamond: fastest by the point estimate; white diamond: fastest by the upper end. "
+        "Grey: more nodes than were measured (extrapolation)."
     ),
     "spot": (
-        "Blue: spot's expected cost over checkpoint intervals (diamond: the chosen one); dashed: "
-        "on-demand's cost; red dots: share of simulated spot runs that miss the deadline (right "
-        "axis)."
+        "Blue: spot's expected cost above its cheapest checkpoint plan (left axis, zoomed to "
+        "20%); gold diamond: that cheapest interval; blue diamond: the one chosen; green "
+        "line: Young/Daly's interval. Red dots: share of simulated spot runs that miss the "
+        "deadline (right axis); grey: intervals so short the checkpoint writes alone pass it. "
+        "On-demand, with the same checkpoints, is priced in the answer."
     ),
     "controller": (
-        "One line per worker: its local batch (left axis; blue: the first type, orange: the "
-        "second). Black: the step time, the slowest worker's (right axis)."
+        "Top: each worker's local batch (blue: the first type, orange: the second; red, "
+        "thick: worker 0, the one that slows down). Bottom: the step time (the slowest "
+        "worker's); dashed: what keeping the split of the step before the slowdown would cost."
     ),
     "variance": (
         "Share of simulated runs by hours to the target: red, the pick judged by the point "
@@ -59,6 +89,73 @@ def answer_html(text: str, inputs: dict[str, Any]) -> str:
     """The answer element: the text, and the inputs it was computed for as JSON."""
     data = html.escape(json.dumps(inputs), quote=True)
     return f'<div class="srifty-answer" data-inputs="{data}">{html.escape(text)}</div>'
+
+
+def stops(values: tuple, value: Any, label: Any = "{:g}") -> list[tuple[str, Any]]:
+    """(label, value) stops of a selection slider: ``values`` and ``value`` (the starting
+    one, kept exactly), sorted; ``label`` a format string or a function of the value."""
+    text = label.format if isinstance(label, str) else label
+    kind = type(value) if isinstance(value, int) else float
+    every = sorted({kind(v) for v in values} | {kind(value)})
+    return [(text(v), v) for v in every]
+
+
+def reference_measurements() -> pd.DataFrame | None:
+    """The reference campaigns the lessons draw (REFERENCE_FILES in the team's shared
+    folder, ``tables.reference.shared_dir``), one table; None when none is there."""
+    from srifty_kit.tables.reference import shared_dir
+
+    folder = shared_dir() / "reference" / "measurements"
+    files = [folder / name for name in REFERENCE_FILES if (folder / name).is_file()]
+    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else None
+
+
+def lesson_setup(
+    model_path: str | None, workload: str | None, level: float = 0.9
+) -> tuple[Any, pd.DataFrame, pd.DataFrame | None, str]:
+    """What notebook 05 starts from: (model, catalog, measurements, workload).
+
+    Args:
+        model_path: a model file written by ``srifty fit``; None: fit ``workload``'s rows of
+            the reference campaigns (else the default measurements) here.
+        workload: the training model; None: cifar10 where it was measured, else the first.
+        level: the model's interval level.
+
+    Returns:
+        The model, the EC2 catalog plus the datasheet rows of the reference types that are not
+        EC2 types (when this checkout has them), the reference measurements (None without the
+        shared folder) and the workload.
+
+    Raises:
+        InputError: the workload was not measured.
+    """
+    import warnings
+
+    from srifty_kit import StepTimeModel, load_catalog
+    from srifty_kit.tables.files import read_table
+    from srifty_kit.tables.reference import default_measurements
+
+    catalog = load_catalog()
+    if GPU_CATALOG.is_file():
+        extra = pd.read_csv(GPU_CATALOG)
+        extra = extra[~extra["instance_type"].isin(catalog["instance_type"])]
+        catalog = pd.concat([catalog, extra], ignore_index=True)
+    measured = reference_measurements()
+    if measured is not None:  # only the types the catalog describes
+        measured = measured[measured["instance_type"].isin(catalog["instance_type"])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if model_path:
+            model = StepTimeModel.load(model_path)
+        else:
+            rows = measured if measured is not None else read_table(default_measurements())
+            names = sorted(set(rows["model"]))
+            workload = workload or ("cifar10" if "cifar10" in names else names[0])
+            if workload not in names:
+                raise InputError(f"{workload!r} was not measured", fix="one of " + ", ".join(names))
+            model = StepTimeModel(level=level).fit(rows[rows["model"] == workload])
+    workload = workload or ("cifar10" if "cifar10" in model.models_ else model.models_[0])
+    return model, catalog, measured, workload
 
 
 class Lesson:
@@ -88,7 +185,7 @@ class Lesson:
                         [
                             w.VBox(
                                 list(controls.values()),
-                                layout=w.Layout(width="420px", flex="0 0 auto"),
+                                layout=w.Layout(width="440px", flex="0 0 auto"),
                             ),
                             w.VBox(
                                 [
@@ -131,9 +228,9 @@ class Lesson:
     def ask(self, value: Any) -> str:
         """Move the question's control to its stop nearest ``value`` and return the answer."""
         control = self.controls[self.question]
-        stops = [v for _, v in control.options]
-        if value not in stops:
-            value = min(stops, key=lambda v: abs(np.log(v / value)))
+        values = [v for _, v in control.options]
+        if value not in values:
+            value = min(values, key=lambda v: abs(np.log(v / value)))
         control.value = value
         return self.answer if self.error is None else str(self.error)
 
@@ -141,7 +238,7 @@ class Lesson:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def _figure(marks: list, axes: list, title: str) -> Any:
+def _figure(marks: list, axes: list, title: str, height: int = 360) -> Any:
     import bqplot as bq
 
     return bq.Figure(
@@ -149,7 +246,7 @@ def _figure(marks: list, axes: list, title: str) -> Any:
         axes=axes,
         title=title,
         fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 70},
-        layout={"width": "540px", "height": "360px"},
+        layout={"width": "560px", "height": f"{height}px"},
         animation_duration=0,
     )
 
@@ -161,16 +258,50 @@ def _selection(values: list[tuple[str, Any]], value: Any, description: str, **kw
         options=values,
         value=value,
         description=description,
-        style={"description_width": "130px"},
-        layout=w.Layout(width="410px"),
+        style={"description_width": "160px"},
+        layout=w.Layout(width="430px"),
         readout=True,
         **kw,
     )
 
 
+def _dropdown(options: list, value: Any, description: str) -> Any:
+    import ipywidgets as w
+
+    return w.Dropdown(
+        options=options,
+        value=value,
+        description=description,
+        style={"description_width": "160px"},
+        layout=w.Layout(width="430px"),
+    )
+
+
+def _log_range(scale: Any, axis: Any, values: Any, extra: tuple = (), margin: float = 1.15):
+    """Fit a log scale around ``values`` (and ``extra``) and tick it 1-2-5 plus ``extra``."""
+    v = np.asarray([*np.ravel(values), *extra], float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return
+    low, high = float(v.min() / margin), float(v.max() * margin)
+    ticks = log_ticks(low, high, extra)
+    if len(ticks) > 9:
+        ticks = log_ticks(low, high, extra, steps=(1,))
+    with scale.hold_sync():
+        scale.min, scale.max = low, high
+    axis.tick_values = np.asarray(ticks, float)
+
+
+def _line(scales: dict, color: str, label: str, **style: Any) -> Any:
+    import bqplot as bq
+
+    return bq.Lines(x=[], y=[], scales=scales, colors=[color], labels=[label], **style)
+
+
 class ScalingLesson(Lesson):
-    """(a) Workers x batch x statistical efficiency: time and cost to the target as workers
-    grow on one instance type; the question moves the gradient noise scale."""
+    """(a) Workers x batch x statistical efficiency: time to the target as workers grow on one
+    instance type, fastest by the point estimate and by the upper end; the question moves the
+    gradient noise scale."""
 
     question = "noise_scale"
 
@@ -179,59 +310,67 @@ class ScalingLesson(Lesson):
         model: StepTimeModel,
         catalog: pd.DataFrame,
         job: Job,
-        instance_types: tuple[str, ...] = ("g4dn.12xlarge", "g6.12xlarge", "p4d.24xlarge"),
+        instance_types: tuple[str, ...] | None = None,
         local_bsz: int = 64,
         max_nodes: int = 16,
         level: float = 0.9,
+        measurements: pd.DataFrame | None = None,
     ) -> None:
         import bqplot as bq
-        import ipywidgets as w
 
         self.model, self.catalog, self.job = model, catalog, job
-        self.max_nodes, self.level = max_nodes, level
-        noise = job.noise_scale or 2000.0
-        batches = sorted({2**i for i in range(11)} | {int(local_bsz)})
+        self.max_nodes, self.level, self.measurements = max_nodes, level, measurements
+        known = set(catalog["instance_type"])
+        if instance_types is None:  # the measured types only, those with EC2 prices first
+            priced = set(catalog.loc[catalog["ondemand_usd_per_hr"].notna(), "instance_type"])
+            instance_types = tuple(
+                sorted(
+                    (t for t in tradeoffs.measured_types(model, job.model) if t in known),
+                    key=lambda t: (t not in priced, t),
+                )
+            )
+        measured = set(tradeoffs.measured_types(model, job.model))
+        options = [
+            (t if t in measured else f"{t} (never measured)", t)
+            for t in dict.fromkeys(instance_types)
+        ]
+        noise = float(job.noise_scale or 2000.0)
         controls = {
-            "noise_scale": _selection(
-                log_choices(noise, 10.0, 1e6, per_decade=20), noise, "noise scale"
+            "noise_scale": _selection(stops(NOISE_SCALES, noise, "{:,.0f}"), noise, "noise scale"),
+            "local_bsz": _selection(
+                stops(LOCAL_BATCHES, int(local_bsz), "{:.0f}"), int(local_bsz), "local batch"
             ),
-            "local_bsz": _selection([(str(b), b) for b in batches], int(local_bsz), "local batch"),
-            "instance_type": w.Dropdown(
-                options=list(instance_types),
-                value=instance_types[0],
-                description="instance type",
-                style={"description_width": "140px"},
-            ),
+            "instance_type": _dropdown(options, options[0][1], "instance type"),
         }
-        xs, ts, cs = bq.LogScale(), bq.LogScale(), bq.LogScale()
+        xs, ys = bq.LogScale(), bq.LogScale()
+        sc = {"x": xs, "y": ys}
         self.marks = {
-            "time": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ts}, colors=["#4c78a8"], marker="circle",
-                labels=["time (upper end)"],
+            "beyond": bq.Lines(
+                x=[], y=[], scales=sc, colors=[GREY], stroke_width=0, fill="inside",
+                close_path=True, fill_colors=[GREY], fill_opacities=[0.2],
+                labels=["more nodes than measured"],
             ),
-            "cost": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": cs}, colors=["#e45756"], marker="square",
-                labels=["cost (upper end)"],
+            "band": bq.Lines(
+                x=[], y=[], scales=sc, colors=[BLUE], stroke_width=0, fill="between",
+                fill_colors=[BLUE], fill_opacities=[0.18], labels=["interval"],
             ),
-            "cheapest": point_mark(
-                {"x": xs, "y": cs}, "diamond", "#e45756", "cheapest", 160, stroke="black"
+            "point": _line(sc, BLUE, "point estimate", marker="circle", marker_size=24),
+            "upper": _line(sc, BLUE, "upper end", line_style="dashed"),
+            "measured": bq.Scatter(
+                x=[], y=[], scales=sc, colors=["black"], default_size=36, labels=["measured"],
             ),
-            "fastest": point_mark(
-                {"x": xs, "y": ts}, "diamond", "#4c78a8", "fastest", 160, stroke="black"
+            "fastest": point_mark(sc, "diamond", BLUE, "fastest (point)", 180, stroke="black"),
+            "fastest_upper": point_mark(
+                sc, "diamond", "white", "fastest (upper end)", 180, stroke="black"
             ),
         }  # fmt: skip
-        axes = [
-            bq.Axis(scale=xs, label="workers", tick_format="d"),
-            bq.Axis(scale=ts, label="hours to target", side="left", tick_format=".3~g"),
-            bq.Axis(scale=cs, label="USD to target", side="right", tick_format="~s"),
-        ]
-        figure = _figure(list(self.marks.values()), axes, "Time and cost against workers")
-        super().__init__(
-            controls,
-            figure,
-            "srifty-lesson-scaling",
-            CAPTIONS["scaling"],
-        )
+        self.axes = {
+            "x": bq.Axis(scale=xs, label="workers", tick_format="d"),
+            "y": bq.Axis(scale=ys, label="hours to the target", side="left", tick_format=".3~g"),
+        }
+        figure = _figure(list(self.marks.values()), list(self.axes.values()), "Time to the target")
+        self.scales = sc
+        super().__init__(controls, figure, "srifty-lesson-scaling", CAPTIONS["scaling"])
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.Scaling, dict[str, Any]]:
@@ -244,19 +383,35 @@ class ScalingLesson(Lesson):
             "max_nodes": self.max_nodes,
             "level": self.level,
         }
-        result = tradeoffs.scaling(self.model, self.catalog, job, **args)
+        result = tradeoffs.scaling(
+            self.model, self.catalog, job, measurements=self.measurements, **args
+        )
         return result, {"job": job_inputs(job), **args}
 
     def draw(self, result: tradeoffs.Scaling) -> None:
-        """Time and cost lines over workers; the cheapest and the fastest count marked."""
-        t = result.table
-        for name, column in (("time", "time_hi_h"), ("cost", "cost_hi_usd")):
-            set_data(self.marks[name], t["num_workers"], t[column])
-        for name, row, column in (
-            ("cheapest", result.cheapest, "cost_hi_usd"),
-            ("fastest", result.fastest, "time_hi_h"),
-        ):
-            set_data(self.marks[name], [row["num_workers"]], [row[column]])
+        """Point, band and upper end over workers; the measured points; both fastest marks;
+        the extrapolated range shaded."""
+        t, m = result.table, self.marks
+        x = t["num_workers"].to_numpy(float)
+        _log_range(self.scales["x"], self.axes["x"], x, margin=1.1)
+        _log_range(self.scales["y"], self.axes["y"], t[["time_lo_h", "time_hi_h"]].to_numpy())
+        (y0, y1) = self.scales["y"].min, self.scales["y"].max
+        set_data(m["band"], x, np.vstack([t["time_lo_h"], t["time_hi_h"]]))
+        set_data(m["point"], x, t["time_h"])
+        set_data(m["upper"], x, t["time_hi_h"])
+        seen = result.measured
+        set_data(m["measured"], seen["num_workers"], seen["measured_time_h"])
+        far = [w for w, n in zip(x, t["num_nodes"], strict=True) if result.basis.beyond(n)]
+        if not result.basis.measured:
+            far = list(x)
+        if far:
+            a, b = far[0] / 1.05, x.max() * 1.1
+            set_data(m["beyond"], [a, b, b, a], [y0, y0, y1, y1])
+        else:
+            set_data(m["beyond"], [], [])
+        f, u = result.fastest, result.fastest_upper
+        set_data(m["fastest"], [f["num_workers"]], [f["time_h"]])
+        set_data(m["fastest_upper"], [u["num_workers"]], [u["time_hi_h"]])
 
 
 class SpotLesson(Lesson):
@@ -278,7 +433,6 @@ class SpotLesson(Lesson):
         runs: int = 2000,
     ) -> None:
         import bqplot as bq
-        import ipywidgets as w
 
         from srifty_kit.tables.contracts import INTERRUPTION_BUCKETS
 
@@ -291,54 +445,52 @@ class SpotLesson(Lesson):
             )
         self.deadline_h = deadline_h
         bucket = tradeoffs.listed_bucket(catalog, instance_type)
+        hours = tradeoffs.duration
         controls = {
             "checkpoint_interval": _selection(
-                log_choices(job.checkpoint_interval_h, 1 / 60, 8, per_decade=12, label="{:.3g} h"),
-                job.checkpoint_interval_h,
-                "checkpoint every",
+                stops(CHECKPOINT_H, job.checkpoint_interval_h, hours),
+                float(job.checkpoint_interval_h), "checkpoint every",
             ),
-            "bucket": w.Dropdown(
-                options=list(INTERRUPTION_BUCKETS),
-                value=bucket,
-                description="reclaims / month",
-                style={"description_width": "140px"},
+            "bucket": _dropdown(
+                [(f"{b} of capacity a month", b) for b in INTERRUPTION_BUCKETS], bucket,
+                "Spot Advisor reclaims",
             ),
             "restart": _selection(
-                log_choices(job.restart_h, 0.01, 2.0, per_decade=10, label="{:.3g} h"),
-                job.restart_h,
-                "restart takes",
+                stops(RESTART_H, job.restart_h, hours), float(job.restart_h), "restart takes"
             ),
         }  # fmt: skip
-        xs, ys, ms = bq.LogScale(), bq.LinearScale(min=0), bq.LinearScale(min=0, max=1)
+        xs, ys, ms = bq.LogScale(), bq.LinearScale(min=0, max=0.2), bq.LinearScale(min=0, max=1)
+        sc = {"x": xs, "y": ys}
         self.marks = {
-            "spot": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"],
-                labels=["spot, expected cost"],
+            "writes": bq.Lines(
+                x=[], y=[], scales=sc, colors=[GREY], stroke_width=0, fill="inside",
+                close_path=True, fill_colors=[GREY], fill_opacities=[0.25],
+                labels=["checkpoint writes alone pass the deadline"],
             ),
-            "ondemand": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ys}, colors=["black"], line_style="dashed",
-                labels=["on-demand cost"],
-            ),
+            "spot": _line(sc, BLUE, "spot, expected cost above its cheapest plan", stroke_width=2),
             "miss": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ms}, colors=["#e45756"], line_style="dotted",
-                labels=["spot runs missing the deadline"],
+                x=[], y=[], scales={"x": xs, "y": ms}, colors=[RED], marker="circle",
+                marker_size=12, stroke_width=1, labels=["spot runs missing the deadline"],
             ),
-            "now": point_mark(
-                {"x": xs, "y": ys}, "diamond", "#4c78a8", "this interval", 140, stroke="black"
+            "young_daly": _line(sc, "#2ca02c", "Young/Daly interval", line_style="dashed"),
+            "best": point_mark(sc, "diamond", "gold", "cheapest interval", 180, stroke="black"),
+            "now": point_mark(sc, "diamond", BLUE, "this interval", 140, stroke="black"),
+        }  # fmt: skip
+        self.axes = {
+            "x": bq.Axis(scale=xs, label="checkpoint interval (h)", tick_format=".2~g"),
+            "y": bq.Axis(
+                scale=ys, label="cost above the cheapest plan", side="left", tick_format=".0%",
+                tick_values=np.linspace(0, 0.2, 5),
+            ),
+            "miss": bq.Axis(
+                scale=ms, label="share missing the deadline", side="right", tick_format=".0%"
             ),
         }  # fmt: skip
-        axes = [
-            bq.Axis(scale=xs, label="checkpoint interval (h)", tick_format=".2~g"),
-            bq.Axis(scale=ys, label="USD to target", side="left", tick_format="~s"),
-            bq.Axis(scale=ms, label="share missing the deadline", side="right", tick_format=".0%"),
-        ]
-        figure = _figure(list(self.marks.values()), axes, "Spot against on-demand")
-        super().__init__(
-            controls,
-            figure,
-            "srifty-lesson-spot",
-            CAPTIONS["spot"],
+        self.scales = sc
+        figure = _figure(
+            list(self.marks.values()), list(self.axes.values()), "Spot: when to checkpoint"
         )
+        super().__init__(controls, figure, "srifty-lesson-spot", CAPTIONS["spot"])
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.SpotTradeoff, dict[str, Any]]:
@@ -363,17 +515,28 @@ class SpotLesson(Lesson):
         return result, {"job": job_inputs(job), **args}
 
     def draw(self, result: tradeoffs.SpotTradeoff) -> None:
-        """The expected spot cost and the miss share over intervals; on-demand flat."""
-        grid = result.by_interval
+        """Spot's cost above its cheapest plan and the miss share over intervals; the cheapest,
+        the chosen and Young/Daly's interval; where the writes alone pass the deadline."""
+        grid, m = result.by_interval, self.marks
         x = grid["checkpoint_interval_h"].to_numpy(float)
-        od = float(result.ondemand["cost_usd"])
-        for name, y in (
-            ("spot", grid["cost_usd"].to_numpy(float)),
-            ("ondemand", np.full(x.size, od)),
-            ("miss", grid["miss_share"].to_numpy(float)),
-        ):
-            set_data(self.marks[name], x, y)
-        set_data(self.marks["now"], [result.checkpoint_interval_h], [result.expected["cost_usd"]])
+        marked = (result.best["interval_h"], result.checkpoint_interval_h)
+        yd = result.young_daly_h if np.isfinite(result.young_daly_h) else None
+        _log_range(self.scales["x"], self.axes["x"], x, margin=1.0)
+        self.axes["x"].tick_values = np.asarray(
+            log_ticks(x.min(), x.max(), tuple(v for v in marked if v) + ((yd,) if yd else ())),
+            float,
+        )
+        set_data(m["spot"], x, grid["above_best"])
+        set_data(m["miss"], x, grid["miss_share"])
+        set_data(m["young_daly"], [yd, yd] if yd else [], [0, 0.2] if yd else [])
+        set_data(m["best"], [result.best["interval_h"]], [0.0])
+        now = result.expected["cost_usd"] / result.best["cost_usd"] - 1
+        set_data(m["now"], [result.checkpoint_interval_h], [min(now, 0.2)])
+        edge = min(result.all_miss_below_h, x.max())
+        if edge > x.min():
+            set_data(m["writes"], [x.min(), edge, edge, x.min()], [0, 0, 0.2, 0.2])
+        else:
+            set_data(m["writes"], [], [])
 
 
 class ControllerLesson(Lesson):
@@ -392,35 +555,49 @@ class ControllerLesson(Lesson):
         local_bsz: int = 64,
         steps: int = 40,
         slow_at: int = 20,
+        measurements: pd.DataFrame | None = None,
     ) -> None:
         import bqplot as bq
+        import ipywidgets as w
 
         self.model, self.catalog, self.job = model, catalog, job
         self.instance_types, self.num_nodes = tuple(instance_types), tuple(num_nodes)
         self.local_bsz, self.steps, self.slow_at = local_bsz, steps, slow_at
-        factors = [(f"{f:g}x", float(f)) for f in np.round(np.arange(1.0, 4.01, 0.25), 2)]
-        controls = {"slow_factor": _selection(factors, 1.0, "worker 0 slows down")}
+        self.measurements = measurements
+        controls = {
+            "slow_factor": _selection(
+                stops(SLOWDOWNS, 1.0, "{:g}x"), 1.0, f"worker 0 slows at step {slow_at} by"
+            )
+        }
         xs, bs, ts = bq.LinearScale(), bq.LinearScale(min=0), bq.LinearScale(min=0)
         self.marks = {
             "batches": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": bs}, labels=["local batch per worker"],
             ),
-            "step": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ts}, colors=["black"], stroke_width=3,
-                labels=["step time"],
-            ),
+            "worker0": _line({"x": xs, "y": bs}, RED, "worker 0", stroke_width=4),
+            "step": _line({"x": xs, "y": ts}, "black", "step time", stroke_width=3),
+            "kept": _line({"x": xs, "y": ts}, "black", "old split kept", line_style="dashed"),
         }  # fmt: skip
-        axes = [
-            bq.Axis(scale=xs, label="step", tick_format="d"),
-            bq.Axis(scale=bs, label="local batch per worker", side="left", tick_format="d"),
-            bq.Axis(scale=ts, label="step time (s)", side="right", tick_format=".3~g"),
-        ]
-        figure = _figure(list(self.marks.values()), axes, "The controller, step by step")
+        top = _figure(
+            [self.marks["batches"], self.marks["worker0"]],
+            [
+                bq.Axis(scale=xs, label="step", tick_format="d"),
+                bq.Axis(scale=bs, label="local batch per worker", side="left", tick_format="d"),
+            ],
+            "Each worker's local batch, step by step",
+            height=300,
+        )
+        bottom = _figure(
+            [self.marks["step"], self.marks["kept"]],
+            [
+                bq.Axis(scale=xs, label="step", tick_format="d"),
+                bq.Axis(scale=ts, label="step time (ms)", side="left", tick_format=".3~g"),
+            ],
+            "Step time",
+            height=240,
+        )
         super().__init__(
-            controls,
-            figure,
-            "srifty-lesson-controller",
-            CAPTIONS["controller"],
+            controls, w.VBox([top, bottom]), "srifty-lesson-controller", CAPTIONS["controller"]
         )
         self.refresh()
 
@@ -435,17 +612,26 @@ class ControllerLesson(Lesson):
             "slow_at": self.slow_at,
             "slow_factor": factor,
         }
-        result = tradeoffs.controller_lesson(self.model, self.catalog, self.job, **args)
+        result = tradeoffs.controller_lesson(
+            self.model, self.catalog, self.job, measurements=self.measurements, **args
+        )
         return result, {"job": job_inputs(self.job), **args}
 
     def draw(self, result: tradeoffs.ControllerLesson) -> None:
-        """One line per worker (its local batch) and the step time, over steps."""
+        """One line per worker (worker 0 highlighted), the step time in ms and, after the
+        slowdown, what the old split would cost."""
         wide = result.trace.pivot(index="step", columns="worker", values="local_bsz")
-        colors = ["#4c78a8" if t == result.instance_types[0] else "#f58518" for t in
+        colors = [BLUE if t == result.instance_types[0] else ORANGE for t in
                   result.trace.drop_duplicates("worker")["instance_type"]]  # fmt: skip
         set_data(self.marks["batches"], wide.index, wide.to_numpy(float).T, colors=colors)
-        step = result.trace.groupby("step")["step_time_s"].first()
+        set_data(self.marks["worker0"], wide.index, wide[0].to_numpy(float))
+        step = result.trace.groupby("step")["step_time_s"].first() * 1000
         set_data(self.marks["step"], step.index, step)
+        if result.slow_factor != 1:
+            kept = result.summary["slowed_step_s"] * 1000
+            set_data(self.marks["kept"], [result.slow_at, step.index.max()], [kept, kept])
+        else:
+            set_data(self.marks["kept"], [], [])
 
 
 class VarianceLesson(Lesson):
@@ -469,38 +655,34 @@ class VarianceLesson(Lesson):
         self.model, self.catalog, self.job = model, catalog, job
         self.constraints = Constraints(confidence=confidence, max_nodes=max_nodes)
         self.runs = runs
-        self.evaluated = evaluate(model, catalog, job, self.constraints)  # once: arrays
+        # once: arrays; over the types with an on-demand price (the picks are judged by cost)
+        priced = catalog[catalog["ondemand_usd_per_hr"].notna()]
+        self.evaluated = evaluate(model, priced, job, self.constraints)
         controls = {
-            "deadline": _selection(log_choices(deadline_h, 0.05, 100.0), deadline_h, "deadline (h)")
+            "deadline": _selection(
+                stops(DEADLINES_H, deadline_h, tradeoffs.duration), float(deadline_h), "deadline"
+            )
         }
         xs, ys = bq.LogScale(), bq.LinearScale(min=0)
+        sc = {"x": xs, "y": ys}
         self.marks = {
-            "point": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#e45756"],
-                interpolation="step-after", labels=["pick by point estimate"],
+            "point": _line(sc, RED, "pick by point estimate", interpolation="step-after"),
+            "upper": _line(sc, BLUE, "pick by upper end", interpolation="step-after"),
+            "deadline": _line(sc, "black", "deadline", line_style="dashed"),
+        }
+        self.axes = {
+            "x": bq.Axis(
+                scale=xs, label="hours to the target (simulated runs)", tick_format=".3~g"
             ),
-            "upper": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ys}, colors=["#4c78a8"],
-                interpolation="step-after", labels=["pick by upper end"],
-            ),
-            "deadline": bq.Lines(
-                x=[], y=[], scales={"x": xs, "y": ys}, colors=["black"], line_style="dashed",
-                labels=["deadline"],
-            ),
-        }  # fmt: skip
-        axes = [
-            bq.Axis(
-                scale=xs, label="hours to target (simulated runs)", tick_format=".2~g", num_ticks=6
-            ),
-            bq.Axis(scale=ys, label="share of runs", side="left", tick_format=".0%"),
-        ]
-        figure = _figure(list(self.marks.values()), axes, "How long the two picks really take")
-        super().__init__(
-            controls,
-            figure,
-            "srifty-lesson-variance",
-            CAPTIONS["variance"],
+            "y": bq.Axis(scale=ys, label="share of runs", side="left", tick_format=".0%"),
+        }
+        self.scales = sc
+        figure = _figure(
+            list(self.marks.values()),
+            list(self.axes.values()),
+            "How long the two picks really take",
         )
+        super().__init__(controls, figure, "srifty-lesson-variance", CAPTIONS["variance"])
         self.refresh()
 
     def compute(self) -> tuple[tradeoffs.Judgement, dict[str, Any]]:
@@ -517,9 +699,10 @@ class VarianceLesson(Lesson):
         return tradeoffs.deadline_judgement(self.evaluated, deadline, runs=self.runs), inputs
 
     def draw(self, result: tradeoffs.Judgement) -> None:
-        """Each pick's distribution of simulated run times, and the deadline."""
+        """Each pick's distribution of simulated run times, and the deadline (with a tick)."""
         edges, shares = result.histogram()
         top = max((float(s.max()) for s in shares.values()), default=1.0)
+        _log_range(self.scales["x"], self.axes["x"], edges, (result.deadline_h,), margin=1.0)
         for rule in ("point", "upper"):
             share = shares.get(rule)
             if share is None:

@@ -407,3 +407,23 @@ def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
     ax.set(xlabel="workers", ylabel="seconds per step")
     ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
     return ax
+
+
+def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 5)) -> list[float]:
+    """Readable ticks for a log axis from ``low`` to ``high``: 1-2-5 (``steps``) times powers of
+    ten inside the range, plus ``extra`` (a deadline, a marked value), sorted, each once.
+
+    Args:
+        low, high: the axis' ends (> 0).
+        extra: values that must carry a tick.
+        steps: the mantissas to tick in each decade.
+
+    Returns:
+        The tick values (floats, three significant digits).
+    """
+    if not (low > 0 and high > low):
+        return sorted({float(f"{v:.3g}") for v in extra})
+    decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    ticks = {float(f"{m * 10.0**d:.3g}") for d in decades for m in steps}
+    ticks = {t for t in ticks if low <= t <= high}
+    return sorted(ticks | {float(f"{v:.3g}") for v in extra if low <= v <= high})
