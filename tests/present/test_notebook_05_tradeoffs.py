@@ -1,12 +1,17 @@
-"""Notebook 05 runs headless under papermill: four lessons, each answering its question."""
+"""Notebook 05 runs headless under papermill: each lesson, run on its own, moves its question's
+control to the stop the question names and prints exactly what decide.tradeoffs answers there."""
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 
 import nbformat
 import pytest
 
+from srifty_kit import Constraints, Job
+from srifty_kit.decide import tradeoffs
+from srifty_kit.decide.planner import evaluate
+from srifty_kit.present.lessons import lesson_setup
 from tests.builders import REPO, parameter_names, run_notebook
 
 NOTEBOOK = REPO / "notebooks" / "05_tradeoffs.ipynb"
@@ -16,8 +21,11 @@ SMALL = {
     "reference_bsz": 256,
     "noise_scale": 4096.0,
     "local_bsz": 32,
+    "controller_bsz": 32,
+    "other_type": "g6.12xlarge",
     "runs": 500,
 }
+JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096.0, checkpoint_gb=10.0)
 
 
 @pytest.fixture
@@ -28,32 +36,78 @@ def run(tmp_path, model_file):
     )
 
 
-def _texts(nb) -> list[str]:
-    return ["".join(o.get("text", "") for o in c.get("outputs", [])) for c in nb.cells]
+@pytest.fixture
+def setup(model_file):
+    """What the notebook starts from for the session model: model, catalog, measurements."""
+    model, catalog, measured, _ = lesson_setup(str(model_file), None)
+    return model, catalog, measured
 
 
-def test_notebook_has_its_knobs_and_four_lessons_with_a_question_each():
+def _out(nb) -> str:
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "Traceback" not in text and "Error" not in text
+    return text
+
+
+def _moved(out: str, control: str, label: str) -> str:
+    """The answer printed after the question moved ``control`` to the stop ``label``."""
+    head = f"-- {control} moved to {label}:\n"
+    assert head in out, out
+    return out.split(head, 1)[1].split("\n-- ", 1)[0].strip()
+
+
+def test_notebook_has_its_knobs_a_guide_and_four_lessons_with_a_question_each():
     names = parameter_names("05_tradeoffs")
-    assert {"model_path", "workload", "interactive", "runs", "deadline_h"} <= names
+    assert {"model_path", "workload", "interactive", "runs", "deadline_h", "lessons"} <= names
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert "Teacher's guide" in nb.cells[0].source and "in class" in nb.cells[0].source
     lessons = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## ")]
     assert len(lessons) == 4
     assert all("**Question:**" in c.source for c in lessons)
 
 
-def test_each_lesson_answers_its_question_in_numbers(run):
-    out = "\n".join(_texts(run(interactive=False)))
-    # (a) the cheapest and fastest worker counts at two noise scales
-    answers_a = re.findall(r"noise scale moved to ([\d.]+):", out)
-    assert len(answers_a) == 2 and re.search(r"(Cheapest|Cheapest and fastest) at \d+ workers", out)
-    # (b) expected cost, spread and deadline risk, at a second checkpoint interval
-    assert "checkpoint interval moved to" in out and re.search(r"\d+\.\d% of spot runs miss", out)
-    # (c) the controller settles, then re-settles after worker 0 slows down
-    assert re.search(r"settles by step \d+", out) and re.search(r"re-settles by step \d+", out)
-    # (d) both picks and how often each misses, at three deadlines
-    assert len(re.findall(r"Judged by the upper end", out)) == 3
-    assert re.search(r"misses the deadline in [\d.]+% of 500 simulated runs", out)
-    assert "Traceback" not in out
+def test_lesson_a_answers_at_noise_scale_500(run, setup):
+    model, catalog, measured = setup
+    out = _out(run(interactive=False, lessons="a", ask_noise_scale=[500.0]))
+    want = tradeoffs.scaling(
+        model, catalog, replace(JOB, noise_scale=500.0), "g4dn.12xlarge", 32,
+        max_nodes=16, measurements=measured,
+    ).text()  # fmt: skip
+    assert _moved(out, "noise scale", "500") == want
+    assert "Fastest by the point estimate" in want and "Fastest by the upper end" in want
+
+
+def test_lesson_b_answers_at_a_checkpoint_every_6_hours(run, setup):
+    model, catalog, _ = setup
+    out = _out(run(interactive=False, lessons="b", ask_checkpoint_h=[6.0]))
+    job = replace(JOB, samples=2e9)
+    deadline = tradeoffs.spot_deadline(model, catalog, job, "g4dn.12xlarge", 8, 32)
+    want = tradeoffs.spot_tradeoff(
+        model, catalog, replace(job, checkpoint_interval_h=6.0), "g4dn.12xlarge", 8, 32,
+        deadline_h=deadline, runs=500,
+    )  # fmt: skip
+    assert _moved(out, "checkpoint interval", "6 h") == want.text()
+    assert "Young/Daly" in want.text() and "on-demand: on-demand" not in want.text()
+
+
+def test_lesson_c_answers_when_worker_0_slows_2x(run, setup):
+    model, catalog, _ = setup
+    out = _out(run(interactive=False, lessons="c", ask_slowdown=[2.0]))
+    want = tradeoffs.controller_lesson(
+        model, catalog, JOB, ("g4dn.12xlarge", "g6.12xlarge"), local_bsz=32, slow_factor=2.0
+    ).text()
+    assert _moved(out, "slow factor", "2x") == want
+    assert "re-settles by step" in want and "settles by step" in out.split("-- slow")[0]
+
+
+def test_lesson_d_answers_at_a_deadline_where_both_picks_exist(run, setup):
+    model, catalog, _ = setup
+    out = _out(run(interactive=False, lessons="d", ask_deadline_h=[8.0]))
+    priced = catalog[catalog["ondemand_usd_per_hr"].notna()]
+    ev = evaluate(model, priced, JOB, Constraints(confidence=0.9, max_nodes=16))
+    want = tradeoffs.deadline_judgement(ev, 8.0, runs=500)
+    assert _moved(out, "deadline", "8 h") == want.text()
+    assert set(want.table["rule"]) == {"point", "upper"}  # both picks exist at this stop
 
 
 def test_interactive_shows_four_panels(run):
