@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import warnings
 
 import pandas as pd
 
 from srifty_kit.cli.flags import (
-    comma_list,
+    input_file,
+    name_list,
     non_negative,
-    number,
     output,
     positive,
     positive_int,
@@ -20,8 +22,8 @@ from srifty_kit.cli.flags import (
     whole_list,
 )
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
-from srifty_kit.errors import InputError
-from srifty_kit.tables.files import write_json, write_table
+from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.tables.files import read_table, write_json, write_table
 
 # columns shown on the terminal (the files carry all of them)
 _SHOWN = (
@@ -41,33 +43,68 @@ _SHOWN = (
     "compute_s",
     "sync_s",
     "efficiency",
+    "p_meet",
 )
-
-
-def _names(text: str | None) -> tuple[str, ...] | None:
-    return comma_list(text) or None  # an empty list means no filter here
 
 
 def _noise_scale(args: argparse.Namespace) -> float | None:
     if args.noise_scale is not None or not args.facts:
         return args.noise_scale
+    return noise_scale_of_facts(args.facts, args.workload)
+
+
+def noise_scale_of_facts(path: str, workload: str) -> float:
+    """The gradient noise scale in a profile's facts JSON.
+
+    Accepts what ``srifty profile`` writes beside a table (``NAME.facts.json``, the noise
+    scale at the top) and a document keyed by training model (``{"mlp": {...}, ...}``, as
+    ``data/sample_profile_facts.json``), where ``workload``'s entry is read.
+
+    Raises:
+        InputError: the file is not a JSON object, has no entry for ``workload``, or its
+            noise scale is missing, not a number, not finite or not positive.
+    """
+    fix = "give the .facts.json written beside a profile, or --noise-scale"
     try:
-        with open(args.facts) as fh:
+        with open(path) as fh:
             facts = json.load(fh)
     except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
+        raise InputError(f"cannot read the profile facts: {reason}", source=path, fix=fix) from None
+    if not isinstance(facts, dict):
         raise InputError(
-            f"cannot read the profile facts: {err}",
-            source=args.facts,
-            fix="give the .facts.json written beside a profile",
-        ) from None
+            f"expected a JSON object of profile facts, found a {type(facts).__name__}",
+            source=path,
+            fix=fix,
+        )
+    if "noise_scale" not in facts:
+        keyed = {k: v for k, v in facts.items() if isinstance(v, dict)}
+        if workload in keyed:
+            facts = keyed[workload]
+        elif keyed:
+            raise InputError(
+                f"no facts for the training model {workload!r}"
+                + did_you_mean(workload, keyed)
+                + f"; the file holds {', '.join(sorted(keyed))}",
+                source=path,
+                fix="give --workload one of them, or --noise-scale",
+            )
     value = facts.get("noise_scale")
     if value is None:
         raise InputError(
             "the profile has no noise scale",
-            source=args.facts,
+            source=path,
             fix="give --noise-scale, or profile again with the noise scale on",
         )
-    return float(value)
+    scale = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if scale is None or not math.isfinite(scale) or scale <= 0:
+        raise InputError(
+            f"the noise scale {value!r} is not a positive finite number",
+            source=path,
+            column="noise_scale",
+            fix="profile again, or give --noise-scale",
+        )
+    return float(scale)
 
 
 def _job(args: argparse.Namespace) -> Job:
@@ -96,8 +133,8 @@ def _constraints(args: argparse.Namespace) -> Constraints:
         confidence=args.confidence,
         max_nodes=args.max_nodes,
         vcpu_quota=args.vcpu_quota,
-        families=_names(args.families),
-        instance_types=_names(args.instance_types),
+        families=args.families,
+        instance_types=args.instance_types,
         spot=args.spot,
         mixes=args.hetero,
         min_gpu_memory_gib=args.min_gpu_memory_gib,
@@ -125,6 +162,7 @@ def _document(result) -> dict:
         "n_candidates": result.n_candidates,
         "n_feasible": result.n_feasible,
         "skipped": result.skipped,
+        "confidence": None if result.constraints is None else result.constraints.confidence,
     }
 
 
@@ -138,24 +176,46 @@ def _run(args: argparse.Namespace) -> int:
             source=args.out,
             fix="name the output .json, or use --format csv for the ranked table",
         )
+    if args.fallback_after is not None and not args.spot:
+        raise InputError(
+            "--fallback-after is a spot policy, and spot is not allowed",
+            fix="add --spot, or drop --fallback-after",
+        )
     # the embedded catalog holds one region: another one without --catalog is refused here,
     # never answered with us-east-1 prices
     catalog = load_catalog(region=args.region, path=args.catalog)
     model = StepTimeModel.load(args.model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
+        listed = None if args.candidates is None else read_table(args.candidates)
         result = search(
-            model, catalog, _job(args), _constraints(args), objective=args.objective, top=args.top
+            model,
+            catalog,
+            _job(args),
+            _constraints(args),
+            objective=args.objective,
+            top=args.top,
+            candidates=listed,
         )
+    probes = None
+    if args.suggest_probes:
+        from srifty_kit.decide.probes import probe_sentence, suggest_probes
+
+        probes = suggest_probes(result, k=args.suggest_probes)
+    # a negative answer (exit 1) writes no file: an older --out stays as it was
+    out = args.out if result.feasible else None
     if args.format == "json":
         doc = _document(result)
-        if args.out:
-            write_json(doc, args.out)
+        if probes is not None:
+            doc["probes"] = json.loads(probes.to_json(orient="records"))
+            doc["probe_sentence"] = probe_sentence(probes)
+        if out:
+            write_json(doc, out)
         else:
             print(json.dumps(doc, indent=1))
     elif args.format == "csv":
-        if args.out:
-            write_table(result.ranked, args.out)
+        if out:
+            write_table(result.ranked, out)
         else:
             result.ranked.to_csv(sys.stdout, index=False)
     else:
@@ -180,10 +240,14 @@ def _run(args: argparse.Namespace) -> int:
             )
             print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
             print()
-        if args.out:
-            write_table(result.ranked, args.out)
+        if out:
+            write_table(result.ranked, out)
+    if args.format == "json" and args.out and not out:  # the answer still reaches the user
+        print(json.dumps(doc, indent=1))
     if args.format == "table" or args.out:
         print(result.explanation)
+        if probes is not None:
+            print(probe_sentence(probes))
         if result.skipped:
             print(
                 f"left out {len(result.skipped)} instance type(s): "
@@ -192,8 +256,11 @@ def _run(args: argparse.Namespace) -> int:
                 )
                 + (" ..." if len(result.skipped) > 4 else "")
             )
-        if args.out:
-            print(f"wrote {args.out}")
+        if out:
+            print(f"wrote {out}")
+        elif args.out:
+            kept = " (the file there is as it was)" if os.path.lexists(args.out) else ""
+            print(f"nothing written to {args.out}: no configuration meets the constraints{kept}")
     return 0 if result.feasible else 1
 
 
@@ -203,13 +270,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search",
         help="the EC2 configuration for a training job under a deadline and budget",
         description="Search instance type x nodes x workers x batch x pricing (and two-type "
-        "mixes) for a job, with the deadline and budget checked against the upper ends of "
-        "predicted time and cost at the confidence level. Prints the ranked table, the Pareto "
-        "front and why the pick beats the cheapest instance per hour.",
+        "mixes), or the --candidates you list, for a job: a configuration is feasible when the "
+        "probability that it meets the deadline and budget is at least the confidence, under "
+        "the model's joint belief; the pick has the least expected cost among those. Prints "
+        "the ranked table, the Pareto front and why the pick beats the cheapest instance per "
+        "hour; --suggest-probes K adds the short runs worth measuring to decide.",
         epilog="Exit status: 0 with a pick, 1 when no configuration meets the constraints "
         "(the reason and the nearest configuration are printed), 2 on bad input.",
     )
-    p.add_argument("--model", required=True, help="model file written by srifty fit")
+    p.add_argument(
+        "--model", required=True, type=input_file, help="model file written by srifty fit"
+    )
     p.add_argument("--workload", required=True, help="training model's name in the model file")
     work = p.add_mutually_exclusive_group(required=True)
     work.add_argument("--samples", type=positive, help="samples to the target accuracy")
@@ -222,20 +293,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--reference-bsz", type=positive_int, help="global batch the work was observed at"
     )
     p.add_argument("--noise-scale", type=positive, help="gradient noise scale B_noise (samples)")
-    p.add_argument("--facts", help="profile facts JSON to read the noise scale from")
+    p.add_argument(
+        "--facts",
+        type=input_file,
+        help="profile facts JSON to read the noise scale from (a profile's NAME.facts.json, or "
+        "one keyed by training model such as data/sample_profile_facts.json)",
+    )
     p.add_argument("--deadline-h", type=positive, help="finish within this many hours")
     p.add_argument("--budget-usd", type=positive, help="spend at most this many dollars")
     p.add_argument("--confidence", type=probability, default=0.9, help="confidence level (0.9)")
     p.add_argument("--objective", choices=OBJECTIVES, default="cost", help="what to optimise")
     p.add_argument("--spot", action="store_true", help="allow spot pricing")
     p.add_argument(
-        "--fallback-after", type=number(0, whole=True), help="spot: go on-demand after K reclaims"
+        "--fallback-after",
+        type=positive_int,
+        help="spot: go on-demand after K reclaims (needs --spot)",
     )
     p.add_argument("--hetero", action="store_true", help="allow mixes of two instance types")
     p.add_argument("--max-nodes", type=positive_int, default=16, help="nodes per cluster (16)")
     p.add_argument("--vcpu-quota", type=positive_int, help="EC2 vCPU quota the cluster must fit")
-    p.add_argument("--instance-types", help="only these, comma-separated")
-    p.add_argument("--families", help="only these families, comma-separated (g5,p4d)")
+    p.add_argument("--instance-types", type=name_list, help="only these, comma-separated")
+    p.add_argument(
+        "--families", type=name_list, help="only these families, comma-separated (g5,p4d)"
+    )
     p.add_argument("--min-gpu-memory-gib", type=positive, help="GPU memory per worker at least")
     p.add_argument(
         "--local-bsz", type=whole_list, help="per-worker batches to try, comma-separated"
@@ -258,10 +338,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--catalog",
+        type=input_file,
         help="catalog file (default: the embedded EC2 one); the model carries to the types it "
         "lists, whose figures must agree with the rows kept in the model file",
     )
     p.add_argument("--region", default="us-east-1", help="catalog region (us-east-1)")
+    p.add_argument(
+        "--candidates",
+        type=input_file,
+        help="decide among exactly these configurations: a CSV/Parquet with instance_type, "
+        "num_nodes, num_workers, local_bsz (optional pricing, gpus_per_node)",
+    )
+    p.add_argument(
+        "--suggest-probes",
+        type=positive_int,
+        metavar="K",
+        help="also propose up to K short runs worth measuring to decide (value of information)",
+    )
     p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table (10)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument(
@@ -269,4 +362,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=output(),
         help="write the ranked table (.csv/.parquet) or the whole result (--format json: .json)",
     )
-    p.set_defaults(func=_run, prog=p.prog)
+    # the Job and Constraints arguments whose flags have other names: "to fix" hints name flags
+    p.set_defaults(
+        func=_run,
+        prog=p.prog,
+        api_flags={"model": "workload", "spot_fallback_after": "fallback_after", "mixes": "hetero"},
+    )

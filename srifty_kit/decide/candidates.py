@@ -8,15 +8,18 @@ sees become a DataFrame (``to_frame``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
 
 from srifty_kit.decide import hetero, spot
 from srifty_kit.errors import InputError
 from srifty_kit.model.efficiency import SECONDS_PER_HOUR, efficiency
+from srifty_kit.model.posterior import Belief
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.job import Constraints, Job
@@ -26,6 +29,11 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_LOCAL_BSZ = tuple(2**i for i in range(11))  # 1 .. 1024
 # reference batch sizes used to read a type's compute line t = alpha + beta * b for mixes
 _LINE_AT = (8.0, 64.0)
+
+
+def _price(usd: np.ndarray) -> np.ndarray:
+    """Prices with 0 and below taken as unknown (NaN): a "$0" pick is never offered."""
+    return np.where(usd > 0, usd, np.nan)
 
 
 @dataclass
@@ -54,8 +62,9 @@ class Types:
             gpus=num("gpu_count").astype(np.int64),
             vcpus=num("vcpus").astype(np.int64),
             gpu_mem=num("gpu_memory_gib"),
-            ondemand=num("ondemand_usd_per_hr"),
-            spot=num("spot_usd_per_hr"),
+            # a price of 0 is no price (a placeholder, never a free instance): unknown
+            ondemand=_price(num("ondemand_usd_per_hr")),
+            spot=_price(num("spot_usd_per_hr")),
             hazard=spot.hourly_hazard(rows["spot_interruption_bucket"].to_numpy(dtype=object)),
         )
 
@@ -106,8 +115,56 @@ def _in_batch_range(job: Job, global_bsz: np.ndarray) -> np.ndarray:
     return keep
 
 
+# The most configurations one search enumerates: what its arrays hold in memory. Measured
+# (`srifty search` on the embedded catalog at --max-nodes 200 and 800, peak RSS): about 340
+# bytes per configuration at its peak, so the cap is about 1.3 GiB.
+MAX_CANDIDATES = 4_000_000
+BYTES_PER_CANDIDATE = 340
+
+
+def check_size(constraints: Constraints, count: Callable[[int], int]) -> None:
+    """Refuse a search whose enumeration would not fit, before any array is made.
+
+    Args:
+        constraints: the search's constraints (``max_nodes`` is what usually grows it).
+        count: configurations the enumeration makes at a given ``max_nodes`` (non-decreasing).
+
+    Raises:
+        InputError: more than ``MAX_CANDIDATES``; it gives the estimate (configurations and
+            memory) and the largest ``max_nodes`` that fits.
+    """
+    n = count(constraints.max_nodes)
+    if n <= MAX_CANDIDATES:
+        return
+    low, high = 0, constraints.max_nodes  # the largest max_nodes that fits: count is monotone
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if count(mid) <= MAX_CANDIDATES else (low, mid - 1)
+    gib = n * BYTES_PER_CANDIDATE / 2**30
+    fit = f"give `max_nodes` at most {low:,}, or " if low >= 1 else ""
+    raise InputError(
+        f"max_nodes {constraints.max_nodes:,} would enumerate about {n:.2g} configurations "
+        f"(about {gib:,.0f} GiB of memory); one search holds at most {MAX_CANDIDATES:,}",
+        fix=fit + "narrow the search with `families`, `instance_types` or `local_bsz`",
+    )
+
+
+def _single_count(job: Job, constraints: Constraints, types: Types) -> Callable[[int], int]:
+    sizes = np.array([b.size for b in local_batches(job, types)], dtype=np.int64)
+    quota = np.full(len(types), np.iinfo(np.int64).max)
+    if constraints.vcpu_quota is not None:
+        quota = constraints.vcpu_quota // np.maximum(types.vcpus, 1)
+    gpus = np.maximum(types.gpus, 0)
+    return lambda top: int((np.minimum(top, quota) * gpus * sizes).sum())
+
+
 def enumerate_single(job: Job, constraints: Constraints, types: Types) -> dict[str, np.ndarray]:
-    """Every type x nodes x workers per node x local batch (one pricing; see ``price``)."""
+    """Every type x nodes x workers per node x local batch (one pricing; see ``price``).
+
+    Raises:
+        InputError: the enumeration would exceed ``MAX_CANDIDATES`` (``check_size``).
+    """
+    check_size(constraints, _single_count(job, constraints, types))
     batches = local_batches(job, types)
     parts = []
     for t in range(len(types)):
@@ -162,6 +219,14 @@ def enumerate_mixes(
     speed-proportional split (``split_mixes``), once the compute lines are known.
     """
     grid = np.asarray(job.local_bsz or DEFAULT_LOCAL_BSZ, dtype=np.int64)
+    quota = np.iinfo(np.int64).max if constraints.vcpu_quota is None else constraints.vcpu_quota
+    nodes = [min(constraints.max_nodes, quota // max(int(types.vcpus[a]), 1)) for a in pool]
+
+    def count(top: int) -> int:  # the meshgrid below: na x nb x grid per pair, before a + b
+        n = [min(top, c) for c in nodes]
+        return sum(n[i] * n[j] for i in range(len(n)) for j in range(i + 1, len(n))) * grid.size
+
+    check_size(constraints, count)
     parts = []
     for i, a in enumerate(pool):
         for b in pool[i + 1 :]:
@@ -269,6 +334,10 @@ def split_mixes(
     return out
 
 
+# the belief arrays a candidate carries from ``StepTimeModel.predict_belief`` (log space)
+BELIEF = ("log_centre", "sd_group", "sd_network", "sd_noise", "group", "network")
+
+
 def predict(
     model: StepTimeModel,
     job: Job,
@@ -278,21 +347,23 @@ def predict(
     catalog: pd.DataFrame,
     skipped: dict[str, str],
 ) -> dict[str, np.ndarray]:
-    """Step time with its interval and breakdown for every configuration (one call per type).
+    """Step time, its belief and breakdown for every configuration (two calls per type).
 
+    ``step_time_s`` is the believed median of a run's mean step, ``step_time_lo`` and
+    ``step_time_hi`` its (1 - level) and ``level`` quantiles (one-sided: the step a run stays
+    under with probability ``level``); ``BELIEF`` the Gaussian's parts in log space
+    (``model.posterior.Belief``), so a search can compute probabilities and draws.
     A mix is as slow as its slower half: each type's step is predicted on the whole cluster
-    (all nodes, all workers) at its own local batch, and the larger is taken, so the
-    all-reduce runs at the slower link's speed. A type the model cannot predict is dropped
-    and recorded in ``skipped``.
+    (all nodes, all workers) at its own local batch, and the half with the larger median is
+    taken, with its belief, so the all-reduce runs at the slower link's speed. A type the
+    model cannot predict is dropped and recorded in ``skipped``.
     """
     n = cfg["type"].size
     mixed = cfg["type2"] >= 0
     nodes = cfg["nodes"] + cfg["nodes2"]
     workers = cfg["workers"] + cfg["workers2"]
-    out = {
-        k: np.full(n, np.nan)
-        for k in ("step_time_s", "step_time_lo", "step_time_hi", "compute_s", "sync_s")
-    }
+    names = ("step_time_s", "step_time_lo", "step_time_hi", "compute_s", "sync_s", *BELIEF)
+    out = {k: np.full(n, np.nan) for k in names}
     # every (type, position) pair to predict: the first half of each config, then second halves
     who = np.concatenate([cfg["type"], cfg["type2"][mixed]])
     pos = np.concatenate([np.arange(n), np.flatnonzero(mixed)])
@@ -301,29 +372,75 @@ def predict(
     who, pos, bsz = who[order], pos[order], bsz[order]
     starts = np.flatnonzero(np.diff(who, prepend=-1))
     ends = np.append(starts[1:], who.size)[: starts.size]
+    q = _quantile_z(level)
     for s, e in zip(starts, ends, strict=True):
         t = int(who[s])
         rows = pos[s:e]
+        args = (job.model, str(types.names[t]), nodes[rows], workers[rows], bsz[s:e])
         try:
-            p = model.predict_arrays(
-                job.model,
-                str(types.names[t]),
-                nodes[rows],
-                workers[rows],
-                bsz[s:e],
-                gpus_per_node=int(types.gpus[t]),
-                level=level,
-                catalog=catalog,
-            )
+            p = model.predict_arrays(*args, gpus_per_node=int(types.gpus[t]), catalog=catalog)
+            b = model.predict_belief(*args, catalog=catalog)
         except InputError as err:
             skipped[str(types.names[t])] = str(err)
             out["step_time_s"][rows] = np.inf  # marks the configuration for removal
             continue
+        median = b.median
+        sd = b.sd
+        this = {
+            "step_time_s": median,
+            "step_time_lo": median * np.exp(-q * sd),
+            "step_time_hi": median * np.exp(q * sd),
+            "compute_s": p["compute_s"],
+            "sync_s": p["sync_s"],
+            "log_centre": b.centre,
+            "sd_group": b.group_sd,
+            "sd_network": b.network_sd,
+            "sd_noise": b.noise_sd,
+            "group": b.group.astype(float),
+            "network": b.network.astype(float),
+        }
+        prev = out["step_time_s"][rows]
+        take = np.isnan(prev) | (median > prev)  # the slower half of a mix decides
         for k in out:
-            prev = out[k][rows]
-            out[k][rows] = np.where(np.isnan(prev), p[k], np.fmax(prev, p[k]))
+            out[k][rows] = np.where(take, this[k], out[k][rows])
     ok = np.isfinite(out["step_time_s"])
     return {**{k: v[ok] for k, v in cfg.items()}, **{k: v[ok] for k, v in out.items()}}
+
+
+def from_interval(cfg: dict[str, np.ndarray], level: float) -> dict[str, np.ndarray]:
+    """``cfg`` with a belief read off given step_time_lo / step_time_hi (one-sided ``level``
+    quantiles, e.g. of another predictor, or equal to the point when the time is known): the
+    whole spread independent per configuration."""
+    step, lo, hi = cfg["step_time_s"], cfg["step_time_lo"], cfg["step_time_hi"]
+    q = max(_quantile_z(level), 1e-9)
+    sd = np.log(np.maximum(hi, 1e-300) / np.maximum(lo, 1e-300)) / (2.0 * q)
+    zero = np.zeros(step.size)
+    out = dict(cfg)
+    out.update(
+        log_centre=zero.copy(),
+        sd_group=zero.copy(),
+        sd_network=zero.copy(),
+        sd_noise=sd,
+        group=np.arange(step.size, dtype=float),
+        network=np.arange(step.size, dtype=float),
+    )
+    return out
+
+
+def _quantile_z(level: float) -> float:
+    """The standard normal's ``level`` quantile (one-sided)."""
+    return float(ndtri(level))
+
+
+def log_sd(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Marginal sd of log run time of each candidate (``model.posterior.Belief.sd``), with
+    the spread the spot reclaims add where priced on spot (``price``)."""
+    return np.sqrt(
+        cols["sd_group"] ** 2
+        + cols["sd_network"] ** 2
+        + cols["sd_noise"] ** 2
+        + cols["sd_spot"] ** 2
+    )
 
 
 def per_cluster(cfg: dict[str, np.ndarray], per_node: np.ndarray) -> np.ndarray:
@@ -339,13 +456,17 @@ def price(
     types: Types,
     cfg: dict[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """Time and cost to the target, with interval ends, on-demand and (if allowed) spot.
+    """Time and cost to the target, with their quantiles, on-demand and (if allowed) spot.
 
-    time = S(B) x step time x (1 + c / tau) for checkpoint writes; the interval ends use the
-    step-time interval ends (one allocation's network conditions persist through a run, so
-    the interval of one step is kept, not narrowed by averaging). Spot rows, appended after
-    the on-demand ones, add the reclaim overhead of ``spot``: its expected value, and its
-    bound at the confidence level for the upper ends.
+    time = S(B) x step time x (1 + c / tau) for checkpoint writes. ``time_h`` is the believed
+    median, ``time_hi_h`` the time a run stays under with probability ``constraints.confidence``
+    and ``time_lo_h`` the (1 - confidence) quantile (one-sided ends, so ``time_hi_h <=
+    deadline`` is the chance constraint P(time <= deadline) >= confidence); ``time_mean_h`` and
+    ``cost_mean_usd`` the expectations a cost objective minimises. A run's mean step is what
+    decides, not one step's: its noise averages out over a run (``model.posterior``). Spot rows,
+    appended after the on-demand ones, add the reclaim overhead of ``spot``: its expected value,
+    and its bound at the confidence for the upper ends; the spread the reclaims add is kept as
+    ``sd_spot`` so that probabilities (``meet_probability``) agree with those ends.
     """
     work = job.work
     n = cfg["type"].size
@@ -369,6 +490,7 @@ def price(
             ("time_hi_h", "step_time_hi"),
         )
     }
+    sd = log_sd({**out, "sd_spot": np.zeros(rows.size)})
     out.update(
         global_bsz=big,
         steps=steps,
@@ -378,16 +500,21 @@ def price(
         spot=is_spot,
         usd_per_hr=usd,
         **run,
+        time_mean_h=run["time_h"] * _lognormal_factor(sd),
         cost_usd=run["time_h"] * usd,
         cost_lo_usd=run["time_lo_h"] * usd,
         cost_hi_usd=run["time_hi_h"] * usd,
+        cost_mean_usd=run["time_h"] * usd * _lognormal_factor(sd),
         spot_overhead_h=np.zeros(rows.size),
         expected_reclaims=np.zeros(rows.size),
+        time_factor=hours,  # run hours per second of mean step (spot: with its overhead)
+        sd_spot=np.zeros(rows.size),
     )
     if on_spot.size:
         hazard = per_cluster(cfg, types.hazard)[on_spot]
         tail = slice(n, None)
-        mean = spot.expected_run(run["time_h"][tail], hazard, job.spot_policy, usd[tail], od[tail])
+        work_h = run["time_h"][tail]
+        mean = spot.expected_run(work_h, hazard, job.spot_policy, usd[tail], od[tail])
         high = spot.upper_run(
             run["time_hi_h"][tail],
             hazard,
@@ -396,13 +523,61 @@ def price(
             od[tail],
             constraints.confidence,
         )
-        out["spot_overhead_h"][tail] = mean["time_h"] - run["time_h"][tail]
+        q = _quantile_z(constraints.confidence)
+        # the reclaims' own spread: what makes the bound's log distance from the expected run
+        # wider than the step's belief alone (0 where it is not)
+        reach = np.log(np.maximum(high["time_h"], 1e-300) / np.maximum(mean["time_h"], 1e-300))
+        out["sd_spot"][tail] = np.sqrt(np.maximum((reach / max(q, 1e-9)) ** 2 - sd[tail] ** 2, 0))
+        out["time_factor"][tail] = hours[tail] * mean["time_h"] / np.maximum(work_h, 1e-300)
+        ratio = mean["cost_usd"] / np.maximum(mean["time_h"], 1e-300)
+        out["spot_overhead_h"][tail] = mean["time_h"] - work_h
         out["expected_reclaims"][tail] = mean["reclaims"]
         out["time_h"][tail] = mean["time_h"]
         out["cost_usd"][tail] = mean["cost_usd"]
         out["time_hi_h"][tail] = high["time_h"]
         out["cost_hi_usd"][tail] = high["cost_usd"]
+        spread = _lognormal_factor(np.hypot(sd[tail], out["sd_spot"][tail]))
+        out["time_mean_h"][tail] = mean["time_h"] * spread
+        out["cost_mean_usd"][tail] = mean["time_h"] * ratio * spread
     return out
+
+
+def _lognormal_factor(sd: np.ndarray) -> np.ndarray:
+    """E[exp(X)] / exp(median) = exp(sd^2 / 2) of a normal X, capped where it would overflow."""
+    return np.exp(np.minimum(0.5 * np.square(sd), 700.0))
+
+
+def belief_of(cols: dict[str, np.ndarray]) -> Belief:
+    """The candidates' run times in hours as a ``model.posterior.Belief`` (spot rows with
+    their expected overhead in the point and the reclaims' spread in the independent part)."""
+    return Belief(
+        cols["step_time_s"] * cols["time_factor"] * np.exp(-cols["log_centre"]),
+        cols["log_centre"],
+        cols["sd_group"],
+        cols["sd_network"],
+        np.hypot(cols["sd_noise"], cols["sd_spot"]),
+        cols["group"].astype(np.int64),
+        cols["network"].astype(np.int64),
+    )
+
+
+def meet_probability(
+    cols: dict[str, np.ndarray], deadline_h: float | None, budget_usd: float | None
+) -> np.ndarray:
+    """P(time <= deadline and cost <= budget) of each candidate under the model's belief.
+
+    Cost is time times the hourly price (spot: the expected cost per expected hour), so both
+    constraints are one bound on the run time, and the probability is exact under the belief.
+    """
+    bound = np.full(cols["type"].size, np.inf)
+    if deadline_h is not None:
+        bound = np.minimum(bound, deadline_h)
+    if budget_usd is not None:
+        per_hour = cols["cost_usd"] / np.maximum(cols["time_h"], 1e-300)
+        bound = np.minimum(bound, budget_usd / np.maximum(per_hour, 1e-300))
+    if deadline_h is None and budget_usd is None:
+        return np.ones(cols["type"].size)
+    return belief_of(cols).prob_below(bound)
 
 
 # the user-facing columns, in order, and how each comes from the arrays
@@ -437,6 +612,9 @@ RESULT_COLUMNS = (
     "cost_hi_usd",
     "spot_overhead_h",
     "expected_reclaims",
+    "time_mean_h",
+    "cost_mean_usd",
+    "p_meet",
 )
 
 
@@ -464,5 +642,5 @@ def to_frame(c: Candidates, index: np.ndarray | None = None) -> pd.DataFrame:
     for name in ("num_nodes_2", "num_workers_2", "local_bsz_2"):
         out.loc[~mixed, name] = pd.NA
     for name in RESULT_COLUMNS[11:]:
-        out[name] = cols[name]
+        out[name] = cols[name] if name in cols else np.nan
     return out[list(RESULT_COLUMNS)]

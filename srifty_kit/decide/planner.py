@@ -56,6 +56,7 @@ class SearchResult:
     job: Job | None = field(default=None, repr=False)
     model: StepTimeModel | None = field(default=None, repr=False)
     catalog: pd.DataFrame | None = field(default=None, repr=False)
+    constraints: Constraints | None = field(default=None, repr=False)
 
     @property
     def feasible(self) -> bool:
@@ -212,15 +213,97 @@ def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.D
             quota = constraints.vcpu_quota
             skipped[str(t)] = f"over the vCPU quota of {quota} (one node has {int(v)} vCPUs)"
         rows = rows[~over]
-    priced = rows["ondemand_usd_per_hr"].notna()
+    priced = pd.to_numeric(rows["ondemand_usd_per_hr"], errors="coerce") > 0  # 0: unknown
     for t in rows.loc[~priced, "instance_type"]:
-        skipped[str(t)] = "no on-demand price in the catalog"
+        skipped[str(t)] = "no on-demand price in the catalog (a price of 0 is taken as none)"
     return rows[priced].reset_index(drop=True), skipped
 
 
-def _evaluate(
-    model: StepTimeModel, catalog: pd.DataFrame, job: Job, constraints: Constraints
+PRICINGS = ("on-demand", "spot")
+
+
+def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) -> pd.DataFrame:
+    """Check a candidates table (``design.md``: instance_type, num_nodes, num_workers,
+    local_bsz; optional pricing, gpus_per_node) and return it validated, one row each.
+
+    Raises:
+        InputError: a missing or bad column, an unknown instance type (with "did you mean"),
+            a pricing other than on-demand or spot, or an empty table.
+    """
+    from srifty_kit.tables.contracts import validate_configs
+
+    if not isinstance(table, pd.DataFrame):
+        raise InputError(
+            f"candidates must be a table (DataFrame), got {type(table).__name__}",
+            fix="pass pandas.read_csv(FILE), or --candidates FILE on the command line",
+        )
+    source = table.attrs.get("source", "candidates")
+    if table.empty:
+        raise InputError("the candidates table has no rows", source=source, fix="list at least one")
+    with_model = table.assign(model=job.model)
+    known = set(catalog["instance_type"].astype(str))
+    for name in (
+        with_model["instance_type"].astype(str).unique() if "instance_type" in table else ()
+    ):
+        if name not in known:
+            raise InputError(
+                f"instance type {name!r} is not in the catalog{did_you_mean(name, sorted(known))}",
+                source=source,
+                column="instance_type",
+                fix="use a catalog instance type, or pass a catalog that has it (--catalog)",
+            )
+    out = validate_configs(with_model, source=source, catalog=catalog)
+    if "pricing" in out:
+        pricing = out["pricing"].astype(str).str.strip().str.lower()
+        bad = ~pricing.isin(PRICINGS)
+        if bad.any():
+            raise InputError(
+                f"pricing must be on-demand or spot, got {out['pricing'][bad].iloc[0]!r}",
+                source=source,
+                column="pricing",
+                rows=(np.flatnonzero(bad.to_numpy())[:20] + 2).tolist(),
+                fix="write on-demand or spot (or leave the column out)",
+            )
+        out["pricing"] = pricing
+    return out.reset_index(drop=True)
+
+
+def _listed(
+    model: StepTimeModel,
+    catalog: pd.DataFrame,
+    job: Job,
+    constraints: Constraints,
+    listed: pd.DataFrame,
 ) -> cand.Candidates:
+    """The candidates of a given list, predicted and priced (only their own pricing)."""
+    rows = catalog[catalog["instance_type"].isin(set(listed["instance_type"].astype(str)))]
+    if constraints.regions is not None:
+        rows = rows[rows["region"].isin(constraints.regions)]
+    rows = rows.drop_duplicates("instance_type").reset_index(drop=True)
+    types = cand.Types.from_catalog(rows)
+    skipped: dict[str, str] = {}
+    cfg = cand.from_table(listed, types)
+    cfg["row"] = np.arange(len(listed))
+    cfg = cand.predict(model, job, types, cfg, constraints.confidence, catalog, skipped)
+    wants_spot = "pricing" in listed and (listed["pricing"] == "spot").any()
+    cols = cand.price(job, replace(constraints, spot=constraints.spot or wants_spot), types, cfg)
+    if "pricing" in listed:
+        wanted = listed["pricing"].to_numpy()[cols["row"]] == "spot"
+        keep = cols["spot"] == wanted
+    else:
+        keep = np.ones(cols["type"].size, bool) if constraints.spot else ~cols["spot"]
+    return cand.Candidates({k: v[keep] for k, v in cols.items()}, types, skipped)
+
+
+def _evaluate(
+    model: StepTimeModel,
+    catalog: pd.DataFrame,
+    job: Job,
+    constraints: Constraints,
+    listed: pd.DataFrame | None = None,
+) -> cand.Candidates:
+    if listed is not None:
+        return _listed(model, catalog, job, constraints, listed)
     rows, skipped = _select_types(catalog, constraints)
     types = cand.Types.from_catalog(rows)
     level = constraints.confidence
@@ -249,12 +332,13 @@ def _mix_pool(cols: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _feasible(c: cand.Candidates, constraints: Constraints) -> np.ndarray:
-    ok = np.ones(len(c), bool)
-    if constraints.deadline_h is not None:
-        ok &= c["time_hi_h"] <= constraints.deadline_h
-    if constraints.budget_usd is not None:
-        ok &= c["cost_hi_usd"] <= constraints.budget_usd
-    return ok
+    """P(time <= deadline and cost <= budget) >= confidence, under the model's belief; the
+    probability is left in the candidates' ``p_meet`` for the rows a user sees."""
+    p = cand.meet_probability(c.cols, constraints.deadline_h, constraints.budget_usd)
+    c.cols["p_meet"] = p
+    # a hair of slack: the quantile ends and the probability are the same number computed
+    # two ways, and a pick shown "up to D" must not be refused for a rounding error
+    return p >= constraints.confidence - 1e-9
 
 
 def _rank(
@@ -262,10 +346,10 @@ def _rank(
 ) -> np.ndarray:
     """Positions (into ``idx``) of the best ``top`` candidates for the objective, best first."""
     t, k = c["time_hi_h"][idx], c["cost_hi_usd"][idx]
-    if objective == "cost":
-        keys = (t, k)
+    if objective == "cost":  # the expected cost; ties to the surer time
+        keys = (t, c["cost_mean_usd"][idx])
     elif objective == "time":
-        keys = (k, t)
+        keys = (k, c["time_mean_h"][idx])
     elif objective == "throughput-per-dollar":
         keys = (k, -c["goodput"][idx] / c["usd_per_hr"][idx])
     else:  # knee: t + c scaled over the front, the quantity the knee minimises
@@ -320,9 +404,10 @@ def evaluate(
     catalog: pd.DataFrame | None = None,
     job: Job | None = None,
     constraints: Constraints | None = None,
+    candidates: pd.DataFrame | None = None,
 ) -> Evaluated:
-    """Enumerate, predict and price every candidate for ``job`` (the expensive half of
-    ``search``; the same checks of its arguments)."""
+    """Enumerate (or take ``candidates``), predict and price every candidate for ``job``
+    (the expensive half of ``search``; the same checks of its arguments)."""
     if job is None:
         raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
     constraints = constraints or Constraints()
@@ -342,7 +427,10 @@ def evaluate(
             f"{did_you_mean(job.model, fitted)}",
             fix="use one of " + ", ".join(fitted),
         )
-    return Evaluated(_evaluate(model, catalog, job, constraints), model, catalog, job, constraints)
+    listed = None if candidates is None else validate_candidates(candidates, job, catalog)
+    return Evaluated(
+        _evaluate(model, catalog, job, constraints, listed), model, catalog, job, constraints
+    )
 
 
 def select(
@@ -375,6 +463,7 @@ def select(
         "catalog": evaluated.catalog,
         "candidates": c,
         "feasible_mask": ok,
+        "constraints": constraints,
     }
     if idx.size == 0:
         why = explain(c, None, job, constraints, objective)
@@ -399,13 +488,35 @@ def search(
     *,
     objective: str = "cost",
     top: int = 10,
+    candidates: pd.DataFrame | None = None,
 ) -> SearchResult:
     """Rank EC2 configurations for ``job`` under ``constraints`` (see the module docstring):
-    ``select(evaluate(model, catalog, job, constraints), ...)``."""
+    ``select(evaluate(model, catalog, job, constraints, candidates), ...)``.
+
+    Args:
+        model: a fitted ``StepTimeModel``.
+        catalog: the EC2 catalog (default: the embedded one).
+        job: the training job.
+        constraints: deadline, budget, confidence and what may be enumerated.
+        objective: what the pick minimises among the feasible: "cost" (expected cost),
+            "time" (expected time), "throughput-per-dollar" or "knee".
+        top: how many ranked rows to return.
+        candidates: decide among exactly these configurations (columns instance_type,
+            num_nodes, num_workers, local_bsz; optional pricing, gpus_per_node) instead of
+            enumerating the catalog.
+
+    Returns:
+        A ``SearchResult``; ``pick`` is None (with the reason) when nothing meets the
+        constraints at the confidence.
+
+    Raises:
+        InputError: a bad job, constraints, catalog or candidates table.
+    """
     if job is None:
         raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
     _check_ranking(objective, top)
-    return select(evaluate(model, catalog, job, constraints), objective=objective, top=top)
+    evaluated = evaluate(model, catalog, job, constraints, candidates)
+    return select(evaluated, objective=objective, top=top)
 
 
 def _catalog_types(catalog: pd.DataFrame | None, names: pd.Series) -> cand.Types:
@@ -483,4 +594,5 @@ def known_outcomes(
         compute_s=step - sync,
         sync_s=sync,
     )
+    cfg = cand.from_interval(cfg, constraints.confidence)
     return cand.to_frame(cand.Candidates(cand.price(job, constraints, types, cfg), types))

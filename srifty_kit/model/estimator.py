@@ -10,6 +10,7 @@ versioned, checksummed JSON through ``persist``.
 from __future__ import annotations
 
 import warnings
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ from sklearn.base import BaseEstimator
 
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.model import intervals, persist, run_variance
+from srifty_kit.model import intervals, persist, posterior, run_variance
 from srifty_kit.model.batch_correction import learn
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.figures import kept_rows, speeds, with_kept
@@ -78,6 +79,11 @@ def _batch_ranges(table: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]
     """Smallest and largest local batch measured per (model, instance_type)."""
     bsz = table.groupby(["model", "instance_type"])["local_bsz"].agg(["min", "max"])
     return {(str(m), str(t)): (int(lo), int(hi)) for (m, t), (lo, hi) in bsz.iterrows()}
+
+
+def _label(name: str) -> int:
+    """A stable integer label of a group or network name (the same across calls)."""
+    return zlib.crc32(name.encode())
 
 
 def _broadcast(pred: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -378,6 +384,78 @@ class StepTimeModel(BaseEstimator):
         return run_variance.apply_kind_arrays(
             pred, interval_kind, self._level(level), instance_type, between
         )
+
+    def predict_belief(
+        self,
+        model: str,
+        instance_type: str,
+        num_nodes,
+        num_workers,
+        local_bsz,
+        catalog: pd.DataFrame | None = None,
+    ) -> posterior.Belief:
+        """The joint belief about run-mean step times of one model on one instance type
+        (``posterior.Belief``), vectorised like ``predict_arrays``; what a search decides on.
+
+        Every configuration shares one error of this fit (z_g) and one of this type's
+        network beyond its measured node counts (z_t) with the others of its group and type.
+
+        Raises:
+            InputError: the model is not fitted or this type cannot be predicted.
+        """
+        fit = self._group(model, instance_type, catalog)
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        b = np.asarray(local_bsz)
+        labels = (_label(f"{model}\0{instance_type}"), _label(instance_type))
+        shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
+        k, n, b = (np.broadcast_to(a, shape) for a in (k, n, b))
+        return fit.predict(k, n, b, max_per_node(k, n), posterior.READ_LEVEL, beliefs=labels)
+
+    def predict_draws(
+        self,
+        configs: pd.DataFrame,
+        draws: int = 200,
+        seed: int = 0,
+        catalog: pd.DataFrame | None = None,
+    ) -> posterior.Draws:
+        """Joint draws of the run-mean step time of every configuration in ``configs``.
+
+        Args:
+            configs: the configurations contract (as ``predict``).
+            draws: how many joint draws (rows of ``Draws.values``).
+            seed: the random seed (the same seed gives the same draws).
+            catalog: figures of types the fit did not measure (as ``predict``).
+
+        Returns:
+            ``posterior.Draws``: ``mean``, ``interval(level)``, ``prob_below(t)``,
+            ``summary_frame(level)``; configurations of one group or one instance type are
+            drawn under shared errors.
+
+        Raises:
+            InputError: a bad table or draws, or a configuration that cannot be predicted.
+        """
+        if not (isinstance(draws, int) and 1 <= draws <= 100_000):
+            raise InputError(f"draws must be a whole number 1..100000, got {draws!r}", fix="200")
+        self._check_fitted()
+        out = validate_configs(self._fill_gpus(configs), catalog=lambda: self._catalog(catalog))
+        parts, order = [], []
+        for (model, itype), rows in out.groupby(["model", "instance_type"], sort=False):
+            parts.append(
+                self.predict_belief(
+                    model,
+                    itype,
+                    rows["num_nodes"].to_numpy(),
+                    rows["num_workers"].to_numpy(),
+                    rows["local_bsz"].to_numpy(),
+                    catalog,
+                )
+            )
+            order.append(out.index.get_indexer(rows.index))
+        belief = posterior.concat(parts)
+        values = np.empty((draws, len(out)))
+        if order:
+            values[:, np.concatenate(order)] = belief.draws(draws, seed)
+        return posterior.Draws(out, values)
 
     def predict(
         self,

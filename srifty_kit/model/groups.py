@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from srifty_kit.model import intervals
+from srifty_kit.model import intervals, posterior
 from srifty_kit.model.batch_correction import BatchCorrection
 from srifty_kit.model.holdout import predict_rows
 from srifty_kit.model.physics import INTER_TERMS, INTRA_TERMS, StepParams, step_time, sync_share
@@ -38,8 +38,11 @@ class GroupFit:
     widen: dict[str, float] = field(default_factory=dict)  # regime -> interval factor
     correction: BatchCorrection | None = None  # learned per-batch compute factor (batch_correction)
 
-    def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
-        """Point, interval and breakdown (numpy broadcasting)."""
+    def predict(
+        self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
+    ) -> dict | posterior.Belief:
+        """Point, interval and breakdown (numpy broadcasting); given ``beliefs`` = (group
+        label, network label), the ``posterior.Belief`` read from the same interval instead."""
         factor = 1.0 if self.correction is None else self.correction.factor(local_bsz)
         total, t_c, t_s = step_time(
             self.params, num_nodes, num_workers, local_bsz, per_node, compute_factor=factor
@@ -53,6 +56,11 @@ class GroupFit:
             widen = widen * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
             down, up = down * widen, up * widen
         lo, hi = total * np.exp(-down), total * np.exp(up)
+        if beliefs:  # the same offsets read as a Gaussian: the network's part separated
+            within = self.spread.offsets(level, share, np.where(doublings > 0, 1.0, dist), 0.0)
+            if self.widen:
+                within = (within[0] * widen, within[1] * widen)
+            return posterior.from_offsets(total, (down, up), within, *beliefs, level=level)
         return {
             "step_time_s": total,
             "step_time_lo": lo,

@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.errors import InputError
+from srifty_kit.model import posterior
 from srifty_kit.model.batch_correction import BatchCorrection
 from srifty_kit.model.beliefs import LogBeliefs
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape, speed
@@ -173,9 +174,12 @@ class TransferFit:
         t_c = overlap(host, device, self.host_gamma)
         return overlap(t_c, sync, self.base.gamma), t_c
 
-    def predict(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
+    def predict(
+        self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
+    ) -> dict | posterior.Belief:
         """Point, interval and breakdown (numpy broadcasting); inf where a configuration needs
-        a synchronisation time that could not be carried (``refused`` says why)."""
+        a synchronisation time that could not be carried (``refused`` says why). Given
+        ``beliefs`` = (group label, network label), the ``posterior.Belief`` instead."""
         parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
         total, t_c = self._step(*parts)
         # delta method in log space: d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w),
@@ -192,6 +196,9 @@ class TransferFit:
             h_part = z * np.hypot(self.beliefs.sd(name), self.noise)
             lo = np.maximum(lo, part * np.exp(-h_part))
             hi = np.maximum(hi, part * np.exp(h_part))
+        if beliefs:  # a carried fit's whole error is its own: the group's shared part
+            offsets = (np.log(total / lo), np.log(hi / total))
+            return posterior.from_offsets(total, offsets, offsets, *beliefs, level=level)
         out = {
             "step_time_s": total,
             "step_time_lo": lo,

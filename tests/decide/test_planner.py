@@ -127,8 +127,8 @@ def test_cost_never_falls_when_a_price_rises(model, catalog, which, column, fact
     if not before.feasible:
         assert not after.feasible
         return
-    if after.feasible:
-        assert after.pick["cost_hi_usd"] >= before.pick["cost_hi_usd"] * (1 - 1e-12)
+    if after.feasible:  # the pick minimises the expected cost
+        assert after.pick["cost_mean_usd"] >= before.pick["cost_mean_usd"] * (1 - 1e-12)
     # candidate by candidate, too: same enumeration order, costs only go up
     assert np.all(after.candidates["cost_hi_usd"] >= before.candidates["cost_hi_usd"] * (1 - 1e-12))
 
@@ -278,7 +278,8 @@ def test_spot_pick_distribution_matches_its_expected_and_bounded_time(model, cat
     assert runs["cost_usd"].mean() == pytest.approx(row["cost_usd"], rel=0.02)
     assert (runs["time_h"] <= row["time_hi_h"]).mean() >= 0.9
     with pytest.raises(InputError, match="spot"):
-        result.spot_runs(result.ranked[result.ranked["pricing"] == "on-demand"].iloc[0])
+        sample = result.sample(2000)
+        result.spot_runs(sample[sample["pricing"] == "on-demand"].iloc[0])
 
 
 def test_named_type_without_gpus_is_left_out_with_the_reason(model):

@@ -1,0 +1,241 @@
+"""The next measurement to make: short probe runs ranked by their expected value of information.
+
+A probe is a short run (``steps`` steps) of one candidate configuration. Its value is what it
+is expected to save on the decision (Raiffa & Schlaifer's preposterior analysis; Howard,
+"Information value theory", IEEE Trans. SSC 1966):
+
+    saving(probe) = E_truth[ loss(decide now) ] - E_truth, outcome[ loss(decide after probe) ]
+
+Truths are joint draws of the model's belief (``model.posterior``): one shared error per group
+and per network, so a probe of 8 nodes of a type tells about 12 and 16 nodes of it too. A
+probe's outcome is its run's mean step under that truth (a new run: its own run effect); the
+belief after it is the Gaussian conditioning ``Belief.condition``, and the decision after it is
+the search's own rule (the cheapest expected cost among those meeting the constraints at the
+confidence). The loss of a decision under a truth is what the job then costs:
+
+    loss = true cost of the pick                       it meets the deadline and budget
+         = true cost of the pick + of the fallback     it misses: run again on the fallback
+         = true cost of the fallback                   no pick: the user runs the fallback
+
+where the fallback is the candidate most likely to meet the constraints (what a user left
+without an answer would run). A probe is suggested when its expected saving exceeds its own
+cost (``steps`` steps plus ``launch_h`` of start-up, at the on-demand price of its nodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from srifty_kit.decide import candidates as cand
+from srifty_kit.errors import InputError
+from srifty_kit.model.efficiency import SECONDS_PER_HOUR
+from srifty_kit.model.posterior import Belief
+
+if TYPE_CHECKING:  # pragma: no cover
+    from srifty_kit.decide.planner import SearchResult
+
+LAUNCH_H = 5 / 60  # starting the nodes and the job before the first timed step (assumed)
+PROBE_STEPS = 200  # enough steps for the stopping rule's warm-up cut and a stable mean
+_POOL = 1500  # candidates the value of information is computed over (by closeness)
+_PROBES = 24  # probe configurations tried
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The candidates a decision can realistically land on, as arrays."""
+
+    index: np.ndarray  # positions in the search's candidates
+    belief: Belief  # run time in hours
+    per_hour: np.ndarray  # expected cost per expected hour
+    deadline: float
+    budget: float
+    confidence: float
+
+    def bound(self) -> np.ndarray:
+        """The run-time bound the deadline and budget set for each candidate."""
+        return np.minimum(self.deadline, self.budget / np.maximum(self.per_hour, 1e-300))
+
+
+def _pool(result: SearchResult) -> _Pool:
+    c = result.candidates.cols
+    cons = result.constraints
+    deadline = np.inf if cons.deadline_h is None else float(cons.deadline_h)
+    budget = np.inf if cons.budget_usd is None else float(cons.budget_usd)
+    p = cand.meet_probability(c, cons.deadline_h, cons.budget_usd)
+    # the decision lands among the likely-feasible cheap ones: keep those closest to it
+    closeness = np.where(p >= 1e-3, c["cost_mean_usd"], np.inf)
+    order = np.argsort(-p if not np.isfinite(closeness).any() else closeness, kind="stable")
+    index = np.sort(order[: min(_POOL, order.size)])
+    belief = cand.belief_of({k: v[index] for k, v in c.items()})
+    per_hour = c["cost_usd"][index] / np.maximum(c["time_h"][index], 1e-300)
+    return _Pool(index, belief, per_hour, deadline, budget, float(cons.confidence))
+
+
+def _decide(pool: _Pool, belief: Belief) -> np.ndarray:
+    """The search's rule per leading row of ``belief``: the cheapest expected cost among
+    candidates meeting the constraints at the confidence; -1 where none does."""
+    p = belief.prob_below(pool.bound())
+    expected = belief.mean * pool.per_hour
+    score = np.where(p >= pool.confidence - 1e-9, expected, np.inf)
+    pick = np.argmin(score, axis=-1)
+    found = np.take_along_axis(score, pick[..., None], axis=-1)[..., 0]
+    return np.where(np.isfinite(found), pick, -1)
+
+
+def _loss(pool: _Pool, pick: np.ndarray, truth: np.ndarray, fallback: int) -> np.ndarray:
+    """What the job costs under each truth (rows of ``truth``, hours) for ``pick``."""
+    rows = np.arange(truth.shape[0])
+    cost = truth * pool.per_hour
+    meets = (truth <= pool.deadline) & (cost <= pool.budget)
+    back = cost[:, fallback]
+    chosen = np.where(pick >= 0, pick, fallback)
+    paid = cost[rows, chosen]
+    hit = meets[rows, chosen]
+    return np.where(pick < 0, back, np.where(hit, paid, paid + back))
+
+
+def _truths(belief: Belief, n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple]:
+    """(n, N) truths of run time, and the shared normals they were drawn with."""
+    groups, g_of = np.unique(belief.group, return_inverse=True)
+    nets, t_of = np.unique(belief.network, return_inverse=True)
+    z_g = rng.standard_normal((n, groups.size))[:, g_of]
+    z_t = rng.standard_normal((n, nets.size))[:, t_of]
+    eps = rng.standard_normal((n, len(belief)))
+    shared = belief.centre + belief.group_sd * z_g + belief.network_sd * z_t
+    return belief.point * np.exp(shared + belief.noise_sd * eps), (shared,)
+
+
+def _probe_choices(result: SearchResult, pool: _Pool) -> np.ndarray:
+    """Pool positions worth probing: distinct configurations (type, nodes, workers), the most
+    uncertain about the decision first."""
+    c = result.candidates.cols
+    idx = pool.index
+    p = pool.belief.prob_below(pool.bound())
+    # a probe that can change the answer sits near the boundary and is unsure
+    interest = pool.belief.sd * (0.05 + p * (1.0 - p))
+    keys = pd.DataFrame(
+        {
+            "type": c["type"][idx],
+            "nodes": c["nodes"][idx],
+            "workers": c["workers"][idx],
+            "mixed": c["type2"][idx] >= 0,
+            "interest": interest,
+        }
+    )
+    keys = keys[~keys["mixed"]].sort_values("interest", ascending=False, kind="stable")
+    keys = keys.drop_duplicates(["type", "nodes", "workers"])
+    return keys.index.to_numpy()[:_PROBES]
+
+
+def suggest_probes(
+    result: SearchResult,
+    k: int = 1,
+    steps: int = PROBE_STEPS,
+    outcomes: int = 256,
+    seed: int = 0,
+    launch_h: float = LAUNCH_H,
+) -> pd.DataFrame:
+    """Up to ``k`` short runs whose expected saving on this decision exceeds their cost.
+
+    Args:
+        result: a ``search`` result (its candidates, job and constraints are used).
+        k: how many probes at most (the k best, each valued alone).
+        steps: steps of each probe run.
+        outcomes: simulated truths per probe (the expectation's sample size).
+        seed: random seed (the same seed gives the same suggestion).
+        launch_h: start-up hours paid before the first step.
+
+    Returns:
+        One row per suggested probe, best first: the configuration columns (instance_type,
+        num_nodes, num_workers, local_bsz, gpus_per_node, pricing), ``steps``, ``cost_usd``
+        (the probe's price), ``expected_saving_usd`` (before its cost), ``net_usd``,
+        ``p_meet_now`` and ``answer_rate`` (how often a decision exists after it). Empty when no
+        probe is worth its cost.
+
+    Raises:
+        InputError: bad k, steps or outcomes, or a result without candidates.
+    """
+    for name, value, top in (
+        ("k", k, 20),
+        ("steps", steps, 100_000),
+        ("outcomes", outcomes, 10_000),
+    ):
+        if not (isinstance(value, int | np.integer) and 1 <= value <= top):
+            raise InputError(f"{name} must be a whole number 1..{top}, got {value!r}", fix="e.g. 1")
+    columns = [
+        "instance_type",
+        "num_nodes",
+        "num_workers",
+        "local_bsz",
+        "gpus_per_node",
+        "pricing",
+        "steps",
+        "cost_usd",
+        "expected_saving_usd",
+        "net_usd",
+        "p_meet_now",
+        "answer_rate",
+    ]
+    if result.candidates is None or len(result.candidates) == 0 or result.constraints is None:
+        return pd.DataFrame(columns=columns)
+    pool = _pool(result)
+    rng = np.random.default_rng(seed)
+    truth, (shared,) = _truths(pool.belief, outcomes, rng)
+    now = _decide(pool, pool.belief)
+    p_now = pool.belief.prob_below(pool.bound())
+    fallback = int(np.lexsort((pool.belief.mean * pool.per_hour, -p_now))[0])
+    loss_now = _loss(pool, np.full(outcomes, int(now)), truth, fallback)
+    c = result.candidates.cols
+    rows = []
+    for j in _probe_choices(result, pool):
+        b = pool.belief
+        # the probe's run: the truth's shared errors, its own run effect
+        y = shared[:, j] + b.noise_sd[j] * rng.standard_normal(outcomes)
+        after = _decide(pool, b.condition(int(j), y, 0.0))
+        loss_after = _loss(pool, after, truth, fallback)
+        i = pool.index[j]
+        od_per_hr = c["usd_per_hr"][i] if not c["spot"][i] else np.nan
+        if not np.isfinite(od_per_hr):
+            od_per_hr = pool.per_hour[j]
+        probe_h = steps * c["step_time_s"][i] / SECONDS_PER_HOUR + launch_h
+        cost = float(probe_h * od_per_hr)
+        saving = float(np.mean(loss_now) - np.mean(loss_after))
+        rows.append(
+            {
+                "position": int(i),
+                "steps": int(steps),
+                "cost_usd": cost,
+                "expected_saving_usd": saving,
+                "net_usd": saving - cost,
+                "p_meet_now": float(p_now[j]),
+                "answer_rate": float(np.mean(after >= 0)),
+            }
+        )
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    table = pd.DataFrame(rows)
+    table = table[table["net_usd"] > 0].sort_values("net_usd", ascending=False).head(k)
+    frame = cand.to_frame(result.candidates, table["position"].to_numpy())
+    out = frame[["instance_type", "num_nodes", "num_workers", "local_bsz", "gpus_per_node"]]
+    out = out.assign(pricing="on-demand").reset_index(drop=True)
+    for name in columns[6:]:
+        out[name] = table[name].to_numpy()
+    return out[columns]
+
+
+def probe_sentence(probes: pd.DataFrame) -> str:
+    """The first probe in one sentence ("measure 8 x g4dn.12xlarge for 200 steps, ...")."""
+    from srifty_kit.decide.explanation import money
+
+    if probes is None or probes.empty:
+        return "No short measurement is worth its cost for this decision."
+    p = probes.iloc[0]
+    return (
+        f"Measure {int(p['num_nodes'])} x {p['instance_type']} ({int(p['num_workers'])} workers "
+        f"x batch {int(p['local_bsz'])}) for {int(p['steps'])} steps, about "
+        f"{money(p['cost_usd'])}, to decide; expected saving {money(p['expected_saving_usd'])}."
+    )

@@ -1,0 +1,227 @@
+"""The model's joint belief about run-mean step times: a Gaussian over log time, its draws.
+
+For a configuration x of one training model on instance type t, the log of a run's mean
+step time is believed to be
+
+    log T(x) = log T_hat(x) + c(x)              point and the centre of its held-out error
+               + w(x) * z_g                     the fit's own error, one z_g per (model, type)
+               + v(x) * z_t                     the network's move to node counts never
+                                                measured, one z_t per instance type
+               + e(x) * eps_x                   what is left: independent per configuration
+
+with z_g, z_t, eps_x independent standard normals. ``w`` is the calibrated spread of the
+group's held-out errors at the scales it measured (``intervals.Spread``, less the noise
+floor); ``v`` the spread the network's move adds beyond the largest measured node count
+(its sync share times how far beyond); ``e`` the noise floor: two campaigns of the same
+configurations differ by about 3% (reference measurements README), so no belief about a
+configuration is narrower than that. Because z_g and z_t are shared, every configuration of
+one type is judged under the same unknown: if this network scales worse than believed at 8
+nodes, it does at 16 too. A search that reads each configuration's own interval treats those
+errors as independent; one that reads draws of this belief does not.
+
+``Belief`` holds the arrays and answers the chance constraint in closed form (a Gaussian
+marginal, exact under this belief); ``Belief.draws`` samples it jointly (shared z per group and
+per network) for what needs the joint law: a saving's work and cost from one draw, the value
+of a measurement not yet made (``Belief.condition``: the belief after seeing one run's mean).
+``Draws`` is ``StepTimeModel.predict_draws``' result, shaped like statsmodels' prediction
+results: ``mean``, ``interval(level)``, ``prob_below(t)``, ``summary_frame(level)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.special import ndtr, ndtri
+
+from srifty_kit.errors import InputError
+from srifty_kit.model.fit import NOISE_FLOOR
+from srifty_kit.model.intervals import two_sided_z
+
+# the level at which a group's interval offsets are read to turn them into a Gaussian: the
+# calibration's own (signed conformal quantiles at 5% and 95%; ``intervals``)
+READ_LEVEL = 0.9
+
+
+@dataclass
+class Belief:
+    """Gaussian belief over log run-mean step time of N configurations (see the module)."""
+
+    point: np.ndarray  # T_hat(x): the fitted physics, seconds
+    centre: np.ndarray  # c(x): the median of log(T / T_hat)
+    group_sd: np.ndarray  # w(x): loading on the group's shared error z_g
+    network_sd: np.ndarray  # v(x): loading on the network's shared move z_t
+    noise_sd: np.ndarray  # e(x): independent part
+    group: np.ndarray  # label of each configuration's (model, type) group (ints)
+    network: np.ndarray  # label of each configuration's network (instance type, ints)
+
+    def __len__(self) -> int:
+        return int(np.size(self.point))
+
+    @property
+    def sd(self) -> np.ndarray:
+        """Marginal sd of log T: sqrt(w^2 + v^2 + e^2)."""
+        return np.sqrt(self.group_sd**2 + self.network_sd**2 + self.noise_sd**2)
+
+    @property
+    def median(self) -> np.ndarray:
+        """T_hat * exp(c): half the runs faster, half slower."""
+        return self.point * np.exp(self.centre)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """E[T] = T_hat * exp(c + sd^2 / 2) (lognormal)."""
+        return self.point * np.exp(self.centre + 0.5 * self.sd**2)
+
+    def quantile(self, q: float | np.ndarray) -> np.ndarray:
+        """The q-quantile of T (q in (0, 1))."""
+        return self.point * np.exp(self.centre + ndtri(q) * self.sd)
+
+    def interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """Central ``level`` interval of T: (lower, upper) ends."""
+        z = two_sided_z(level)
+        mid, sd = self.centre, self.sd
+        return self.point * np.exp(mid - z * sd), self.point * np.exp(mid + z * sd)
+
+    def prob_below(self, t: float | np.ndarray) -> np.ndarray:
+        """P(T <= t) for each configuration (t broadcast); 0 where t <= 0."""
+        t = np.asarray(t, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = (np.log(np.maximum(t, 1e-300)) - np.log(self.point) - self.centre) / self.sd
+        return np.where(t > 0, ndtr(x), 0.0)
+
+    def take(self, index: np.ndarray) -> Belief:
+        """The belief about the configurations at ``index``."""
+        return Belief(*(np.asarray(getattr(self, f))[index] for f in _FIELDS))
+
+    def draws(self, n: int, seed: int | np.random.Generator = 0) -> np.ndarray:
+        """(n, N) joint draws of T: one z per group and per network shared by its rows."""
+        rng = np.random.default_rng(seed)
+        groups, g_of = np.unique(self.group, return_inverse=True)
+        nets, t_of = np.unique(self.network, return_inverse=True)
+        z_g = rng.standard_normal((n, groups.size))[:, g_of]
+        z_t = rng.standard_normal((n, nets.size))[:, t_of]
+        eps = rng.standard_normal((n, len(self)))
+        log_t = self.centre + self.group_sd * z_g + self.network_sd * z_t + self.noise_sd * eps
+        return self.point * np.exp(log_t)
+
+    def condition(self, at: int, log_ratio: float | np.ndarray, noise: float) -> Belief:
+        """The belief after one run of configuration ``at`` measured log(T / T_hat) =
+        ``log_ratio`` (a scalar, or an array of simulated outcomes: then every field gains a
+        leading axis), each with measurement noise sd ``noise``.
+
+        Gaussian conditioning: a configuration shares z_g with ``at`` when it is of the same
+        group and z_t when of the same network; its own eps is independent of the probe's.
+        """
+        same_g = self.group == self.group[at]
+        same_t = self.network == self.network[at]
+        wg, wt = self.group_sd[at], self.network_sd[at]
+        var_y = wg**2 + wt**2 + self.noise_sd[at] ** 2 + noise**2
+        # loadings of each configuration on the two shared normals, and their update
+        cov_g = np.where(same_g, self.group_sd * wg, 0.0)
+        cov_t = np.where(same_t, self.network_sd * wt, 0.0)
+        y = np.asarray(log_ratio, float)[..., None] - self.centre[at]
+        # posterior of the shared normals given y: E[z_g | y] = wg * y / var_y, and so on
+        gain = y / var_y
+        centre = self.centre + (cov_g + cov_t) * gain
+        # each row's shared variance falls by what y explained: w^2 + v^2 - cov^2 / var_y
+        # (exact for the marginal; the rest of that row's shared part is kept as its group's)
+        touched = same_g | same_t
+        left = self.group_sd**2 + self.network_sd**2 - (cov_g + cov_t) ** 2 / var_y
+        group_sd = np.where(touched, np.sqrt(np.maximum(left, 0.0)), self.group_sd)
+        network_sd = np.where(touched, 0.0, self.network_sd)
+        shape = centre.shape
+        return Belief(
+            np.broadcast_to(self.point, shape),
+            centre,
+            np.broadcast_to(group_sd, shape),
+            np.broadcast_to(network_sd, shape),
+            np.broadcast_to(self.noise_sd, shape),
+            np.broadcast_to(self.group, shape),
+            np.broadcast_to(self.network, shape),
+        )
+
+
+_FIELDS = ("point", "centre", "group_sd", "network_sd", "noise_sd", "group", "network")
+
+
+def concat(beliefs: list[Belief]) -> Belief:
+    """One belief of the configurations of several (labels must already be distinct)."""
+    if not beliefs:
+        empty = np.zeros(0)
+        return Belief(empty, empty, empty, empty, empty, empty.astype(int), empty.astype(int))
+    return Belief(*(np.concatenate([getattr(b, f) for b in beliefs]) for f in _FIELDS))
+
+
+def from_offsets(
+    point: np.ndarray,
+    full: tuple[np.ndarray, np.ndarray],
+    within: tuple[np.ndarray, np.ndarray],
+    group: int,
+    network: int,
+    level: float = READ_LEVEL,
+) -> Belief:
+    """A belief from an interval's log offsets (down, up) read at ``level``: ``full`` with
+    the network's move beyond the measured node counts, ``within`` without it.
+
+    The centre is the middle of the full interval, the total sd its half-width over z; the
+    network's loading is what the move adds in quadrature; the noise floor is the independent
+    part and the rest of the within spread is the group's shared error.
+    """
+    z = two_sided_z(level)
+    down, up = (np.asarray(a, float) for a in full)
+    down0, up0 = (np.asarray(a, float) for a in within)
+    centre = (up - down) / 2.0
+    sd = np.maximum((up + down) / (2.0 * z), NOISE_FLOOR)
+    sd_within = np.minimum(np.maximum((up0 + down0) / (2.0 * z), NOISE_FLOOR), sd)
+    network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2, 0.0))
+    noise = np.full(np.shape(sd), NOISE_FLOOR)
+    group_sd = np.sqrt(np.maximum(sd_within**2 - noise**2, 0.0))
+    n = np.shape(point)
+    return Belief(
+        np.asarray(point, float),
+        np.broadcast_to(centre, n).astype(float),
+        np.broadcast_to(group_sd, n).astype(float),
+        np.broadcast_to(network_sd, n).astype(float),
+        np.broadcast_to(noise, n).astype(float),
+        np.full(n, group, dtype=np.int64),
+        np.full(n, network, dtype=np.int64),
+    )
+
+
+@dataclass
+class Draws:
+    """Joint draws of run-mean step times of a configurations table (``predict_draws``)."""
+
+    configs: pd.DataFrame  # the configurations, one row per column of ``values``
+    values: np.ndarray  # (draws, configurations) seconds
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Mean step time of each configuration over the draws."""
+        return self.values.mean(axis=0)
+
+    def interval(self, level: float = 0.9) -> pd.DataFrame:
+        """The central ``level`` interval of each configuration, as columns lower/upper."""
+        _check_level(level)
+        lo, hi = np.quantile(self.values, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        return pd.DataFrame({"lower": lo, "upper": hi}, index=self.configs.index)
+
+    def prob_below(self, t: float | np.ndarray) -> np.ndarray:
+        """Share of draws at or under ``t`` (seconds; broadcast over configurations)."""
+        return np.mean(self.values <= np.asarray(t, float), axis=0)
+
+    def summary_frame(self, level: float = 0.9) -> pd.DataFrame:
+        """configs plus mean, median and the interval ends at ``level`` (statsmodels' shape)."""
+        out = self.configs.copy()
+        out["mean"] = self.mean
+        out["median"] = np.median(self.values, axis=0)
+        ends = self.interval(level)
+        out["lower"], out["upper"] = ends["lower"].to_numpy(), ends["upper"].to_numpy()
+        return out
+
+
+def _check_level(level: float) -> None:
+    if not (isinstance(level, int | float) and 0.0 < float(level) < 1.0):
+        raise InputError(f"level must be between 0 and 1, got {level!r}", fix="e.g. 0.9")
