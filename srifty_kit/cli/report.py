@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from srifty_kit.cli.flags import non_negative, output_folder, positive_int, probability
+from srifty_kit.cli.flags import (
+    input_file,
+    non_negative,
+    output_folder,
+    positive_int,
+    probability,
+)
 
 # what deploy/ holds; tests/cli/test_report.py checks the files say the same
 CRON_LINE = (
@@ -34,9 +40,53 @@ def _iso_date(text: str) -> dt.date:
         ) from None
 
 
+def _tag(text: str) -> tuple[str, str]:
+    """'team=business_unit' -> ('team', 'business_unit')."""
+    name, sep, key = text.partition("=")
+    if not sep or not name.strip() or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=TAG_KEY like team=business_unit, got {text!r}"
+        )
+    return name.strip(), key.strip()
+
+
+def _tag_mapping(args: argparse.Namespace) -> dict[str, list[str]] | None:
+    """--tag-file (JSON object: name -> key or list of keys), then each --tag over it."""
+    from srifty_kit.errors import InputError
+
+    mapping: dict[str, list[str]] = {}
+    if args.tag_file:
+        import json
+        from pathlib import Path
+
+        try:
+            given = json.loads(Path(args.tag_file).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            reason = getattr(err, "strerror", None) or str(err).splitlines()[0]
+            raise InputError(
+                f"cannot be read as a JSON tag mapping ({reason})",
+                source=args.tag_file,
+                fix='e.g. {"team": "business_unit", "job": ["application", "app"]}',
+            ) from None
+        if not isinstance(given, dict) or not all(
+            isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+            for v in given.values()
+        ):
+            raise InputError(
+                "a tag mapping is a JSON object of tag names to a key or a list of keys",
+                source=args.tag_file,
+                fix='e.g. {"team": "business_unit", "job": ["application", "app"]}',
+            )
+        mapping = {k: [v] if isinstance(v, str) else v for k, v in given.items()}
+    for name, key in args.tag or []:
+        mapping[name] = [key]
+    return mapping or None
+
+
 def _weekly(args: argparse.Namespace) -> int:
     from srifty_kit.errors import InputError
     from srifty_kit.present.reports import run_weekly_report
+    from srifty_kit.present.weekly import week_note
 
     athena = {
         "athena_database": args.athena_database,
@@ -55,6 +105,7 @@ def _weekly(args: argparse.Namespace) -> int:
         )
     if engine == "athena" and args.ledger:
         raise InputError("give --ledger or the Athena table, not both", fix="drop one")
+    note = week_note(args.week)
     report = run_weekly_report(
         args.week,
         args.ledger,
@@ -65,9 +116,14 @@ def _weekly(args: argparse.Namespace) -> int:
         level=args.level,
         slack=args.slack,
         progress=not args.quiet,
+        tags=_tag_mapping(args),
+        gpu_catalog=args.gpu_catalog,
         **athena,  # given without a table they are refused there, not ignored
     )
-    print(f"report: {report.html}\nnotebook: {report.notebook}")
+    if note:
+        print(f"note: {note}")
+    summary = report.notebook.with_suffix(".json")
+    print(f"report: {report.html}\nnotebook: {report.notebook}\nsummary: {summary}")
     return 0
 
 
@@ -84,12 +140,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "weekly",
         help="a week's EC2 spend, trend, forecast and savings, from a CUR, FOCUS or jobs ledger",
         description="Run notebooks/04_weekly_cost_report for one week of a usage ledger and "
-        "write weekly_cost_<WEEK>.html (no code, figures embedded) and the executed notebook "
-        "to --out: spend by team, job, instance family and pricing, spot savings, "
+        "write weekly_cost_<WEEK>.html (no code, figures embedded), the executed notebook and "
+        "weekly_cost_<WEEK>.json (the figures) to --out: the reconciliation of every row of "
+        "the week by currency and charge category (billed and effective cost), the training "
+        "compute part, commitments, spend by team, job, instance family and pricing, "
         "week-over-week change, next week's forecast with its interval, what the recommended "
         "configurations would have cost, and a data-quality table. The ledger is an AWS Cost "
         "and Usage Report (legacy or 2.0 names; CSV, gzip CSV or Parquet; a file or a folder of "
-        "parts), a FOCUS export or a jobs ledger, read in place by DuckDB; or a CUR table in "
+        "parts), a FOCUS 1.0-1.3 export or a jobs ledger, read in place by DuckDB; or a table in "
         "Athena (--athena-database/--athena-table), queried with the same SQL.",
         epilog=SCHEDULING,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -97,16 +155,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     weekly.add_argument(
         "--week",
         type=_iso_date,
-        help="first day of the week, ISO (e.g. 2026-11-23); default: the last full Mon-Sun week",
+        help="a day of the week, ISO (e.g. 2026-11-23); another day than a Monday stands for "
+        "its Monday-to-Sunday week (said in the report); default: the last full Mon-Sun week",
     )
-    weekly.add_argument("--ledger", help="the ledger: a .csv, .csv.gz or .parquet file or folder")
+    weekly.add_argument(
+        "--ledger", type=input_file, help="the ledger: a .csv, .csv.gz or .parquet file or folder"
+    )
     weekly.add_argument("--out", default="reports/weekly", type=output_folder, help="output folder")
     weekly.add_argument(
         "--top", type=positive_int, default=10, help="jobs in the top-jobs and savings tables"
     )
     weekly.add_argument(
+        "--tag",
+        type=_tag,
+        action="append",
+        metavar="NAME=KEY",
+        help="read job, team, model or local_bsz from another tag key, e.g. --tag "
+        "team=business_unit --tag job=application (CUR resource tags, FOCUS Tags)",
+    )
+    weekly.add_argument(
+        "--tag-file",
+        type=input_file,
+        metavar="JSON",
+        help='the same as a JSON file: {"team": "business_unit", "job": ["application"]}',
+    )
+    weekly.add_argument(
+        "--gpu-catalog",
+        type=input_file,
+        metavar="TABLE",
+        help="GPU counts of other providers' instance types (CSV/Parquet/JSON with "
+        "instance_type, gpu_count); unknown types are reported as such",
+    )
+    weekly.add_argument(
         "--models",
         nargs="+",
+        type=input_file,
         metavar="PATH",
         help="model files (srifty fit) or profiles for the savings; default: the packaged "
         "and reference measurements",

@@ -192,16 +192,23 @@ def weekly_parameters(
     slack: float = 0.25,
     interactive: bool = False,
     athena: dict[str, str | None] | None = None,
+    tags: dict[str, Any] | None = None,
+    gpu_catalog: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """The weekly notebook's parameters, checked before any kernel starts, as the plain
-    types papermill passes: the week as an ISO date, paths made absolute (the notebook runs in
-    the output folder), the ledger's format recognised from its columns."""
-    from srifty_kit.present.weekly import check_options, open_ledger, parse_week
+    types papermill passes: the week as the ISO date of its Monday, paths made absolute (the
+    notebook runs in the output folder), the ledger's format recognised from its columns, the
+    tag mapping and GPU catalog read, every model file loaded (a truncated one is refused here,
+    not in the kernel)."""
+    from srifty_kit.present.weekly import check_options, open_ledger, parse_week, read_gpu_catalog
     from srifty_kit.tables.ledger import DuckDBLedger
-    from srifty_kit.tables.usage_sql import detect_format
+    from srifty_kit.tables.usage_sql import detect_format, tag_map
 
     week = parse_week(week_start)
     check_options(engine, top_n, level, slack)
+    tag_keys = {k: list(v) for k, v in tag_map(tags).items()}
+    read_gpu_catalog(gpu_catalog)
+    gpu_catalog = str(Path(gpu_catalog).resolve()) if gpu_catalog else None
     athena = {k: v for k, v in (athena or {}).items() if v is not None}
     if engine == "athena":
         open_ledger(engine="athena", **athena)  # checks what Athena needs, calls nothing
@@ -222,6 +229,7 @@ def weekly_parameters(
         for path in models:
             if not Path(path).is_file():
                 raise InputError("model or profile not found", source=str(path), fix="check it")
+            _check_model_source(path)
             model_paths.append(str(Path(path).resolve()))
     return {
         "week_start": week.isoformat(),
@@ -232,6 +240,8 @@ def weekly_parameters(
         "models": model_paths,
         "level": float(level),
         "slack": float(slack),
+        "tags": tag_keys,
+        "gpu_catalog": gpu_catalog,
         **{
             key: athena.get(key)
             for key in (
@@ -244,6 +254,18 @@ def weekly_parameters(
             )
         },
     }
+
+
+def _check_model_source(path: str | os.PathLike) -> None:
+    """Read a model file (or a profile's table) now, so a truncated or wrong one is one line
+    before a kernel starts; fitting a profile is left to the report."""
+    from srifty_kit.model.estimator import StepTimeModel
+    from srifty_kit.tables.files import read_table
+
+    if str(path).lower().endswith(".json"):
+        StepTimeModel.load(path)
+    else:
+        read_table(path)
 
 
 def weekly_report_name(week_start: dt.date | str) -> str:
@@ -264,6 +286,8 @@ def run_weekly_report(
     interactive: bool = False,
     progress: bool = True,
     timeout_s: float | None = 1800,
+    tags: dict[str, Any] | None = None,
+    gpu_catalog: str | os.PathLike | None = None,
     **athena: str | None,
 ) -> Report:
     """Run the weekly cost report for the week starting ``week_start`` (None: the last full
@@ -272,8 +296,12 @@ def run_weekly_report(
     (athena_database, athena_table, athena_output, athena_workgroup, aws_profile, aws_region).
 
     Writes ``weekly_cost_<week>.ipynb`` (executed) and ``.html`` (no code cells, figures
-    embedded) in ``out_dir``, each atomically, so a rerun replaces the week's report. A cell
-    that fails raises ``ReportFailed`` and keeps ``weekly_cost_<week>.failed.ipynb``.
+    embedded) in ``out_dir``, each atomically, so a rerun replaces the week's report, and
+    ``weekly_cost_<week>.json``: the report's numbers (``WeeklyReport.summary``: the headline
+    per currency and the reconciliation of every row of the week). A cell that fails raises
+    ``ReportFailed`` and keeps ``weekly_cost_<week>.failed.ipynb``. ``tags`` maps job, team,
+    model, local_bsz to the ledger's tag keys; ``gpu_catalog`` gives other providers' types'
+    GPU counts. A ``week_start`` that is not a Monday stands for its Monday-to-Sunday week.
     """
     params = weekly_parameters(
         week_start,
@@ -285,9 +313,11 @@ def run_weekly_report(
         slack=slack,
         interactive=interactive,
         athena=athena,
+        tags=tags,
+        gpu_catalog=gpu_catalog,
     )
     name = weekly_report_name(params["week_start"])
-    return run_report(
+    report = run_report(
         WEEKLY_NOTEBOOK,
         params,
         out_dir,
@@ -297,3 +327,21 @@ def run_weekly_report(
         timeout_s=timeout_s,
         failed_name=f"{name}.failed",
     )
+    _write_weekly_summary(report, Path(out_dir) / f"{name}.json")
+    return report
+
+
+def _write_weekly_summary(report: Report, path: Path) -> None:
+    """The summary the notebook recorded (its cell tagged ``summary``) as a JSON file."""
+    import nbformat
+
+    from srifty_kit.tables.files import write_json
+
+    nb = nbformat.read(report.notebook, as_version=4)
+    for cell in nb.cells:
+        if "summary" in cell.metadata.get("tags", []):
+            for output in cell.get("outputs", []):
+                data = output.get("data", {}).get("application/json")
+                if data is not None:
+                    write_json(data, path)
+                    return

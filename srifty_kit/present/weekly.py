@@ -1,16 +1,22 @@
-"""The weekly cost report's content: a week of usage summarised (by team, job, instance family,
-pricing), the spend forecast, the recommended configurations' savings, the data-quality table,
-and the figures; ``notebooks/04_weekly_cost_report.ipynb`` shows them.
+"""The weekly cost report's content: a week of a usage ledger reconciled to its bill (every row
+by currency and charge category, billed and effective cost), the part of it that is training
+compute and why the rest is not, commitments (coverage, utilisation, waste, effective savings
+rate), the week by team, job, instance family and pricing, the spend forecast, the recommended
+configurations' savings, the data-quality table with its sanity checks, and the figures;
+``notebooks/04_weekly_cost_report.ipynb`` shows them.
 
-Everything here is a function of small tables the ledger engine already aggregated
-(``tables.ledger.WeeklyUsage``); the catalog adds GPU counts and on-demand prices.
+Costs are never added across currencies: every table carries its currency and the headline is
+one line per currency. The headline's figure is the effective (amortised) cost, the billed
+cost beside it. Everything here is a function of small tables the ledger engine already
+aggregated (``tables.ledger.WeeklyUsage``); the EC2 catalog (and a GPU catalog the user gives
+for other providers' types) adds GPU counts and on-demand prices.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +28,7 @@ from srifty_kit.catalog.query import instance_family, load_catalog
 from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.model.spend import SpendForecast, forecast_next_week
-from srifty_kit.tables.files import json_safe
+from srifty_kit.tables.files import json_safe, read_table
 from srifty_kit.tables.ledger import (
     DuckDBLedger,
     LedgerEngine,
@@ -31,23 +37,36 @@ from srifty_kit.tables.ledger import (
     weekly_usage,
 )
 from srifty_kit.tables.reference import default_measurements, packaged
+from srifty_kit.tables.usage_sql import (
+    NEGATION,
+    PURCHASE,
+    UNTAGGED,
+    UNUSABLE,
+    UNUSED,
+    tag_map,
+)
 
 ENGINES = ("duckdb", "athena")
 TOP_JOB_COLUMNS = (
     "job",
     "team",
     "model",
+    "provider",
     "instance_type",
     "num_nodes",
     "pricing",
     "wall_hours",
     "node_hours",
-    "cost_usd",
+    "effective_cost",
+    "billed_cost",
     "gpu_util",
 )
 SAMPLE_LEDGER = "sample_cur_usage.parquet"  # packaged, generated (data/sample_cur_README.md)
 SAMPLE_WEEK = "2026-11-23"  # the sample's last full week
 SAMPLE_PROFILE = "sample_profile_dist.csv"
+TRAINING = "training compute (instance usage on GPU or accelerator types)"
+CPU_ONLY = "instance usage on CPU-only types"
+UNKNOWN_GPUS = "instance usage of types with an unknown GPU count"
 
 
 def last_full_week(today: dt.date | None = None) -> dt.date:
@@ -57,19 +76,43 @@ def last_full_week(today: dt.date | None = None) -> dt.date:
 
 
 def parse_week(value: str | dt.date | None) -> dt.date:
-    """A week's first day from an ISO date (``2026-11-23``); None: the last full week."""
+    """The Monday of the week holding ``value`` (an ISO date such as ``2026-11-23``); None:
+    the last full week. A day other than a Monday means its Monday-to-Sunday week
+    (``week_note`` says so in the report).
+
+    Raises:
+        InputError: the text is not an ISO date.
+    """
     if value is None or value == "":
         return last_full_week()
     if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value).strip())
-    except ValueError:
-        raise InputError(
-            f"week_start {value!r} is not an ISO date", column="week_start", fix="e.g. 2026-11-23"
-        ) from None
+        value = value.date()
+    if not isinstance(value, dt.date):
+        try:
+            value = dt.date.fromisoformat(str(value).strip())
+        except ValueError:
+            raise InputError(
+                f"week_start {value!r} is not an ISO date",
+                column="week_start",
+                fix="e.g. 2026-11-23",
+            ) from None
+    return value - dt.timedelta(days=value.weekday())
+
+
+def week_note(value: str | dt.date | None) -> str:
+    """'' for a Monday (or no date); else the sentence saying which week a day stands for."""
+    if value is None or value == "":
+        return ""
+    day = value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value).strip())
+    if isinstance(day, dt.datetime):
+        day = day.date()
+    if day.weekday() == 0:
+        return ""
+    monday = parse_week(day)
+    return (
+        f"{day:%Y-%m-%d} is a {day:%A}: the report covers its Monday-to-Sunday week, "
+        f"{monday:%a %Y-%m-%d} to {monday + dt.timedelta(days=6):%a %Y-%m-%d}"
+    )
 
 
 def check_options(engine: str, top_n: int, level: float, slack: float) -> None:
@@ -91,6 +134,38 @@ def check_options(engine: str, top_n: int, level: float, slack: float) -> None:
         raise InputError(f"level must be in (0, 1), got {level}", column="level", fix="e.g. 0.9")
     if not float(slack) >= 0:
         raise InputError(f"slack must be >= 0, got {slack}", column="slack", fix="e.g. 0.25")
+
+
+def read_gpu_catalog(path: str | os.PathLike | None) -> pd.DataFrame:
+    """A catalog of other providers' instance types and their GPU counts (a CSV, Parquet or
+    JSON table with ``instance_type`` and ``gpu_count``), or an empty one.
+
+    Raises:
+        InputError: the file cannot be read or lacks those columns, or a count is not a
+            whole number >= 0.
+    """
+    if path is None or path == "":
+        return pd.DataFrame({"instance_type": [], "gpu_count": []})
+    table = read_table(path)
+    missing = [c for c in ("instance_type", "gpu_count") if c not in table.columns]
+    if missing:
+        raise InputError(
+            f"the GPU catalog has no column {missing[0]!r}"
+            + did_you_mean(missing[0], [str(c) for c in table.columns]),
+            source=str(path),
+            column=missing[0],
+            fix="give a table with instance_type and gpu_count",
+        )
+    counts = pd.to_numeric(table["gpu_count"], errors="coerce")
+    bad = counts.isna() | (counts < 0) | (counts != counts.round())
+    if bad.any():
+        raise InputError(
+            f"gpu_count {table['gpu_count'][bad].iloc[0]!r} is not a whole number >= 0",
+            source=str(path),
+            column="gpu_count",
+            fix="give each type's GPU count (0 for none)",
+        )
+    return pd.DataFrame({"instance_type": table["instance_type"].astype(str), "gpu_count": counts})
 
 
 def open_ledger(
@@ -134,6 +209,14 @@ def default_model_sources() -> list[str]:
     return sources
 
 
+def _finite(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if np.isfinite(value) else None
+
+
 @dataclass
 class WeeklyReport:
     """Everything the weekly notebook shows, as tables and numbers."""
@@ -142,24 +225,35 @@ class WeeklyReport:
     level: float
     top_n: int
     slack: float  # a recommendation may take this much longer than the job did
-    headline: dict[str, Any]
-    jobs: pd.DataFrame  # every job of the week, most expensive first
+    headline: dict[str, dict[str, Any]]  # currency -> the week's figures
+    reconciliation: pd.DataFrame  # currency, charge_category: rows, billed, effective
+    compute: pd.DataFrame  # currency, part, provider, service: why each row is or is not compute
+    commitments: pd.DataFrame  # currency: coverage, utilisation, unused, effective savings rate
+    checks: pd.DataFrame  # the sanity checks and the focus-validator's findings
+    jobs: pd.DataFrame  # every tagged job of the week, most expensive first
     by_team: pd.DataFrame
     by_family: pd.DataFrame
     by_pricing: pd.DataFrame
     forecast: SpendForecast
+    week_note: str = ""
     savings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAVINGS_COLUMNS))
     savings_note: str = ""
 
     @property
     def empty(self) -> bool:
-        """No usage in the week."""
+        """No instance usage in the week."""
         return self.usage.empty
 
     @property
+    def currency(self) -> str:
+        """The currency most of the week's instance usage is billed in."""
+        return self.usage.currency
+
+    @property
     def top_jobs(self) -> pd.DataFrame:
-        """The ``top_n`` most expensive jobs, the columns a reader needs."""
-        return self.jobs.head(self.top_n)[list(TOP_JOB_COLUMNS)]
+        """The ``top_n`` most expensive jobs in each currency, the columns a reader needs."""
+        jobs = self.jobs.groupby("currency", sort=False).head(self.top_n)
+        return jobs[["currency", *TOP_JOB_COLUMNS]].reset_index(drop=True)
 
     @property
     def savings_table(self) -> pd.DataFrame:
@@ -192,97 +286,361 @@ class WeeklyReport:
         )
 
     def summary(self) -> dict[str, Any]:
-        """The report's numbers as plain JSON types (what the notebook records)."""
+        """The report's numbers as plain JSON types (what the notebook records and
+        ``weekly_cost_<week>.json`` holds): the headline per currency, the reconciliation
+        (every row of the week by currency and charge category), the compute split, the
+        commitments, the checks, and the week by team, family, pricing and job."""
 
-        def by(frame: pd.DataFrame, key: str) -> dict[str, float]:
-            return {str(k): float(v) for k, v in zip(frame[key], frame["cost_usd"], strict=True)}
+        def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+            return json_safe(frame.to_dict("records"))
+
+        def by(frame: pd.DataFrame, key: str) -> dict[str, dict[str, float]]:
+            out: dict[str, dict[str, float]] = {}
+            for row in frame.itertuples(index=False):
+                out.setdefault(row.currency, {})[str(getattr(row, key))] = _finite(
+                    row.effective_cost
+                )
+            return out
 
         f = self.forecast
-        return {
-            "week_start": self.usage.week_start.isoformat(),
-            "source": self.usage.source,
-            "format": self.usage.format,
-            **{k: json_safe(v) for k, v in self.headline.items()},
-            "by_team": by(self.by_team, "team"),
-            "by_family": by(self.by_family, "family"),
-            "by_pricing": by(self.by_pricing, "pricing"),
-            "by_job": by(self.jobs, "job"),
-            "forecast": {
-                "total_usd": f.total_usd,
-                "lo_usd": f.lo_usd,
-                "hi_usd": f.hi_usd,
-                "level": f.level,
-                "note": f.note,
-            },
-            "quality": {
-                str(r.reason): int(r.rows) for r in self.usage.quality.itertuples(index=False)
-            },
-            "savings_usd": json_safe(self.savings["saving_usd"].sum(min_count=1)),
-        }
+        quality = self.usage.quality.groupby("reason")["rows"].sum()
+        return json_safe(
+            {
+                "week_start": self.usage.week_start.isoformat(),
+                "week_end": (self.usage.week_end - dt.timedelta(days=1)).isoformat(),
+                "week_note": self.week_note,
+                "source": self.usage.source,
+                "format": self.usage.format,
+                "cost_basis": "effective_cost is amortised (commitments spread over the usage "
+                "they cover); billed_cost is what the invoice charges",
+                "currency": self.currency,
+                "headline": self.headline,
+                "rows": self.usage.rows,
+                "reconciliation": records(self.reconciliation),
+                "compute": records(self.compute),
+                "commitments": records(self.commitments),
+                "checks": records(self.checks),
+                "outside_week": records(self.usage.outside),
+                "tags": {k: list(v) for k, v in self.usage.tags.items()},
+                "by_team": by(self.by_team, "team"),
+                "by_family": by(self.by_family, "family"),
+                "by_pricing": by(self.by_pricing, "pricing"),
+                "by_job": by(self.jobs, "job"),
+                "forecast": {
+                    "currency": self.currency,
+                    "total": f.total_usd,
+                    "lo": f.lo_usd,
+                    "hi": f.hi_usd,
+                    "level": f.level,
+                    "note": f.note,
+                },
+                "quality": {str(k): int(v) for k, v in quality.items()},
+                "savings_usd": self.savings["saving_usd"].sum(min_count=1),
+            }
+        )
 
 
-def _catalog_column(catalog: pd.DataFrame, types: pd.Series, column: str) -> pd.Series:
-    table = catalog.drop_duplicates("instance_type").set_index("instance_type")[column]
+# --------------------------------------------------------------------------- computations
+
+
+def gpu_counts(
+    types: pd.Series, catalog: pd.DataFrame, gpu_catalog: pd.DataFrame | None = None
+) -> pd.Series:
+    """GPUs per instance of each type: from ``gpu_catalog`` (other providers' types, as the
+    user gives them) first, then the EC2 catalog; NaN where neither knows the type."""
+    tables = [gpu_catalog] if gpu_catalog is not None and len(gpu_catalog) else []
+    tables.append(catalog[["instance_type", "gpu_count"]])
+    known = pd.concat(tables, ignore_index=True).drop_duplicates("instance_type")
+    table = pd.to_numeric(known.set_index("instance_type")["gpu_count"], errors="coerce")
     return pd.to_numeric(types.map(table), errors="coerce")
 
 
-def _headline(usage: WeeklyUsage, jobs: pd.DataFrame, catalog: pd.DataFrame) -> dict[str, Any]:
-    lines = usage.lines
-    total = float(lines["cost_usd"].sum())
-    start = pd.Timestamp(usage.week_start)
-    before = usage.daily.loc[
-        (usage.daily.index >= start - pd.Timedelta(days=7)) & (usage.daily.index < start),
-        "cost_usd",
+def reconciliation_table(usage: WeeklyUsage) -> pd.DataFrame:
+    """Every row of the week by currency and charge category: rows, billed and effective cost
+    (their sum per currency is the week's billed, resp. effective, total)."""
+    r = usage.reconciliation
+    out = r.groupby(["currency", "charge_category"], as_index=False).agg(
+        rows=("line_items", "sum"),
+        billed_cost=("billed_cost", "sum"),
+        effective_cost=("effective_cost", "sum"),
+        corrections=("charge_class", lambda s: 0),
+    )
+    corrections = (
+        r[r["charge_class"].notna()].groupby(["currency", "charge_category"])["line_items"].sum()
+    )
+    out["corrections"] = [
+        int(corrections.get((c, k), 0))
+        for c, k in zip(out["currency"], out["charge_category"], strict=True)
     ]
-    previous = float(before.sum()) if len(before) == 7 else None
-    gpus = _catalog_column(catalog, lines["instance_type"], "gpu_count")
-    spot = lines["pricing"] == "spot"
-    # what the spot hours would have cost on demand: the ledger's list cost where it states
-    # one, the catalog's on-demand price for the rest
-    ondemand = _catalog_column(catalog, lines["instance_type"], "ondemand_usd_per_hr")
-    equivalent = lines["list_cost_usd"].fillna(0.0) + lines["unlisted_hours"] * ondemand
-    priced = spot & equivalent.notna()
-    util_known = float(jobs["gpu_util"].notna().sum()) if len(jobs) else 0.0
-    util = lines["util_hours"].sum() / lines["util_known_hours"].sum() if util_known else None
-    return {
-        "total_usd": total,
-        "previous_week_usd": previous,
-        "change_pct": (total / previous - 1.0) * 100.0 if previous else None,
-        "node_hours": float(lines["node_hours"].sum()),
-        "gpu_hours": float((lines["node_hours"] * gpus).sum()),
-        "gpu_hours_unknown_types": sorted(set(lines.loc[gpus.isna(), "instance_type"])),
-        "gpu_util": util,
-        "jobs": int(lines["job"].nunique()),
-        "teams": int(lines["team"].nunique()),
-        "spot_usd": float(lines.loc[spot, "cost_usd"].sum()),
-        "spot_share": float(lines.loc[spot, "cost_usd"].sum() / total) if total else None,
-        "spot_hours_share": (
-            float(lines.loc[spot, "node_hours"].sum() / lines["node_hours"].sum())
-            if lines["node_hours"].sum()
-            else None
-        ),
-        "spot_saved_usd": float((equivalent[priced] - lines.loc[priced, "cost_usd"]).sum()),
-        "spot_unpriced_types": sorted(set(lines.loc[spot & ~priced, "instance_type"])),
-    }
+    order = {"Usage": 0, "Purchase": 1, "Credit": 2, "Tax": 3, "Adjustment": 4}
+    out["order"] = out["charge_category"].map(order).fillna(9)
+    out = out.sort_values(["currency", "order"]).drop(columns="order").reset_index(drop=True)
+    return out[
+        ["currency", "charge_category", "rows", "billed_cost", "effective_cost", "corrections"]
+    ]
 
 
-def _breakdown(lines: pd.DataFrame, key: str, catalog: pd.DataFrame) -> pd.DataFrame:
-    gpus = _catalog_column(catalog, lines["instance_type"], "gpu_count")
+def compute_split(
+    usage: WeeklyUsage, catalog: pd.DataFrame, gpu_catalog: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The week's rows split into training compute (instance usage on GPU/accelerator types,
+    by provider and service) and everything else with the reason it is not; per currency the
+    parts add up to the reconciliation's totals."""
+    r = usage.reconciliation.copy()
+    used = r["reason"].isna()
+    gpus = gpu_counts(r["instance_type"], catalog, gpu_catalog)
+    part = r["reason"].copy().astype(object)
+    part[used & (gpus > 0)] = TRAINING
+    part[used & (gpus == 0)] = CPU_ONLY
+    part[used & gpus.isna()] = UNKNOWN_GPUS
+    unusable = r["reason"].isin(list(UNUSABLE))
+    part[unusable] = "unusable instance usage: " + r.loc[unusable, "reason"]
+    per_type = used | unusable
+    r = r.assign(
+        part=part,
+        provider=r["provider"].where(per_type, ""),
+        service=r["service"].where(per_type, ""),
+        gpu_hours=r["node_hours"] * gpus,
+    )
+    out = r.groupby(["currency", "part", "provider", "service"], as_index=False).agg(
+        rows=("line_items", "sum"),
+        billed_cost=("billed_cost", "sum"),
+        effective_cost=("effective_cost", "sum"),
+        instance_hours=("node_hours", lambda s: s.sum(min_count=1)),
+        gpu_hours=("gpu_hours", lambda s: s.sum(min_count=1)),
+    )
+    unknown = (
+        r[used & gpus.isna()]
+        .groupby("currency")["instance_type"]
+        .agg(lambda s: ", ".join(sorted(set(s.dropna()))))
+    )
+    out["types"] = [
+        unknown.get(c, "") if p == UNKNOWN_GPUS else ""
+        for c, p in zip(out["currency"], out["part"], strict=True)
+    ]
+    out["order"] = out["part"].map({TRAINING: 0, CPU_ONLY: 1, UNKNOWN_GPUS: 2}).fillna(3)
+    out = out.sort_values(["currency", "order", "effective_cost"], ascending=[True, True, False])
+    return out.drop(columns="order").reset_index(drop=True)
+
+
+def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
+    """Per currency: coverage (covered eligible instance usage / eligible usage, at on-demand
+    prices), utilisation (used / (used + unused) commitment), the unused commitment's cost
+    (waste), purchases billed, and the effective savings rate of compute ((list - effective -
+    unused) / list, over instance usage whose list cost the ledger states)."""
+    r = usage.reconciliation
+    rows = []
+    for currency, g in r.groupby("currency"):
+        used_lines = g[g["reason"].isna()]
+        on_demand = used_lines["list_cost"].fillna(0) + (
+            used_lines["effective_cost"].where(used_lines["listed_rows"] == 0, 0).fillna(0)
+        )
+        eligible = used_lines["pricing"].isin(["on-demand", "savings-plan", "reserved"])
+        covered = used_lines["pricing"].isin(["savings-plan", "reserved"])
+        used = float(g.loc[g["commitment_status"] == "Used", "effective_cost"].sum())
+        unused = float(g.loc[g["reason"] == UNUSED, "effective_cost"].sum())
+        listed = float(used_lines["list_cost"].sum())
+        listed_effective = float(used_lines["listed_effective"].sum())
+        eligible_total = float(on_demand[eligible].sum())
+        rows.append(
+            {
+                "currency": currency,
+                "coverage": float(on_demand[covered].sum()) / eligible_total
+                if eligible_total
+                else None,
+                "utilisation": used / (used + unused) if used + unused > 0 else None,
+                "used_commitment": used,
+                "unused_commitment": unused,
+                "purchases_billed": float(g.loc[g["reason"] == PURCHASE, "billed_cost"].sum()),
+                "negations_billed": float(g.loc[g["reason"] == NEGATION, "billed_cost"].sum()),
+                "list_cost": listed,
+                "effective_savings_rate": (listed - listed_effective - unused) / listed
+                if listed > 0
+                else None,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "currency",
+            "coverage",
+            "utilisation",
+            "used_commitment",
+            "unused_commitment",
+            "purchases_billed",
+            "negations_billed",
+            "list_cost",
+            "effective_savings_rate",
+        ],
+    )
+
+
+def sanity_checks(
+    usage: WeeklyUsage,
+    compute: pd.DataFrame,
+    findings: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The data-quality checks of the week (check, currency, rows, cost, detail): effective
+    above list, cost columns that look rounded, negative quantities, unreadable cells, every
+    unusable row by reason with its cost, types of unknown GPU count, rows outside the week,
+    and the focus-validator's findings."""
+    r = usage.reconciliation
+    out: list[dict[str, Any]] = []
+
+    def add(check: str, currency: str, rows: int, cost: float | None, detail: str) -> None:
+        out.append(
+            {
+                "check": check,
+                "currency": currency,
+                "rows": int(rows),
+                "cost": cost,
+                "detail": detail,
+            }
+        )
+
+    for currency, g in r.groupby("currency"):
+        if g["above_list_rows"].sum():
+            add(
+                "effective cost above list cost",
+                currency,
+                g["above_list_rows"].sum(),
+                float(g["above_list_cost"].sum()),
+                "cost: by how much effective exceeds list (a rounded or mis-mapped column?)",
+            )
+        for column, whole, nonzero in (
+            ("EffectiveCost", "whole_effective", "nonzero_effective"),
+            ("BilledCost", "whole_billed", "nonzero_billed"),
+        ):
+            n, k = int(g[nonzero].sum()), int(g[whole].sum())
+            if n >= 5 and k == n:
+                add(
+                    f"{column} looks rounded",
+                    currency,
+                    n,
+                    None,
+                    f"all {n} non-zero values are whole numbers: the export may round costs",
+                )
+        for column, label in (
+            ("negative_quantity_rows", "negative usage quantities"),
+            ("bad_tags_rows", "tags cell is not valid JSON (read as untagged)"),
+            ("bad_sku_rows", "SKU details cell is not valid JSON (no instance type)"),
+            ("bad_cost_rows", "cost cell is not a finite number (read as missing)"),
+        ):
+            if g[column].sum():
+                add(label, currency, g[column].sum(), None, "")
+        for reason, bad in g[g["reason"].isin(list(UNUSABLE))].groupby("reason"):
+            add(
+                f"unusable: {reason}",
+                currency,
+                bad["line_items"].sum(),
+                float(bad["effective_cost"].sum()),
+                "in the reconciliation, not in the job tables",
+            )
+    for row in compute[compute["part"] == UNKNOWN_GPUS].itertuples(index=False):
+        add(
+            "unknown GPU count",
+            row.currency,
+            row.rows,
+            _finite(row.effective_cost),
+            f"types: {row.types} (give --gpu-catalog with their gpu_count)",
+        )
+    for row in usage.outside.itertuples(index=False):
+        add(
+            f"outside the week: {row.reason}",
+            row.currency,
+            row.rows,
+            _finite(row.effective_cost),
+            "",
+        )
+    if findings is not None:
+        for row in findings.itertuples(index=False):
+            add(row.check, "", row.rows, None, row.detail)
+    return pd.DataFrame(out, columns=["check", "currency", "rows", "cost", "detail"])
+
+
+def _headline(
+    usage: WeeklyUsage,
+    jobs: pd.DataFrame,
+    compute: pd.DataFrame,
+    catalog: pd.DataFrame,
+    gpu_catalog: pd.DataFrame | None,
+) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    r = usage.reconciliation
+    start = pd.Timestamp(usage.week_start)
+    for currency in sorted(set(r["currency"])):
+        week = r[r["currency"] == currency]
+        lines = usage.lines[usage.lines["currency"] == currency]
+        parts = (
+            compute[compute["currency"] == currency]
+            .groupby("part")[["effective_cost", "billed_cost"]]
+            .sum()
+        )
+        gpus = gpu_counts(lines["instance_type"], catalog, gpu_catalog)
+        spot = lines["pricing"] == "spot"
+        instance = float(lines["effective_cost"].sum())
+        tagged = lines[lines["job"] != UNTAGGED]
+        h: dict[str, Any] = {
+            "effective_cost": float(week["effective_cost"].sum()),
+            "billed_cost": float(week["billed_cost"].sum()),
+            "rows": int(week["line_items"].sum()),
+            "instance_effective_cost": instance,
+            "instance_billed_cost": float(lines["billed_cost"].sum()),
+            "training_effective_cost": float(parts["effective_cost"].get(TRAINING, 0.0)),
+            "training_billed_cost": float(parts["billed_cost"].get(TRAINING, 0.0)),
+            "untagged_effective_cost": float(
+                lines.loc[lines["job"] == UNTAGGED, "effective_cost"].sum()
+            ),
+            "node_hours": float(lines["node_hours"].sum()),
+            "gpu_hours": float((lines["node_hours"] * gpus).sum()),
+            "gpu_hours_unknown_types": sorted(set(lines.loc[gpus.isna(), "instance_type"])),
+            "jobs": int(tagged["job"].nunique()),
+            "teams": int(lines.loc[lines["team"] != UNTAGGED, "team"].nunique()),
+            "providers": sorted(set(lines["provider"])),
+            "spot_effective_cost": float(lines.loc[spot, "effective_cost"].sum()),
+            "spot_share": float(lines.loc[spot, "effective_cost"].sum() / instance)
+            if instance > 0
+            else None,
+            "previous_week_instance_cost": None,
+            "change_pct": None,
+        }
+        if currency == usage.currency:
+            daily = usage.daily
+            before = daily.loc[
+                (daily.index >= start - pd.Timedelta(days=7)) & (daily.index < start), "cost"
+            ]
+            previous = float(before.sum()) if len(before) == 7 else None
+            h["previous_week_instance_cost"] = previous
+            if previous is not None and previous > 0 and np.isfinite(instance):
+                h["change_pct"] = (instance / previous - 1.0) * 100.0
+            known = lines["util_known_hours"].sum()
+            h["gpu_util"] = float(lines["util_hours"].sum() / known) if known > 0 else None
+        out[currency] = h
+    return out
+
+
+def _breakdown(
+    lines: pd.DataFrame, key: str, catalog: pd.DataFrame, gpu_catalog: pd.DataFrame | None
+) -> pd.DataFrame:
+    gpus = gpu_counts(lines["instance_type"], catalog, gpu_catalog)
     table = lines.assign(
         family=instance_family(lines["instance_type"]),
         gpu_hours=lines["node_hours"] * gpus,
-        spot_usd=lines["cost_usd"].where(lines["pricing"] == "spot", 0.0),
+        spot_cost=lines["effective_cost"].where(lines["pricing"] == "spot", 0.0),
+        tagged_job=lines["job"].where(lines["job"] != UNTAGGED),
     )
-    out = table.groupby(key, as_index=False, dropna=False).agg(
-        cost_usd=("cost_usd", "sum"),
+    out = table.groupby(["currency", key], as_index=False, dropna=False).agg(
+        effective_cost=("effective_cost", "sum"),
+        billed_cost=("billed_cost", "sum"),
         node_hours=("node_hours", "sum"),
-        gpu_hours=("gpu_hours", "sum"),
-        spot_usd=("spot_usd", "sum"),
-        jobs=("job", "nunique"),
+        gpu_hours=("gpu_hours", lambda s: s.sum(min_count=1)),
+        spot_cost=("spot_cost", "sum"),
+        jobs=("tagged_job", "nunique"),
     )
-    total = out["cost_usd"].sum()
-    out["share"] = out["cost_usd"] / total if total else np.nan
-    return out.sort_values(["cost_usd", key], ascending=[False, True]).reset_index(drop=True)
+    totals = out.groupby("currency")["effective_cost"].transform("sum")
+    out["share"] = (out["effective_cost"] / totals).where(totals > 0)
+    out = out.sort_values(["currency", "effective_cost", key], ascending=[True, False, True])
+    return out.reset_index(drop=True)
 
 
 def weekly_report(
@@ -296,31 +654,64 @@ def weekly_report(
     spot: bool = True,
     slack: float = SLACK,
     catalog: pd.DataFrame | None = None,
+    tags: Mapping[str, str | Sequence[str]] | None = None,
+    gpu_catalog: str | os.PathLike | None = None,
+    validate: bool = True,
     **athena: str | None,
 ) -> WeeklyReport:
-    """Summarise the week starting ``week_start`` of ``ledger`` (a path, or an engine).
+    """Summarise the week holding ``week_start`` (its Monday to Sunday) of ``ledger`` (a
+    path, or an engine).
 
-    ``models`` are model files or profiles (``decide.savings.fitted_models``) for the savings;
-    None: ``default_model_sources()``; an empty list: no savings section. A recommendation
-    must finish within (1 + ``slack``) times the time the job took, at ``level``.
+    Args:
+        week_start: a day of the week (ISO text or a date); None: the last full week.
+        ledger: the ledger's file or folder, or a ``LedgerEngine``; None: the packaged sample.
+        engine, athena: duckdb (local files) or athena (with athena_database, athena_table...).
+        top_n: jobs in the top-jobs and savings tables (per currency).
+        models: model files or profiles (``decide.savings.fitted_models``) for the savings;
+            None: ``default_model_sources()``; an empty list: no savings section.
+        level, spot, slack: a recommendation must finish within (1 + ``slack``) times the
+            time the job took, at ``level``; ``spot`` lets it use spot.
+        catalog: the EC2 catalog (default: the embedded one).
+        tags: logical tag (job, team, model, local_bsz) -> the ledger's tag key(s).
+        gpu_catalog: a table of other providers' instance types and their gpu_count.
+        validate: run focus-validator over a local FOCUS export.
+
+    Returns:
+        The ``WeeklyReport``.
+
+    Raises:
+        InputError: a bad option, tag mapping, GPU catalog or ledger (one line).
     """
     week = parse_week(week_start)
     check_options(engine, top_n, level, slack)
+    tag_keys = tag_map(tags)
+    extra = read_gpu_catalog(gpu_catalog)
     source = ledger if hasattr(ledger, "query") else open_ledger(ledger, engine, **athena)
-    usage = weekly_usage(source, week)
+    usage = weekly_usage(source, week, tag_keys)
     catalog = load_catalog() if catalog is None else catalog
+    findings = None
+    if validate and usage.format == "focus" and isinstance(source, DuckDBLedger):
+        from srifty_kit.tables.focus_check import validate_focus
+
+        findings = validate_focus(source.files)
     jobs = jobs_of_week(usage.lines)
+    compute = compute_split(usage, catalog, extra)
     report = WeeklyReport(
         usage=usage,
         level=level,
         top_n=top_n,
         slack=slack,
-        headline=_headline(usage, jobs, catalog),
+        headline=_headline(usage, jobs, compute, catalog, extra),
+        reconciliation=reconciliation_table(usage),
+        compute=compute,
+        commitments=commitment_table(usage),
+        checks=sanity_checks(usage, compute, findings),
         jobs=jobs,
-        by_team=_breakdown(usage.lines, "team", catalog),
-        by_family=_breakdown(usage.lines, "family", catalog),
-        by_pricing=_breakdown(usage.lines, "pricing", catalog),
-        forecast=forecast_next_week(usage.daily["cost_usd"], level=level),
+        by_team=_breakdown(usage.lines, "team", catalog, extra),
+        by_family=_breakdown(usage.lines, "family", catalog, extra),
+        by_pricing=_breakdown(usage.lines, "pricing", catalog, extra),
+        forecast=forecast_next_week(usage.daily["cost"], level=level),
+        week_note=week_note(week_start),
     )
     if usage.empty:
         return report
@@ -329,14 +720,16 @@ def weekly_report(
         report.savings_note = "no models given: savings not computed"
         return report
     fitted = fitted_models(sources)
-    known = jobs[jobs["model"].isin(list(fitted))]
+    # the catalog's prices are AWS's in USD: only such jobs can be compared with them
+    aws = jobs[(jobs["currency"] == "USD") & (jobs["provider"] == "AWS")]
+    known = aws[aws["model"].isin(list(fitted))].assign(cost_usd=lambda j: j["effective_cost"])
     report.savings = recommend(
         known.head(top_n), fitted, catalog, level=level, spot=spot, slack=slack
     )
-    others = jobs[~jobs["model"].isin(list(fitted))]
+    others = jobs[~jobs.index.isin(known.index)]
     report.savings_note = (
-        f"{len(others)} of {len(jobs)} jobs ({_usd(others['cost_usd'].sum())}) have no fitted "
-        "model or profile for their training model (tag user:model / column model)"
+        f"{len(others)} of {len(jobs)} jobs have no fitted model or profile for their training "
+        "model (tag user:model / column model), or ran outside AWS or not in USD"
         if len(others)
         else ""
     )
@@ -366,7 +759,7 @@ def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
     import seaborn as sns
 
     ax = _axes(ax)
-    daily = report.usage.daily["cost_usd"]
+    daily = report.usage.daily["cost"]
     start = pd.Timestamp(report.usage.week_start)
     shown = daily[daily.index >= start - pd.Timedelta(weeks=weeks - 1)]
     sns.lineplot(x=shown.index, y=shown.to_numpy(), ax=ax, label="daily spend", marker="o")
@@ -382,33 +775,42 @@ def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
             alpha=0.25,
             label=f"{f.level:.0%} interval",
         )
-    ax.set(xlabel="", ylabel="USD per day", title="Daily spend and next week's forecast")
+    ax.set(
+        xlabel="",
+        ylabel=f"{report.currency} per day (effective cost)",
+        title="Daily instance spend and next week's forecast",
+    )
     ax.legend(loc="upper left")
     ax.figure.autofmt_xdate()
     return ax
 
 
 def breakdown_figure(report: WeeklyReport, axes: Any = None) -> Any:
-    """This week's spend by team, by instance family and by pricing (bars)."""
+    """This week's instance spend (effective cost, the main currency) by team, by instance
+    family and by pricing (bars)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     if axes is None:
         _, axes = plt.subplots(1, 3, figsize=(13, 4))
+
+    def main(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[frame["currency"] == report.currency]
+
     for ax, (frame, key, title) in zip(
         axes,
         (
-            (report.by_team, "team", "by team"),
-            (report.by_family, "family", "by instance family"),
-            (report.by_pricing, "pricing", "by pricing"),
+            (main(report.by_team), "team", "by team"),
+            (main(report.by_family), "family", "by instance family"),
+            (main(report.by_pricing), "pricing", "by pricing"),
         ),
         strict=True,
     ):
         if frame.empty:
             _nothing(ax, "no usage this week")
         else:
-            sns.barplot(data=frame, y=key, x="cost_usd", ax=ax, color="C0", orient="h")
-        ax.set(xlabel="USD this week", ylabel="", title=title)
+            sns.barplot(data=frame, y=key, x="effective_cost", ax=ax, color="C0", orient="h")
+        ax.set(xlabel=f"{report.currency} this week (effective)", ylabel="", title=title)
     axes[0].figure.tight_layout()
     return axes
 
@@ -446,50 +848,153 @@ def team_explorer(report: WeeklyReport) -> Any:
     import ipywidgets as widgets
     from IPython.display import display
 
-    columns = ["job", "model", "instance_type", "num_nodes", "pricing", "wall_hours", "cost_usd"]
+    columns = ["job", "model", "instance_type", "num_nodes", "pricing", "wall_hours"]
+    columns += ["currency", "effective_cost"]
 
     def show(team: str) -> None:
-        display(report.jobs.loc[report.jobs["team"] == team, columns].reset_index(drop=True))
+        from IPython.display import HTML
 
-    teams = list(report.by_team["team"])
+        jobs = report.jobs.loc[report.jobs["team"] == team, columns]
+        display(HTML(table_html(jobs, "effective cost, in each row's currency")))
+
+    teams = sorted(set(report.by_team["team"]) - {UNTAGGED})
     return widgets.interactive(show, team=widgets.Dropdown(options=teams, description="team"))
 
 
-# --------------------------------------------------------------------------- words
+# --------------------------------------------------------------------------- words and tables
 
 
-def _usd(value: float | None) -> str:
-    """Dollars for markdown: the sign escaped, or two of them would open a formula."""
-    return "n/a" if value is None or not np.isfinite(value) else f"\\${value:,.0f}"
+def money(value: Any, currency: str = "USD", markdown: bool = True) -> str:
+    """An amount for a reader: cents under 1,000, whole units above; ``n/a`` when unknown.
+    USD as a dollar sign (escaped in markdown, or two would open a formula), others by code."""
+    value = _finite(value)
+    if value is None:
+        return "n/a"
+    text = f"{abs(value):,.2f}" if abs(value) < 1000 else f"{abs(value):,.0f}"
+    sign = "-" if value < 0 and text.strip("0.,") else ""
+    if currency == "USD":
+        dollar = "\\$" if markdown else "$"
+        return f"{sign}{dollar}{text}"
+    return f"{sign}{text} {currency}"
+
+
+def _cell(value: Any, kind: str, currency: str) -> str:
+    if kind == "money":
+        return money(value, currency, markdown=False) if _finite(value) is not None else "—"
+    if isinstance(value, float | int | np.floating | np.integer) and not isinstance(value, bool):
+        number = _finite(value)
+        if number is None:
+            return "—"
+        if kind == "share":
+            return f"{number:.1%}"
+        if kind == "int":
+            return f"{number:,.0f}"
+        return f"{number:,.2f}" if abs(number) < 1000 else f"{number:,.0f}"
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NaT:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) or "—"
+    return str(value)
+
+
+MONEY_COLUMNS = (
+    "effective_cost",
+    "billed_cost",
+    "list_cost",
+    "cost",
+    "spot_cost",
+    "used_commitment",
+    "unused_commitment",
+    "purchases_billed",
+    "negations_billed",
+)
+SHARE_COLUMNS = ("share", "coverage", "utilisation", "effective_savings_rate", "gpu_util")
+INT_COLUMNS = ("rows", "jobs", "line_items", "corrections", "num_nodes", "local_bsz")
+
+
+def table_html(frame: pd.DataFrame, note: str, currency: str | None = None) -> str:
+    """A table for the report: no index, money in its row's currency (cents under 1,000),
+    shares as percentages, '—' for unknown (never None or NaN), and a line under it saying
+    which cost column and currency it shows."""
+    from html import escape
+
+    rows = []
+    for _, row in frame.iterrows():
+        cur = str(row.get("currency") or currency or "USD")
+        cells = {}
+        for name in frame.columns:
+            kind = (
+                "money"
+                if name in MONEY_COLUMNS
+                else "share"
+                if name in SHARE_COLUMNS
+                else "int"
+                if name in INT_COLUMNS
+                else "number"
+            )
+            cells[name] = _cell(row[name], kind, cur)
+        rows.append(cells)
+    shown = pd.DataFrame(rows, columns=list(frame.columns))
+    if shown.empty:
+        body = "<p><em>(no rows)</em></p>"
+    else:
+        body = shown.style.hide(axis="index").to_html()
+    return f'{body}<p class="srifty-table-note">{escape(note)}</p>'
 
 
 def headline_text(report: WeeklyReport) -> str:
-    """The week in a few sentences (markdown); says so plainly when there was no usage."""
-    u, h = report.usage, report.headline
+    """The week in a few sentences per currency (markdown); says so plainly when there was no
+    instance usage."""
+    u = report.usage
     week = f"{u.week_start:%a %d %b %Y} to {u.week_end - dt.timedelta(days=1):%a %d %b %Y}"
     source = f"`{Path(u.source).name if '://' not in u.source else u.source}` ({u.format})"
-    if report.empty:
-        return (
-            f"**No usage in the week of {week}** in {source}: no usable EC2 instance usage is "
-            "dated in that week. The data-quality table below counts every row the ledger has."
+    parts = [f"_{report.week_note}._"] if report.week_note else []
+    if not report.headline:
+        parts.append(
+            f"**No rows in the week of {week}** in {source}. The data-quality table below "
+            "counts every row the ledger has."
         )
-    change = (
-        f" ({h['change_pct']:+.1f}% on the week before, {_usd(h['previous_week_usd'])})"
-        if h["change_pct"] is not None
-        else " (no full week before it to compare with)"
-    )
-    util = f", {h['gpu_util']:.0%} GPU utilisation where recorded" if h["gpu_util"] else ""
-    spot = (
-        f"Spot: {h['spot_share']:.0%} of the spend and {h['spot_hours_share']:.0%} of the "
-        f"instance-hours; it saved {_usd(h['spot_saved_usd'])} against on-demand prices."
-        if h["spot_usd"]
-        else "Nothing ran on spot."
-    )
-    return (
-        f"**{_usd(h['total_usd'])}** of EC2 instance usage in the week of {week}{change}, "
-        f"from {source}: {h['jobs']} jobs of {h['teams']} teams, "
-        f"{h['node_hours']:,.0f} instance-hours and {h['gpu_hours']:,.0f} GPU-hours{util}. " + spot
-    )
+        return "\n\n".join(parts)
+    if report.empty:
+        parts.append(
+            f"**No usage in the week of {week}** in {source}: no usable instance usage is "
+            "dated in that week; the reconciliation below still shows every row of the week."
+        )
+    for currency, h in report.headline.items():
+        c = currency
+
+        def m(value: Any, c: str = c) -> str:
+            return money(value, c)
+
+        line = (
+            f"**{currency}: {m(h['effective_cost'])} effective cost** (amortised; "
+            f"{m(h['billed_cost'])} billed) over {h['rows']:,} rows of the week of {week}, "
+            f"from {source}. Training compute (instance usage on GPU types): "
+            f"{m(h['training_effective_cost'])} effective; all instance usage "
+            f"{m(h['instance_effective_cost'])}"
+        )
+        if h.get("change_pct") is not None:
+            line += (
+                f" ({h['change_pct']:+.1f}% on the week before, "
+                f"{m(h['previous_week_instance_cost'])})"
+            )
+        elif currency == report.currency and not report.empty:
+            line += " (no full week before it to compare with)"
+        line += (
+            f", {h['jobs']} tagged jobs of {h['teams']} teams, {h['node_hours']:,.1f} "
+            f"instance-hours and {h['gpu_hours']:,.1f} GPU-hours"
+        )
+        if h["gpu_hours_unknown_types"]:
+            line += f" (GPU count unknown for {', '.join(h['gpu_hours_unknown_types'])})"
+        if h.get("gpu_util"):
+            line += f", {h['gpu_util']:.0%} GPU utilisation where recorded"
+        line += "."
+        if h["untagged_effective_cost"]:
+            line += f" Untagged instance usage: {m(h['untagged_effective_cost'])}."
+        if h["spot_effective_cost"] and h["spot_share"] is not None:
+            line += f" Spot: {h['spot_share']:.0%} of the instance spend."
+        parts.append(line)
+    return "\n\n".join(parts)
 
 
 def forecast_text(report: WeeklyReport) -> str:
@@ -497,9 +1002,11 @@ def forecast_text(report: WeeklyReport) -> str:
     f = report.forecast
     if not f.available:
         return f"**No forecast**: {f.note}."
+    c = report.currency
     return (
-        f"**Next week: {_usd(f.total_usd)}** expected, {f.level:.0%} prediction interval "
-        f"{_usd(f.lo_usd)} to {_usd(f.hi_usd)} ({f.method})."
+        f"**Next week: {money(f.total_usd, c)}** expected (instance usage, effective cost, "
+        f"{c}), {f.level:.0%} prediction interval {money(f.lo_usd, c)} to "
+        f"{money(f.hi_usd, c)} ({f.method})."
     )
 
 
@@ -509,11 +1016,11 @@ def savings_text(report: WeeklyReport) -> str:
     parts = []
     if len(done):
         parts.append(
-            f"**{_usd(done['saving_usd'].sum())}** could have been saved on {len(done)} jobs "
-            f"(the sum of their {report.level:.0%} intervals: {_usd(done['saving_lo_usd'].sum())}"
-            f" to {_usd(done['saving_hi_usd'].sum())}), each on the cheapest configuration sure "
-            f"at {report.level:.0%} to finish its work within {1 + report.slack:.3g}x the time "
-            "it took."
+            f"**{money(done['saving_usd'].sum())}** could have been saved on {len(done)} jobs "
+            f"(the sum of their {report.level:.0%} intervals: "
+            f"{money(done['saving_lo_usd'].sum())} to {money(done['saving_hi_usd'].sum())}), "
+            f"each on the cheapest configuration sure at {report.level:.0%} to finish its work "
+            f"within {1 + report.slack:.3g}x the time it took (USD, effective cost)."
         )
     elif not report.empty:
         parts.append("No job of the week has a recommendation.")
@@ -523,12 +1030,20 @@ def savings_text(report: WeeklyReport) -> str:
 
 
 def quality_text(report: WeeklyReport) -> str:
-    """How many rows were used, excluded and unusable (markdown)."""
+    """How many of the week's rows were used, excluded and unusable, and how many rows lie
+    outside the week (markdown)."""
     q = report.usage.quality.groupby("kind")["rows"].sum()
     total = int(q.sum())
-    return (
-        f"{total:,} rows read: {int(q.get('used', 0)):,} used, "
-        f"{int(q.get('excluded', 0)):,} excluded as not EC2 instance usage (or commitment "
-        f"lines), **{int(q.get('unusable', 0)):,} unusable**, "
-        f"{int(q.get('later', 0)):,} dated after the week."
+    outside = report.usage.outside.groupby("reason")["rows"].sum()
+    text = (
+        f"The week has {total:,} rows: {int(q.get('used', 0)):,} instance usage in the job "
+        f"tables, {int(q.get('excluded', 0)):,} other charges (each reason below), "
+        f"**{int(q.get('unusable', 0)):,} unusable**."
     )
+    if len(outside):
+        text += (
+            " Outside the week: "
+            + ", ".join(f"{int(n):,} {reason}" for reason, n in outside.items())
+            + "."
+        )
+    return text

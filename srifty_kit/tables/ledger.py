@@ -3,9 +3,12 @@
 ``tables.usage_sql`` into a week of usage (``weekly_usage``).
 
 No ledger is ever loaded into pandas; only the engines' small aggregated results are. Rows are
-counted, never dropped silently: every line item ends in ``WeeklyUsage.quality`` as used,
-excluded (not EC2 instance usage; commitment fees and negations, whose covered lines carry the
-effective cost), unusable (with the reason and a few examples) or dated after the week.
+counted, never dropped silently: every line item of the week is in
+``WeeklyUsage.reconciliation`` (by currency, charge category, reason, provider and service)
+and in ``WeeklyUsage.quality`` as used (instance usage in the job tables), excluded (another
+service, tax, a credit, a commitment's purchase or unused part) or unusable (with the reason
+and a few examples); the rows of other weeks, and those without a readable date, are counted
+in ``WeeklyUsage.outside``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from srifty_kit.errors import InputError
 from srifty_kit.tables.usage_sql import (
     DUCKDB,
     EXCLUDED,
+    RECONCILE_KEYS,
+    UNUSABLE,
     WEEK_KEYS,
     Dialect,
     LedgerFormat,
@@ -32,10 +37,15 @@ from srifty_kit.tables.usage_sql import (
     normalise_sql,
     overview_sql,
     reason_column,
+    reconciliation_sql,
+    tag_map,
     week_sql,
 )
 
 AFTER_WEEK = "dated after the week (left for later reports)"
+BEFORE_WEEK = "dated before the week (earlier reports)"
+UNDATED = "no readable date (in no week)"
+USED = "instance usage (in the job tables)"
 
 
 # --------------------------------------------------------------------------- engines
@@ -64,6 +74,12 @@ def ledger_files(path: str | os.PathLike) -> list[Path]:
     """The files of a ledger: one CSV (optionally gzip) or Parquet file, or every such file
     under a folder (monthly parts, CUR 2.0 ``BILLING_PERIOD=...`` folders); one kind only."""
     root = Path(path)
+    if root.is_symlink() and not root.exists():
+        raise InputError(
+            "is a symbolic link that leads to no file (a loop, or its target is gone)",
+            source=str(root),
+            fix="point --ledger at the export itself",
+        )
     if not root.exists():
         raise InputError("no such file or folder", source=str(root), fix="check the --ledger path")
     if root.is_dir():
@@ -154,16 +170,19 @@ class DuckDBLedger:
 _TEXT, _FLOAT, _INT, _TIME = "text", "float", "int", "time"
 _OVERVIEW = {
     "usage_date": _TIME,
+    "currency": _TEXT,
     "reason": _TEXT,
     "line_items": _INT,
-    "cost_usd": _FLOAT,
+    "effective_cost": _FLOAT,
+    "billed_cost": _FLOAT,
     "node_hours": _FLOAT,
 }
 LINE_SCHEMA = {
     **{k: _TEXT for k in WEEK_KEYS},
     "line_items": _INT,
-    "cost_usd": _FLOAT,
-    "list_cost_usd": _FLOAT,
+    "effective_cost": _FLOAT,
+    "billed_cost": _FLOAT,
+    "list_cost": _FLOAT,
     "unlisted_hours": _FLOAT,
     "node_hours": _FLOAT,
     "num_nodes": _FLOAT,
@@ -173,6 +192,27 @@ LINE_SCHEMA = {
     "util_known_hours": _FLOAT,
     "first_start": _TIME,
     "last_start": _TIME,
+}
+RECONCILE_SCHEMA = {
+    **{k: _TEXT for k in RECONCILE_KEYS},
+    "line_items": _INT,
+    "billed_cost": _FLOAT,
+    "effective_cost": _FLOAT,
+    "list_cost": _FLOAT,
+    "contracted_cost": _FLOAT,
+    "listed_rows": _INT,
+    "listed_effective": _FLOAT,
+    "node_hours": _FLOAT,
+    "above_list_rows": _INT,
+    "above_list_cost": _FLOAT,
+    "negative_quantity_rows": _INT,
+    "bad_tags_rows": _INT,
+    "bad_sku_rows": _INT,
+    "bad_cost_rows": _INT,
+    "whole_effective": _INT,
+    "nonzero_effective": _INT,
+    "whole_billed": _INT,
+    "nonzero_billed": _INT,
 }
 _EXAMPLES = {c: _TEXT for c in ("reason", "source_file", "raw_start", "raw_cost", "job")} | {
     "instance_type": _TEXT
@@ -201,52 +241,96 @@ def canonical(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
 
 @dataclass
 class WeeklyUsage:
-    """A week of usage and the history before it, aggregated where the ledger lives."""
+    """A week of a ledger, and the daily history before it, aggregated where the ledger lives.
+
+    ``reconciliation`` holds every row of the week (``RECONCILE_SCHEMA``); ``lines`` the
+    week's usable instance usage (``LINE_SCHEMA``); ``quality`` the week's rows by what
+    happened to them (kind used | excluded | unusable, reason, currency: rows and cost; its
+    rows add up to the week's); ``outside`` the ledger's other rows (before or after the week,
+    or with no readable date); ``daily`` the used instance usage's effective cost and
+    instance-hours per day in ``currency`` (the one with the most of the week's cost).
+    """
 
     source: str
     format: str  # a LedgerFormat name
     week_start: dt.date
     week_end: dt.date  # exclusive
-    lines: pd.DataFrame  # the week by job, team, instance type, pricing, model (LINE_SCHEMA)
-    daily: pd.DataFrame  # usable cost and instance-hours per day up to the week's end
-    quality: pd.DataFrame  # reason, kind (used | excluded | unusable | later), rows, cost
+    lines: pd.DataFrame
+    daily: pd.DataFrame
+    quality: pd.DataFrame
+    reconciliation: pd.DataFrame
+    outside: pd.DataFrame
+    currency: str = "USD"
+    tags: dict = field(default_factory=dict)
     examples: pd.DataFrame = field(default_factory=lambda: canonical(pd.DataFrame(), _EXAMPLES))
 
     @property
     def empty(self) -> bool:
-        """No usable usage in the week."""
+        """No usable instance usage in the week."""
         return self.lines.empty
 
+    @property
+    def rows(self) -> int:
+        """How many line items the week has."""
+        return int(self.reconciliation["line_items"].sum())
 
-def _quality(overview: pd.DataFrame, end: dt.date) -> pd.DataFrame:
-    later = overview["usage_date"].notna() & (overview["usage_date"] >= pd.Timestamp(end))
-    used = overview["reason"].isna()
-    reason = overview["reason"].where(~used, "usable EC2 instance usage").where(~later, AFTER_WEEK)
-    kind = pd.Series("unusable", index=overview.index)
-    kind[overview["reason"].isin(EXCLUDED)] = "excluded"
-    kind[used] = "used"
-    kind[later] = "later"
+
+def _kind(reason: pd.Series) -> pd.Series:
+    kind = pd.Series("unusable", index=reason.index)
+    kind[reason.isin(EXCLUDED)] = "excluded"
+    kind[reason.isna()] = "used"
+    return kind
+
+
+def _quality(reconciliation: pd.DataFrame) -> pd.DataFrame:
+    """The week's rows by kind, reason and currency; the rows add up to the week's."""
+    r = reconciliation
     table = pd.DataFrame(
         {
-            "kind": kind,
-            "reason": reason,
-            "rows": overview["line_items"],
-            "cost_usd": overview["cost_usd"],
+            "kind": _kind(r["reason"]),
+            "reason": r["reason"].where(r["reason"].notna(), USED),
+            "currency": r["currency"],
+            "rows": r["line_items"],
+            "effective_cost": r["effective_cost"],
+            "billed_cost": r["billed_cost"],
         }
     )
-    out = table.groupby(["kind", "reason"], as_index=False).agg(
-        rows=("rows", "sum"), cost_usd=("cost_usd", "sum")
+    out = table.groupby(["kind", "reason", "currency"], as_index=False, dropna=False).agg(
+        rows=("rows", "sum"),
+        effective_cost=("effective_cost", lambda s: s.sum(min_count=1)),
+        billed_cost=("billed_cost", lambda s: s.sum(min_count=1)),
     )
-    out["order"] = out["kind"].map({"used": 0, "excluded": 1, "unusable": 2, "later": 3})
+    out["order"] = out["kind"].map({"used": 0, "excluded": 1, "unusable": 2})
     out = out.sort_values(["order", "rows"], ascending=[True, False])
     return out.drop(columns="order").reset_index(drop=True)
 
 
-def _daily(overview: pd.DataFrame, end: dt.date) -> pd.DataFrame:
-    usable = overview[overview["reason"].isna() & (overview["usage_date"] < pd.Timestamp(end))]
-    days = usable.groupby("usage_date")[["cost_usd", "node_hours"]].sum()
+def _outside(overview: pd.DataFrame, start: dt.date, end: dt.date) -> pd.DataFrame:
+    """The ledger's rows that are not the week's, by where they fall and currency."""
+    day = overview["usage_date"]
+    where = pd.Series(None, index=overview.index, dtype=object)
+    where[day.isna()] = UNDATED
+    where[day.notna() & (day < pd.Timestamp(start))] = BEFORE_WEEK
+    where[day.notna() & (day >= pd.Timestamp(end))] = AFTER_WEEK
+    table = overview.assign(where=where).dropna(subset=["where"])
+    out = table.groupby(["where", "currency"], as_index=False, dropna=False).agg(
+        rows=("line_items", "sum"),
+        effective_cost=("effective_cost", lambda s: s.sum(min_count=1)),
+        billed_cost=("billed_cost", lambda s: s.sum(min_count=1)),
+    )
+    return out.rename(columns={"where": "reason"}).reset_index(drop=True)
+
+
+def _daily(overview: pd.DataFrame, end: dt.date, currency: str) -> pd.DataFrame:
+    usable = overview[
+        overview["reason"].isna()
+        & (overview["currency"] == currency)
+        & (overview["usage_date"] < pd.Timestamp(end))
+    ]
+    days = usable.groupby("usage_date")[["effective_cost", "node_hours"]].sum()
+    days = days.rename(columns={"effective_cost": "cost"})
     if days.empty:
-        return pd.DataFrame({"cost_usd": [], "node_hours": []}, index=pd.DatetimeIndex([]))
+        return pd.DataFrame({"cost": [], "node_hours": []}, index=pd.DatetimeIndex([]))
     index = pd.date_range(days.index.min(), pd.Timestamp(end) - pd.Timedelta(days=1), freq="D")
     days = days.reindex(index, fill_value=0.0)
     days.index.name = "usage_date"
@@ -254,57 +338,83 @@ def _daily(overview: pd.DataFrame, end: dt.date) -> pd.DataFrame:
 
 
 def _no_usable_rows(
-    quality: pd.DataFrame, examples: pd.DataFrame, fmt: LedgerFormat, source: str
+    overview: pd.DataFrame, examples: pd.DataFrame, fmt: LedgerFormat, source: str
 ) -> InputError:
-    bad = quality[quality["kind"] == "unusable"].sort_values("rows", ascending=False)
-    top = bad.iloc[0]
-    total = int(quality.loc[quality["kind"] != "later", "rows"].sum())
-    shown = examples[examples["reason"] == top["reason"]].head(3)
+    bad = overview.groupby("reason")["line_items"].sum().sort_values(ascending=False)
+    reason, rows = bad.index[0], int(bad.iloc[0])
+    total = int(overview["line_items"].sum())
+    shown = examples[examples["reason"] == reason].head(3)
     said = "; ".join(
         f"start {r.raw_start!r}, cost {r.raw_cost!r}, job {r.job!r}" for r in shown.itertuples()
     )
-    column = reason_column(fmt, top["reason"])
     return InputError(
-        f"no usable rows: {int(top['rows'])} of {total} have {top['reason']}"
-        + (f" (e.g. {said})" if said else ""),
+        f"no usable rows: {rows} of {total} have {reason}" + (f" (e.g. {said})" if said else ""),
         source=source,
-        column=column,
-        fix="correct those rows (dates as ISO 8601, costs as non-negative numbers)",
+        column=reason_column(fmt, reason),
+        fix="correct those rows (dates as ISO 8601, costs as numbers)",
     )
 
 
-def weekly_usage(ledger: LedgerEngine, week_start: dt.date) -> WeeklyUsage:
+def _main_currency(reconciliation: pd.DataFrame, overview: pd.DataFrame) -> str:
+    """The currency most of the week's instance usage (else of the ledger) is billed in."""
+    for frame, cost in ((reconciliation, "effective_cost"), (overview, "effective_cost")):
+        used = frame[frame["reason"].isna()]
+        if len(used):
+            return str(used.groupby("currency")[cost].sum().abs().idxmax())
+    return "USD"
+
+
+def weekly_usage(
+    ledger: LedgerEngine, week_start: dt.date, tags: dict | None = None
+) -> WeeklyUsage:
     """The week starting ``week_start`` (7 days) and the daily history before it.
+
+    Args:
+        ledger: the engine holding the ledger.
+        week_start: the week's first day.
+        tags: logical tag -> the ledger's tag keys (``usage_sql.tag_map``); None: the defaults.
+
+    Returns:
+        The week's ``WeeklyUsage``.
 
     Raises:
         InputError: the ledger is not one this reads, lacks a required column, has no rows,
-            or none of its rows is usable (the reason and examples are in the message).
+            or every row is unusable (the reason and examples are in the message).
     """
     end = week_start + dt.timedelta(days=7)
+    tags = tag_map(tags)
     cols = ledger.columns()
     fmt = detect_format(cols, ledger.label)
-    usage = normalise_sql(fmt, cols, ledger.dialect, ledger.relation())
+    usage = normalise_sql(fmt, cols, ledger.dialect, ledger.relation(), tags)
     overview = canonical(ledger.query(overview_sql(usage)), _OVERVIEW)
     if overview["line_items"].sum() == 0:
         raise InputError("the ledger has no rows", source=ledger.label, fix="check the export")
-    quality = _quality(overview, end)
+    unusable = overview["reason"].isin(list(UNUSABLE))
     examples = canonical(pd.DataFrame(), _EXAMPLES)
-    if (quality["kind"] == "unusable").any():
-        examples = canonical(ledger.query(examples_sql(usage)), _EXAMPLES)
+    if unusable.any():
+        examples = canonical(ledger.query(examples_sql(usage, week_start, end)), _EXAMPLES)
         examples["source_file"] = [
             Path(f).name if isinstance(f, str) else f for f in examples["source_file"]
         ]
-    if overview["reason"].notna().all() and (quality["kind"] == "unusable").any():
-        raise _no_usable_rows(quality, examples, fmt, ledger.label)
+    if unusable.all():
+        raise _no_usable_rows(overview, examples, fmt, ledger.label)
+    reconciliation = canonical(
+        ledger.query(reconciliation_sql(usage, week_start, end)), RECONCILE_SCHEMA
+    )
     lines = canonical(ledger.query(week_sql(usage, week_start, end)), LINE_SCHEMA)
+    currency = _main_currency(reconciliation, overview)
     return WeeklyUsage(
         source=ledger.label,
         format=fmt.name,
         week_start=week_start,
         week_end=end,
         lines=lines,
-        daily=_daily(overview, end),
-        quality=quality,
+        daily=_daily(overview, end, currency),
+        quality=_quality(reconciliation),
+        reconciliation=reconciliation,
+        outside=_outside(overview, week_start, end),
+        currency=currency,
+        tags=dict(tags),
         examples=examples,
     )
 
@@ -313,13 +423,17 @@ JOB_COLUMNS = (
     "job",
     "team",
     "model",
+    "currency",
+    "provider",
+    "service",
     "instance_type",
     "pricing",
     "num_nodes",
     "local_bsz",
     "wall_hours",
     "node_hours",
-    "cost_usd",
+    "effective_cost",
+    "billed_cost",
     "gpu_util",
     "line_items",
     "first_start",
@@ -328,32 +442,41 @@ JOB_COLUMNS = (
 
 
 def jobs_of_week(lines: pd.DataFrame) -> pd.DataFrame:
-    """One row per job of the week, most expensive first: what it cost in all, and the
-    configuration it mostly ran on (the instance type and pricing with the most instance-hours;
-    its nodes from the ledger, or a CUR's distinct resource ids; wall hours = its instance-hours
-    over its nodes)."""
+    """One row per job (and currency) of the week, most expensive first: what it cost in all
+    (effective and billed), and the configuration it mostly ran on (the instance type and
+    pricing with the most instance-hours; its nodes from the ledger, or a CUR's distinct
+    resource ids; wall hours = its instance-hours over its nodes). Untagged usage is no job:
+    it is left out here (the breakdowns show it as untagged)."""
+    from srifty_kit.tables.usage_sql import UNTAGGED
+
+    lines = lines[lines["job"] != UNTAGGED]
     if lines.empty:
         return pd.DataFrame(columns=list(JOB_COLUMNS))
     table = lines.copy()
     table["nodes"] = table["num_nodes"].where(
         table["num_nodes"].notna(), table["resources"].where(table["resources"] > 0)
     )
-    main = table.sort_values(["node_hours", "cost_usd"], ascending=False).drop_duplicates("job")
-    main = main[["job", "team", "model", "instance_type", "pricing", "nodes", "local_bsz"]].assign(
-        main_hours=main["node_hours"]
+    keys = ["job", "currency"]
+    main = table.sort_values(["node_hours", "effective_cost"], ascending=False).drop_duplicates(
+        keys
     )
-    totals = table.groupby("job", as_index=False).agg(
+    main = main[
+        [*keys, "team", "model", "provider", "service", "instance_type", "pricing", "nodes"]
+        + ["local_bsz"]
+    ].assign(main_hours=main["node_hours"])
+    totals = table.groupby(keys, as_index=False).agg(
         node_hours=("node_hours", "sum"),
-        cost_usd=("cost_usd", "sum"),
+        effective_cost=("effective_cost", "sum"),
+        billed_cost=("billed_cost", "sum"),
         util_hours=("util_hours", "sum"),
         util_known_hours=("util_known_hours", "sum"),
         line_items=("line_items", "sum"),
         first_start=("first_start", "min"),
         last_start=("last_start", "max"),
     )
-    out = main.merge(totals, on="job").rename(columns={"nodes": "num_nodes"})
+    out = main.merge(totals, on=keys).rename(columns={"nodes": "num_nodes"})
     out["wall_hours"] = out["main_hours"] / out["num_nodes"]
     known = out["util_known_hours"] > 0
     out["gpu_util"] = (out["util_hours"] / out["util_known_hours"]).where(known)
-    out = out.sort_values(["cost_usd", "job"], ascending=[False, True]).reset_index(drop=True)
+    out = out.sort_values(["effective_cost", "job"], ascending=[False, True]).reset_index(drop=True)
     return out[list(JOB_COLUMNS)]

@@ -13,8 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from srifty_kit.errors import InputError
-from srifty_kit.tables.ledger import DuckDBLedger, jobs_of_week, weekly_usage
-from srifty_kit.tables.usage_sql import ATHENA, DUCKDB, FORMATS, SourceColumns, normalise_sql
+from srifty_kit.tables.ledger import UNDATED, DuckDBLedger, jobs_of_week, weekly_usage
+from srifty_kit.tables.usage_sql import (
+    ATHENA,
+    DUCKDB,
+    FORMATS,
+    OTHER_USAGE,
+    TAX,
+    SourceColumns,
+    normalise_sql,
+)
 from tests.builders import (
     LEDGER_WEEK,
     jobs_ledger_frame,
@@ -26,13 +34,14 @@ from tests.builders import (
 
 WEEK = dt.date.fromisoformat(LEDGER_WEEK)
 KEYS = ["job", "team", "instance_type", "pricing", "model"]
+COST = "effective_cost"
 
 
 def week_of(path) -> object:
     return weekly_usage(DuckDBLedger(path), WEEK)
 
 
-def by_key(lines: pd.DataFrame, columns=("cost_usd", "node_hours")) -> pd.DataFrame:
+def by_key(lines: pd.DataFrame, columns=("effective_cost", "node_hours")) -> pd.DataFrame:
     return lines.set_index(KEYS)[list(columns)].sort_index()
 
 
@@ -60,17 +69,17 @@ def test_legacy_cur_cur2_and_focus_describing_the_same_usage_give_the_same_week(
         "focus": "focus",
     }
     first = weeks["cur2"]
-    columns = ("cost_usd", "node_hours", "list_cost_usd", "resources", "local_bsz")
+    columns = ("effective_cost", "node_hours", "list_cost", "resources", "local_bsz")
     for w in weeks.values():
         pd.testing.assert_frame_equal(by_key(w.lines, columns), by_key(first.lines, columns))
         pd.testing.assert_frame_equal(w.daily, first.daily)
-        assert w.quality.loc[w.quality["kind"] == "used", "rows"].sum() == len(
-            hours[hours["start"] < pd.Timestamp(WEEK) + pd.Timedelta(days=7)]
-        )
+        in_week = hours["start"].between(pd.Timestamp(WEEK), pd.Timestamp("2026-11-29 23:59"))
+        assert w.quality.loc[w.quality["kind"] == "used", "rows"].sum() == in_week.sum()
+        assert w.quality["rows"].sum() == w.rows  # the week's rows, all accounted for
     # and they are the usage itself: the week's cost per job, savings-plan at its effective cost
     in_week = hours[(hours["start"] >= pd.Timestamp(WEEK)) & (hours["start"] < "2026-11-30")]
     expected = in_week.groupby("job")["cost_usd"].sum()
-    got = first.lines.groupby("job")["cost_usd"].sum()
+    got = first.lines.groupby("job")[COST].sum()
     pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)
 
 
@@ -78,7 +87,7 @@ def test_a_jobs_ledger_of_the_same_runs_gives_the_same_costs_by_team_job_and_day
     cur, jobs = week_of(ledgers["cur2"]), week_of(ledgers["jobs"])
     for key in ("team", "job", "instance_type"):
         pd.testing.assert_series_equal(
-            jobs.lines.groupby(key)["cost_usd"].sum(), cur.lines.groupby(key)["cost_usd"].sum()
+            jobs.lines.groupby(key)[COST].sum(), cur.lines.groupby(key)[COST].sum()
         )
     pd.testing.assert_frame_equal(jobs.daily, cur.daily)
 
@@ -110,11 +119,13 @@ def test_csv_gzip_parquet_and_a_folder_of_monthly_parts_read_the_same(hours, tmp
 
 def test_lines_that_are_not_instance_usage_are_excluded_and_counted(ledgers):
     quality = week_of(ledgers["cur-legacy"]).quality.set_index("reason")
-    assert quality.loc["not EC2 instance usage", "kind"] == "excluded"
-    # storage lines and the tax line
-    assert quality.loc["not EC2 instance usage", "rows"] >= 2
+    assert quality.loc[OTHER_USAGE, "kind"] == "excluded"
+    assert quality.loc[OTHER_USAGE, "rows"] == 4  # a storage line per job of the week
+    assert quality.loc[TAX, "rows"] == 1 and quality.loc[TAX, "billed_cost"] == 12.0
     negations = quality.filter(like="negation", axis=0)
     assert len(negations) == 1 and negations["rows"].iloc[0] == 3  # one per covered hour
+    # a negation cancels the covered line's billed cost and carries no effective cost
+    assert negations["effective_cost"].iloc[0] == 0 and negations["billed_cost"].iloc[0] < 0
 
 
 def test_unusable_rows_are_counted_with_their_reason_and_kept_out_of_the_totals(tmp_path):
@@ -133,11 +144,13 @@ def test_unusable_rows_are_counted_with_their_reason_and_kept_out_of_the_totals(
     unusable = dirty.quality[dirty.quality["kind"] == "unusable"].set_index("reason")["rows"]
     assert unusable.to_dict() == {
         "negative cost": 1,
-        "missing or unparseable start date": 1,
         "missing instance type": 1,
         "unknown pricing": 1,
         "num_nodes below 1": 1,
     }
+    # a row without a readable date belongs to no week: counted outside it, with its cost
+    undated = dirty.outside.set_index("reason").loc[UNDATED]
+    assert undated["rows"] == 1 and undated["effective_cost"] > 0
     pd.testing.assert_frame_equal(dirty.lines, clean.lines)
     pd.testing.assert_frame_equal(dirty.daily, clean.daily)
     shown = dirty.examples.set_index("reason")
@@ -197,7 +210,8 @@ def test_files_that_are_no_ledger_are_one_clear_error(tmp_path, name, text, matc
 def test_a_week_without_usage_is_empty_not_an_error(ledgers):
     quiet = weekly_usage(DuckDBLedger(ledgers["cur2"]), dt.date(2026, 10, 5))
     assert quiet.empty and quiet.lines.empty
-    assert quiet.quality["rows"].sum() > 0  # the ledger's rows are still all accounted for
+    assert quiet.rows == 0 and quiet.quality["rows"].sum() == 0
+    assert quiet.outside["rows"].sum() > 0  # the ledger's rows are still all accounted for
 
 
 def test_the_sql_is_written_once_the_dialects_only_spell_functions(ledgers):
@@ -259,9 +273,9 @@ def test_every_row_is_counted_once_and_the_week_sums_to_its_days(tmp_path, rows)
     except InputError as err:  # allowed only when no row is usable
         assert "no usable rows" in str(err)
         return
-    assert w.quality["rows"].sum() == len(frame)
+    assert w.quality["rows"].sum() + w.outside["rows"].sum() == len(frame)
     in_week = (w.daily.index >= pd.Timestamp(WEEK)) & (w.daily.index < pd.Timestamp("2026-11-30"))
-    assert w.lines["cost_usd"].sum() == pytest.approx(w.daily.loc[in_week, "cost_usd"].sum())
-    assert (w.lines["cost_usd"] >= 0).all() and (w.lines["node_hours"] >= 0).all()
+    assert w.lines[COST].sum() == pytest.approx(w.daily.loc[in_week, "cost"].sum())
+    assert (w.lines[COST] >= 0).all() and (w.lines["node_hours"] >= 0).all()
     assert set(w.lines["pricing"]) <= {"on-demand", "spot"}
     assert np.isfinite(w.daily.to_numpy()).all()
