@@ -450,6 +450,7 @@ def write_focus(hours: pd.DataFrame, path: Path) -> Path:
     lines = pd.DataFrame(
         {
             "BillingAccountId": "123456789012",
+            "BillingCurrency": "USD",
             "ChargePeriodStart": _iso(hours["start"]),
             "ChargePeriodEnd": _iso(hours["start"] + pd.Timedelta(hours=1)),
             "ChargeCategory": "Usage",
