@@ -48,9 +48,9 @@ def duration(h: float) -> str:
 
 def _types(catalog: pd.DataFrame, names: tuple[str, ...]) -> cand.Types:
     """The catalog's rows of ``names`` (first region each), in that order, as arrays."""
-    from srifty_kit.catalog.query import lookup
-
     import warnings
+
+    from srifty_kit.catalog.query import lookup
 
     rows = lookup(catalog.drop_duplicates("instance_type"), list(names), list(catalog.columns))
     with warnings.catch_warnings():  # a datasheet row (not EC2) may not know its vCPUs

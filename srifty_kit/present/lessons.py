@@ -565,9 +565,7 @@ class ControllerLesson(Lesson):
         self.local_bsz, self.steps, self.slow_at = local_bsz, steps, slow_at
         self.measurements = measurements
         controls = {
-            "slow_factor": _selection(
-                stops(SLOWDOWNS, 1.0, "{:g}x"), 1.0, f"worker 0 slows at step {slow_at} by"
-            )
+            "slow_factor": _selection(stops(SLOWDOWNS, 1.0, "{:g}x"), 1.0, "worker 0 slows by")
         }
         xs, bs, ts = bq.LinearScale(), bq.LinearScale(min=0), bq.LinearScale(min=0)
         self.marks = {

@@ -411,7 +411,8 @@ def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
 
 def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 5)) -> list[float]:
     """Readable ticks for a log axis from ``low`` to ``high``: 1-2-5 (``steps``) times powers of
-    ten inside the range, plus ``extra`` (a deadline, a marked value), sorted, each once.
+    ten inside the range, plus ``extra`` (a deadline, a marked value), sorted, each once; a
+    regular tick within 20% of an extra one gives way to it.
 
     Args:
         low, high: the axis' ends (> 0).
@@ -425,5 +426,7 @@ def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 
         return sorted({float(f"{v:.3g}") for v in extra})
     decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
     ticks = {float(f"{m * 10.0**d:.3g}") for d in decades for m in steps}
-    ticks = {t for t in ticks if low <= t <= high}
-    return sorted(ticks | {float(f"{v:.3g}") for v in extra if low <= v <= high})
+    marked = {float(f"{v:.3g}") for v in extra if low <= v <= high}
+    # a regular tick this close to a marked one would print over its label
+    ticks = {t for t in ticks if low <= t <= high and all(abs(np.log(t / v)) > 0.2 for v in marked)}
+    return sorted(ticks | marked)

@@ -263,10 +263,12 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
 NOTEBOOK_05 = {
     "samples": 1.2e8,
     "reference_bsz": 256,
-    "noise_scale": 4096.0,
+    "noise_scale": 2000.0,
     "local_bsz": 32,
+    "controller_bsz": 32,
+    "other_type": "g6.12xlarge",
     "runs": 500,
-    "deadline_h": 5.0,  # ten stops left is ~3 h: both picks exist (for the screenshot)
+    "deadline_h": 4.0,
     "interactive": True,
 }
 ANSWER_JS = """
@@ -275,18 +277,21 @@ ANSWER_JS = """
   return a ? {text: a.textContent, inputs: JSON.parse(a.dataset.inputs)} : null;
 }
 """
-# lesson panel -> (question control, keys to press, the input it moves, readout -> value)
+# lesson panel -> (question control, key, presses, the input it moves, the stop it lands on,
+# that stop's label): one move per lesson, to the stop its question names
 QUESTIONS = {
-    "srifty-lesson-scaling": ("srifty-noise-scale", "ArrowLeft", 10, ("job", "noise_scale")),
-    "srifty-lesson-spot": (
-        "srifty-checkpoint-interval",
-        "ArrowRight",
-        6,
-        ("job", "checkpoint_interval_h"),
+    "srifty-lesson-scaling": (
+        "srifty-noise-scale", "ArrowLeft", 2, ("job", "noise_scale"), 500.0, "500",
     ),
-    "srifty-lesson-controller": ("srifty-slow-factor", "ArrowRight", 4, ("slow_factor",)),
-    "srifty-lesson-variance": ("srifty-deadline", "ArrowLeft", 10, ("deadline_h",)),
-}
+    "srifty-lesson-spot": (
+        "srifty-checkpoint-interval", "ArrowRight", 3, ("job", "checkpoint_interval_h"), 6.0,
+        "6 h",
+    ),
+    "srifty-lesson-controller": (
+        "srifty-slow-factor", "ArrowRight", 2, ("slow_factor",), 2.0, "2x",
+    ),
+    "srifty-lesson-variance": ("srifty-deadline", "ArrowRight", 2, ("deadline_h",), 8.0, "8 h"),
+}  # fmt: skip
 
 
 def _job(fields: dict) -> Job:
@@ -296,7 +301,7 @@ def _job(fields: dict) -> Job:
     return Job(**fields)
 
 
-def _lesson_answer(panel: str, inputs: dict, model, catalog) -> str:
+def _lesson_answer(panel: str, inputs: dict, model, catalog, measured) -> str:
     """What the decide layer answers for the inputs the panel says it used."""
     job = _job(inputs["job"])
     if panel == "srifty-lesson-scaling":
@@ -308,6 +313,7 @@ def _lesson_answer(panel: str, inputs: dict, model, catalog) -> str:
             inputs["local_bsz"],
             max_nodes=inputs["max_nodes"],
             level=inputs["level"],
+            measurements=measured,
         ).text()
     if panel == "srifty-lesson-spot":
         return tradeoffs.spot_tradeoff(
@@ -333,38 +339,39 @@ def _lesson_answer(panel: str, inputs: dict, model, catalog) -> str:
             steps=inputs["steps"],
             slow_at=inputs["slow_at"],
             slow_factor=inputs["slow_factor"],
+            measurements=measured,
         ).text()
     constraints = Constraints(confidence=inputs["confidence"], max_nodes=inputs["max_nodes"])
-    evaluated = evaluate(model, catalog, job, constraints)
+    priced = catalog[catalog["ondemand_usd_per_hr"].notna()]
+    evaluated = evaluate(model, priced, job, constraints)
     return tradeoffs.deadline_judgement(evaluated, inputs["deadline_h"], runs=inputs["runs"]).text()
 
 
-def _readout_value(text: str) -> float:
-    return float(re.match(r"[-\d.e+]+", text.strip()).group(0))
-
-
 def test_each_lesson_answers_as_the_decide_layer_does_when_its_control_moves(page, fitted):
-    _, model = fitted
-    catalog = load_catalog()
+    from srifty_kit.present.lessons import lesson_setup
+
+    root, model = fitted
+    _, catalog, measured, _ = lesson_setup(str(root / "model.json"), None)
     name = _parameterize(fitted, "05_tradeoffs.ipynb", "05.ipynb", NOTEBOOK_05)
     run_notebook_in_lab(page, page.lab, name, ".srifty-lesson-variance .srifty-answer")
-    for panel, (control, key, times, path) in QUESTIONS.items():
+    for panel, (control, key, times, path, stop, label) in QUESTIONS.items():
         before = page.evaluate(ANSWER_JS, panel)
-        assert before["text"] == _lesson_answer(panel, before["inputs"], model, catalog)
+        assert before["text"] == _lesson_answer(panel, before["inputs"], model, catalog, measured)
         figure_before = page.evaluate(FIGURE_JS, f"{panel} .srifty-figure")
         slider_press(page, f"{panel} .{control}", key, times)
-        moved_to = _readout_value(page.locator(f".{panel} .{control} .widget-readout").inner_text())
+        readout = page.locator(f".{panel} .{control} .widget-readout").inner_text()
+        assert readout.strip() == label  # the stop the question names, in the answer's unit
         page.wait_for_function(
             "([cls, path, value]) => { const a = document.querySelector("
             "'.' + cls + ' .srifty-answer'); if (!a) return false;"
             " let v = JSON.parse(a.dataset.inputs); for (const k of path) v = v[k];"
             " return v === value; }",
-            arg=[panel, list(path), moved_to],
+            arg=[panel, list(path), stop],
             timeout=120_000,
         )
         after = page.evaluate(ANSWER_JS, panel)
         assert after["text"] != before["text"]
-        assert after["text"] == _lesson_answer(panel, after["inputs"], model, catalog)
+        assert after["text"] == _lesson_answer(panel, after["inputs"], model, catalog, measured)
 
         def figure_moved(before=figure_before, panel=panel):
             assert page.evaluate(FIGURE_JS, f"{panel} .srifty-figure") != before

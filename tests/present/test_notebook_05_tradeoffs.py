@@ -115,3 +115,11 @@ def test_interactive_shows_four_panels(run):
     widget = "application/vnd.jupyter.widget-view+json"
     panels = [o for c in nb.cells for o in c.get("outputs", []) if widget in o.get("data", {})]
     assert len(panels) == 4
+
+
+def test_log_ticks_are_round_and_keep_the_deadline_readable():
+    from srifty_kit.present.plots import log_ticks
+
+    ticks = log_ticks(1 / 60, 16.5, (5.51, 1.0))
+    assert ticks == [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.51, 10.0]  # 5 gives way to 5.51
+    assert log_ticks(0.3, 1.4, (1.0,)) == [0.5, 1.0]
