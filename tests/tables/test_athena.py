@@ -25,6 +25,7 @@ from srifty_kit.tables.usage_sql import (
     examples_sql,
     normalise_sql,
     overview_sql,
+    reconciliation_sql,
     week_sql,
 )
 from tests.builders import (
@@ -98,7 +99,7 @@ def duckdb_week(tmp_path):
     """A CUR 2.0 export, the week DuckDB reads from it, and every result DuckDB computed."""
     hours = usage_hours()
     # one unusable line, so that the examples query runs too
-    bad = hours.head(1).assign(cost_usd=-1.0, job="refund-like", pricing="on-demand")
+    bad = hours.head(1).assign(amount=-1.0, job="negative-hours", pricing="on-demand")
     path = write_cur(pd.concat([hours, bad], ignore_index=True), tmp_path / "cur.parquet")
     ledger = recording_ledger(path)
     week = weekly_usage(ledger, WEEK)
@@ -113,7 +114,7 @@ def test_athena_reads_the_same_week_as_duckdb_with_the_same_sql(aws, duckdb_week
     athena = AthenaLedger("billing", "cur", OUTPUT, sleep=sleeps)
     week = weekly_usage(athena, WEEK)
 
-    for name in ("lines", "daily", "quality", "examples"):
+    for name in ("lines", "daily", "quality", "reconciliation", "outside", "examples"):
         got, want = getattr(week, name), getattr(duck, name)
         if name == "examples":  # Athena's "$path" is the S3 object; DuckDB's the local file
             got, want = got.drop(columns="source_file"), want.drop(columns="source_file")
@@ -122,10 +123,12 @@ def test_athena_reads_the_same_week_as_duckdb_with_the_same_sql(aws, duckdb_week
 
     cols = SourceColumns.from_types(zip(schema["column_name"], schema["data_type"], strict=True))
     usage = normalise_sql(detect_format(cols, "t"), cols, ATHENA, '"billing"."cur"')
+    end = WEEK + dt.timedelta(7)
     expected = [
         overview_sql(usage),
-        examples_sql(usage),
-        week_sql(usage, WEEK, WEEK + dt.timedelta(7)),
+        examples_sql(usage, WEEK, end),
+        reconciliation_sql(usage, WEEK, end),
+        week_sql(usage, WEEK, end),
     ]
     sent = sent_queries()
     assert "information_schema.columns" in sent[0] and "'billing'" in sent[0]
