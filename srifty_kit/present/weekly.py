@@ -951,8 +951,8 @@ def headline_text(report: WeeklyReport) -> str:
     parts = [f"_{report.week_note}._"] if report.week_note else []
     if not report.headline:
         parts.append(
-            f"**No rows in the week of {week}** in {source}. The data-quality table below "
-            "counts every row the ledger has."
+            f"**No usage in the week of {week}** in {source}: the ledger has no row dated in "
+            "that week. The data-quality table below counts the rows outside it."
         )
         return "\n\n".join(parts)
     if report.empty:

@@ -4,6 +4,7 @@ with the python3 kernel, nbconvert to HTML) agreeing with the ledger's own aggre
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import warnings
 
@@ -19,7 +20,8 @@ from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.model.spend import MIN_DAYS, forecast_next_week
 from srifty_kit.present.reports import ReportFailed, run_report, run_weekly_report
-from srifty_kit.present.weekly import last_full_week, parse_week
+from srifty_kit.present.weekly import last_full_week, parse_week, week_note
+from srifty_kit.tables.usage_sql import OTHER_USAGE, TAX
 from tests.builders import (
     AWS_SECRETS,
     LEDGER_WEEK,
@@ -146,6 +148,10 @@ def test_weeks_default_to_the_last_full_monday_to_sunday_week():
     assert parse_week("2026-11-23") == WEEK
     with pytest.raises(InputError, match="not an ISO date"):
         parse_week("23/11/2026")
+    # another day stands for its Monday-to-Sunday week, and the report says so
+    assert parse_week("2026-11-24") == parse_week("2026-11-29") == WEEK
+    assert week_note("2026-11-23") == ""
+    assert week_note("2026-11-24").startswith("2026-11-24 is a Tuesday: the report covers")
 
 
 # --------------------------------------------------------------------------- the notebook
@@ -173,6 +179,8 @@ def pandas_week(path) -> dict:
     lines["family"] = lines["product_instance_type"].str.split(".").str[0]
     start = pd.to_datetime(lines["line_item_usage_start_date"])
     end = pd.Timestamp(WEEK) + pd.Timedelta(7, "D")
+    every = pd.to_datetime(cur["line_item_usage_start_date"])
+    in_week = (every >= pd.Timestamp(WEEK)) & (every < end)
     week = lines[
         (start >= pd.Timestamp(WEEK)) & (start < pd.Timestamp(WEEK) + pd.Timedelta(7, "D"))
     ]
@@ -196,9 +204,12 @@ def pandas_week(path) -> dict:
             (
                 ~instance
                 & (cur["line_item_line_item_type"] != "SavingsPlanNegation")
+                & (pd.to_datetime(cur["line_item_usage_start_date"]) >= pd.Timestamp(WEEK))
                 & (pd.to_datetime(cur["line_item_usage_start_date"]) < end)
             ).sum()
         ),
+        "billed_usd": cur.loc[in_week, "line_item_unblended_cost"].sum(),
+        "week_rows": int(in_week.sum()),
     }
 
 
@@ -230,14 +241,30 @@ def ran(tmp_path_factory, resnet_model):
 def test_the_executed_notebooks_figures_equal_the_ledgers_own_aggregation(ran):
     cur, report = ran
     got, want = notebook_summary(report.notebook), pandas_week(cur)
-    for key in ("total_usd", "previous_week_usd", "node_hours", "spot_share"):
-        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    usd = got["headline"]["USD"]
+    pairs = {
+        "instance_effective_cost": "total_usd",
+        "previous_week_instance_cost": "previous_week_usd",
+        "node_hours": "node_hours",
+        "spot_share": "spot_share",
+    }
+    for key, theirs in pairs.items():
+        assert usd[key] == pytest.approx(want[theirs], rel=1e-9), key
     for key in ("by_team", "by_job", "by_family", "by_pricing"):
-        assert got[key] == pytest.approx(want[key], rel=1e-9), key
-    assert got["quality"]["not EC2 instance usage"] == want["not_instance_rows"]
+        assert got[key]["USD"] == pytest.approx(want[key], rel=1e-9), key
+    assert got["quality"][OTHER_USAGE] + got["quality"][TAX] == want["not_instance_rows"]
+    # every row of the week, all services, ties to the invoice's unblended total
+    assert {r["charge_category"] for r in got["reconciliation"]} == {"Usage", "Tax"}
+    billed = sum(r["billed_cost"] for r in got["reconciliation"])
+    assert billed == pytest.approx(want["billed_usd"], abs=0.005)
+    assert sum(r["rows"] for r in got["reconciliation"]) == want["week_rows"] == got["rows"]
+    assert usd["billed_cost"] == pytest.approx(want["billed_usd"], abs=0.005)
     f = got["forecast"]
-    assert f["lo_usd"] <= f["total_usd"] <= f["hi_usd"] and f["level"] == 0.9
+    assert f["lo"] <= f["total"] <= f["hi"] and f["level"] == 0.9
     assert got["savings_usd"] is not None  # the resnet jobs have a model
+    # the same figures beside the HTML, for another tool
+    beside = json.loads(report.html.with_suffix(".json").read_text())
+    assert beside == got
 
 
 @pytest.mark.slow
@@ -256,6 +283,12 @@ def test_the_html_has_no_code_cells_no_credentials_and_embeds_its_figures(ran):
     for text in (html, report.notebook.read_text()):
         assert not any(secret in text for secret in AWS_SECRETS)
     assert not list(report.html.parent.glob(".*"))  # no temporary file left behind
+    # presentation: cents, no index columns, nothing raw
+    assert 'class="row_heading' not in html and "blank level0" not in html
+    for raw in (">None<", ">nan<", ">NaN<", ">inf<", "RuntimeWarning"):
+        assert raw not in html, raw
+    assert html.count('class="srifty-table-note"') >= 6
+    assert "effective cost</strong>" in html and "billed)" in html
 
 
 @pytest.mark.slow
@@ -264,7 +297,8 @@ def test_a_week_without_usage_is_an_explicit_no_usage_report(tmp_path, ran):
     report = run_weekly_report("2026-10-05", cur, tmp_path, models=[], progress=False)
     html = report.html.read_text()
     assert "No usage in the week of" in html
-    assert notebook_summary(report.notebook)["total_usd"] == 0
+    summary = notebook_summary(report.notebook)
+    assert summary["headline"] == {} and summary["reconciliation"] == [] and summary["rows"] == 0
 
 
 @pytest.mark.slow
