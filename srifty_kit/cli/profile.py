@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
+from srifty_kit.errors import InputError
 
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
@@ -29,13 +30,14 @@ across EC2 nodes, run the same command under torchrun on every node, e.g. two no
 """
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, batches_required: bool = True) -> None:
     p.add_argument("--model", default="mlp", help=_MODEL_HELP)
     p.add_argument(
         "--batch-sizes",
         type=whole_list,
-        required=True,
-        help="local batch sizes, comma-separated, e.g. 4,8,16",
+        required=batches_required,
+        help="local batch sizes, comma-separated, e.g. 4,8,16"
+        + ("" if batches_required else " (not with --facts-only)"),
     )
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     p.add_argument(
@@ -70,7 +72,14 @@ def register(subparsers: Any) -> None:
         "batch under a memory budget and the gradient noise scale (written beside --out as "
         "NAME.facts.json). Every step is one row of the measurement table.",
     )
-    _common(p)
+    _common(p, batches_required=False)
+    p.add_argument(
+        "--facts-only",
+        action="store_true",
+        help="time nothing: write only the facts a meta-device pass gives (parameters, "
+        "FLOPs and bytes moved per sample per operator class), in seconds, on any machine; "
+        "--out names the .json (a table name gets NAME.facts.json beside it)",
+    )
     p.add_argument(
         "--memory-budget-gib",
         type=positive,
@@ -140,6 +149,12 @@ def _profile(args: argparse.Namespace) -> int:
     from srifty_kit.measure.profile import profile_spec
 
     _with_cwd_on_path()
+    if args.facts_only:
+        return _facts_only(args)
+    if not args.batch_sizes:
+        raise InputError(
+            "srifty profile needs --batch-sizes", fix="e.g. --batch-sizes 4,8,16, or --facts-only"
+        )
     budget = None if args.memory_budget_gib is None else int(args.memory_budget_gib * 2**30)
     result = profile_spec(
         args.model,
@@ -192,6 +207,24 @@ def _profile(args: argparse.Namespace) -> int:
     if result.interrupted:
         print("interrupted: the steps measured so far are saved", file=sys.stderr)
         return 130
+    return 0
+
+
+def _facts_only(args: argparse.Namespace) -> int:
+    """``srifty profile --facts-only``: the op mix from a meta-device pass, no timing."""
+    from pathlib import Path
+
+    from srifty_kit.measure.profile import facts_only, facts_path
+
+    out = Path(args.out)
+    out = out if out.suffix == ".json" else facts_path(out)
+    f = facts_only(args.model, out=out)
+    print(f"{f['model']}: facts written to {out} (no step timed)")
+    for name, row in f["op_mix"].items():
+        print(
+            f"  {name:13s} {row['flops_per_sample']:10.4g} FLOP/sample "
+            f"{row['bytes_per_sample']:10.4g} B/sample {row['bytes_per_step']:10.4g} B/step"
+        )
     return 0
 
 

@@ -31,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from srifty_kit.errors import InputError, plain
-from srifty_kit.measure import host, memory, noise_scale, variance
+from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker
 from srifty_kit.measure.torch_step import (
     count_flops,
@@ -413,11 +413,70 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
             causes.append(f"{b}: {type(err).__name__}: {err}")
             continue
         flops = count_flops(run.spec.model, batch, run.spec.loss_fn, b)
-        return {"flops_per_sample": flops, "flops_counted_at_batch": b}
+        return {"flops_per_sample": flops, "flops_counted_at_batch": b, **_op_graph(run.spec)}
     raise InputError(
         "make_batch raised at every batch size: " + "; ".join(causes),
         fix="make make_batch(batch_size) return (inputs, targets)",
     )
+
+
+def _op_graph(spec: ModelSpec) -> dict[str, Any]:
+    """The op mix (``opgraph.op_graph_facts``), or ``op_mix: None`` with the reason: the
+    timings stand without it."""
+    try:
+        return opgraph.op_graph_facts_of(spec)
+    except InputError as err:
+        return {"op_mix": None, "op_mix_note": f"not computed: {err}"}
+
+
+def facts_only(spec: ModelSpec | str, out: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The facts a profile records that need no timing, from a meta-device pass (no GPU, no
+    arithmetic: seconds): parameters, gradient bytes, the op mix per class and FLOPs.
+
+    Args:
+        spec: a model spec or a name (``mlp``, ``cnn``, ``transformer``, a reference model of
+            ``measure.zoo.REFERENCE_MODELS``, ``MODULE:CALLABLE``).
+        out: a ``.json`` file to write atomically (the facts JSON of a profile); else none.
+
+    Returns:
+        The facts: ``model``, ``param_count``, ``grad_bytes``, ``flops_per_sample`` (forward
+        and backward, as ``torch.utils.flop_counter`` counts them on the meta device) and
+        everything :func:`opgraph.op_graph_facts` returns; ``facts_only: True``.
+
+    Raises:
+        InputError: an unknown model, or a step that cannot run on the meta device.
+    """
+    spec = load_spec(spec) if isinstance(spec, str) else spec
+    if out is not None:
+        check_writable(out, (".json",))
+    graph = opgraph.op_graph_facts_of(spec)
+    phases = graph["phases"]
+    facts = {
+        "model": spec.name,
+        **parameter_facts(spec.model),
+        "flops_per_sample": phases["forward"]["flops_per_sample"]
+        + phases["backward"]["flops_per_sample"],
+        **graph,
+        "facts_only": True,
+        "timestamp": host.now(),
+    }
+    if out is not None:
+        write_json(facts, out)
+    return facts
+
+
+def _check_rows(batch: tuple[Any, Any], b: int) -> None:
+    """The batch maker's tensors hold ``b`` samples (dimension 0): FLOPs and memory are per
+    sample, and a maker that ignores its argument would time one size under every label."""
+    for part, tensor in zip(("inputs", "targets"), batch, strict=True):
+        first = tensor[0] if isinstance(tensor, tuple | list) and tensor else tensor
+        if isinstance(first, torch.Tensor) and (first.ndim == 0 or first.shape[0] != b):
+            shape = tuple(first.shape)
+            raise InputError(
+                f"make_batch({b}) returned {part} of shape {shape}, not {b} samples along "
+                "dimension 0",
+                fix="make make_batch(batch_size) return tensors with batch_size rows",
+            )
 
 
 def _noise_pair(sizes: list[int], given: tuple[int, int] | None) -> tuple[int, int]:

@@ -1,0 +1,329 @@
+"""The model's own graph without a GPU: FLOPs and bytes moved per operator class, per sample.
+
+One training step (forward, backward, optimizer) is run on the meta device (shapes only, no
+arithmetic, no memory: seconds even for BERT-base) under a ``TorchDispatchMode`` that sees
+every aten operator. Per operator it records
+
+- FLOPs, with ``torch.utils.flop_counter``'s own formulas (its ``flop_registry``, called the
+  way ``FlopCounterMode`` calls them, decomposing unregistered operators the way it does, so
+  the totals agree with it);
+- bytes moved: the sizes of the operator's input and output tensors (a view moves nothing; an
+  in-place operator's output is its input, counted once). This is the traffic of an unfused
+  eager step, the same thing a roofline of eager PyTorch needs;
+- its class: ``tensor`` (matmul, convolution, attention: tensor-core eligible by dtype),
+  ``elementwise``, ``normalisation``, ``reduction`` (memory-bound), ``embedding`` (gathers and
+  scatters), ``optimizer`` (everything inside ``optimizer.step()``) and ``host`` (the input
+  batch itself, which a data loader makes and copies to the device).
+
+The step is run at two batch sizes; the difference is the work per sample, what is left the
+work per step (weights read once per step, the optimizer): ``x(b) = per_step + b * per_sample``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.flop_counter import flop_registry
+
+from srifty_kit.errors import InputError
+from srifty_kit.measure.torch_step import forward_loss
+
+OP_CLASSES = ("tensor", "elementwise", "normalisation", "reduction", "embedding", "optimizer")
+HOST = "host"  # the input batch: made on the host, copied to the device
+PHASES = ("forward", "backward", "optimizer")
+BATCH_PAIR = (2, 4)  # the two batch sizes whose difference is the work per sample
+
+# operator name (the overload packet's) -> class; anything not listed moves data elementwise
+_TENSOR = (
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "addbmm",
+    "matmul",
+    "dot",
+    "vdot",
+    "mv",
+    "addmv",
+    "convolution",
+    "convolution_backward",
+    "_convolution",
+    "cudnn_convolution",
+    "mkldnn_convolution",
+    "conv_depthwise2d",
+    "_scaled_dot_product",
+    "_flash_attention",
+    "_efficient_attention",
+    "_cudnn_attention",
+    "linear",
+    "_fused_rms",
+)
+_NORM = ("batch_norm", "layer_norm", "group_norm", "rms_norm", "softmax", "instance_norm")
+_REDUCTION = (
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "var",
+    "std",
+    "nll_loss",
+    "norm",
+    "prod",
+    "cumsum",
+    "argmax",
+    "argmin",
+    "logsumexp",
+    "_ctc_loss",
+    "binary_cross_entropy",
+    "mse_loss",
+)
+_EMBEDDING = (
+    "embedding",
+    "index_select",
+    "gather",
+    "scatter",
+    "index_add",
+    "index_put",
+    "_index_put",
+    "take",
+    "_embedding_bag",
+    "index",
+)
+
+
+def op_class(name: str) -> str:
+    """The class of an aten operator named ``name`` (e.g. ``addmm``, ``native_layer_norm``)."""
+    base = name.lstrip("_")
+    if any(name.startswith(p) or base.startswith(p.lstrip("_")) for p in _TENSOR):
+        return "tensor"
+    if any(p in name for p in _NORM):
+        return "normalisation"
+    if any(name.startswith(p) or base.startswith(p) for p in _EMBEDDING):
+        return "embedding"
+    if any(base.startswith(p) for p in _REDUCTION):
+        return "reduction"
+    return "elementwise"
+
+
+def _nbytes(x: Any) -> int:
+    return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+
+
+def _op_bytes(func: Any, args: Any, kwargs: Any, out: Any) -> int:
+    """Bytes an eager operator reads and writes: its tensor inputs and outputs, a view none."""
+    returns = func._schema.returns
+    if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+        return 0  # a view: same storage, nothing moved
+    inputs, _ = tree_flatten((args, kwargs))
+    outputs, _ = tree_flatten(out)
+    seen = {id(t) for t in inputs if isinstance(t, torch.Tensor)}
+    moved = sum(_nbytes(t) for t in inputs)
+    return moved + sum(_nbytes(t) for t in outputs if id(t) not in seen)
+
+
+# shape-only bookkeeping ops: FlopCounterMode lets them through uncounted, and so do we
+_SKIP = {
+    "is_contiguous",
+    "sym_is_contiguous",
+    "is_strides_like_format",
+    "is_non_overlapping_and_dense",
+    "size",
+    "sym_size",
+    "stride",
+    "sym_stride",
+    "storage_offset",
+    "sym_storage_offset",
+    "numel",
+    "sym_numel",
+    "dim",
+    "layout",
+}
+
+
+class _Tally(TorchDispatchMode):
+    """FLOPs and bytes per (phase, class, operator) of every aten call inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.phase = "forward"
+        self.flops: dict[tuple[str, str, str], float] = defaultdict(float)
+        self.bytes: dict[tuple[str, str, str], float] = defaultdict(float)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
+        kwargs = kwargs or {}
+        packet = func._overloadpacket
+        if packet.__name__ in _SKIP or isinstance(func, torch._ops.HigherOrderOperator):
+            return func(*args, **kwargs)
+        if packet not in flop_registry and func is not torch.ops.prim.device.default:
+            with self:  # as FlopCounterMode does: find the registered operators inside
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        name = packet.__name__
+        cls = "optimizer" if self.phase == "optimizer" else op_class(name)
+        key = (self.phase, cls, name)
+        if packet in flop_registry:
+            self.flops[key] += float(flop_registry[packet](*args, **kwargs, out_val=out))
+        self.bytes[key] += float(_op_bytes(func, args, kwargs, out))
+        return out
+
+
+def _to_meta(x: Any) -> Any:
+    return tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, x)
+
+
+def _meta_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+    """Meta copies of the model's parameters (leaves, requires_grad kept) and buffers."""
+    params = {
+        n: torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
+        for n, p in model.named_parameters()
+    }
+    buffers = {n: torch.empty_like(b, device="meta") for n, b in model.named_buffers()}
+    return {**params, **buffers}, [p for p in params.values() if p.requires_grad]
+
+
+def _tally_step(
+    model: torch.nn.Module,
+    batch: tuple[Any, Any],
+    loss_fn: Callable[[Any, Any], Any],
+    optimizer_fn: Callable[[Any], torch.optim.Optimizer],
+) -> _Tally:
+    """One meta-device training step of ``model`` on ``batch`` under a fresh tally."""
+    from torch.func import functional_call
+
+    state, leaves = _meta_state(model)
+    optimizer = optimizer_fn(leaves)
+    inputs, targets = _to_meta(batch)
+
+    class _Bound(torch.nn.Module):
+        def forward(self, *a: Any, **k: Any) -> Any:
+            return functional_call(model, state, a, k, tie_weights=True, strict=False)
+
+    tally = _Tally()
+    with tally:
+        loss = forward_loss(_Bound(), (inputs, targets), loss_fn)
+        tally.phase = "backward"
+        loss.backward()
+        tally.phase = "optimizer"
+        optimizer.step()
+    return tally
+
+
+def _sums(tally: _Tally) -> dict[str, dict[str, float]]:
+    """{class: {"flops": ..., "bytes": ...}} and {phase: ...} totals of one tally."""
+    out: dict[str, dict[str, float]] = {}
+    for what, table in (("flops", tally.flops), ("bytes", tally.bytes)):
+        for (phase, cls, _), v in table.items():
+            for key in (cls, f"phase:{phase}"):
+                out.setdefault(key, {"flops": 0.0, "bytes": 0.0})[what] += v
+    return out
+
+
+def _host_bytes(batch: tuple[Any, Any]) -> int:
+    leaves, _ = tree_flatten(batch)
+    return sum(_nbytes(t) for t in leaves)
+
+
+def _split(x1: float, x2: float, b1: int, b2: int) -> tuple[float, float]:
+    """(per sample, per step) of a line through (b1, x1), (b2, x2); both clipped at zero."""
+    per_sample = max(0.0, (x2 - x1) / (b2 - b1))
+    return per_sample, max(0.0, x1 - b1 * per_sample)
+
+
+def op_graph_facts(
+    model: torch.nn.Module,
+    make_batch: Callable[[int], Any],
+    loss_fn: Callable[[Any, Any], Any],
+    optimizer_fn: Callable[[Any], torch.optim.Optimizer],
+    batch_sizes: tuple[int, int] = BATCH_PAIR,
+) -> dict[str, Any]:
+    """FLOPs and bytes per sample and per step of one training step, by operator class.
+
+    Args:
+        model, make_batch, loss_fn, optimizer_fn: the model spec (``measure.zoo``); the model
+            is not run and not changed (its shapes are copied to the meta device).
+        batch_sizes: the two batch sizes whose difference gives the per-sample work.
+
+    Returns:
+        A JSON-ready dict: ``op_mix`` ({class: {flops_per_sample, bytes_per_sample,
+        flops_per_step, bytes_per_step}} for every class in ``OP_CLASSES`` and ``host``),
+        ``phases`` (the same per forward/backward/optimizer), the totals
+        ``op_flops_per_sample``, ``op_bytes_per_sample``, ``op_flops_per_step``,
+        ``op_bytes_per_step``, ``param_dtype`` and ``op_mix_method``.
+
+    Raises:
+        InputError: make_batch or the step fails on the meta device (the message names the
+            operator PyTorch refused).
+    """
+    b1, b2 = sorted(int(b) for b in batch_sizes)
+    if b1 < 1 or b1 == b2:
+        raise InputError(f"batch sizes {batch_sizes} are not two different positive sizes")
+    sums, host = [], []
+    for b in (b1, b2):
+        try:
+            batch = make_batch(b)
+        except Exception as err:
+            raise InputError(
+                f"make_batch({b}) raised {type(err).__name__}: {err}",
+                fix="make make_batch(batch_size) return (inputs, targets)",
+            ) from err
+        try:
+            tally = _tally_step(model, batch, loss_fn, optimizer_fn)
+        except InputError:
+            raise
+        except Exception as err:  # an operator without a meta kernel, data-dependent shapes
+            raise InputError(
+                f"the training step does not run on the meta device: {type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}",
+                fix="avoid .item()/data-dependent shapes in forward and loss",
+            ) from err
+        sums.append(_sums(tally))
+        host.append(_host_bytes(batch))
+    mix: dict[str, dict[str, float]] = {}
+    phases: dict[str, dict[str, float]] = {}
+    for key in {*OP_CLASSES, *(f"phase:{p}" for p in PHASES)}:
+        row = {}
+        for what in ("flops", "bytes"):
+            x1, x2 = (s.get(key, {}).get(what, 0.0) for s in sums)
+            row[f"{what}_per_sample"], row[f"{what}_per_step"] = _split(x1, x2, b1, b2)
+        (phases if key.startswith("phase:") else mix)[key.removeprefix("phase:")] = row
+    hs, hp = _split(float(host[0]), float(host[1]), b1, b2)
+    mix[HOST] = {
+        "flops_per_sample": 0.0,
+        "bytes_per_sample": hs,
+        "flops_per_step": 0.0,
+        "bytes_per_step": hp,
+    }
+    mix = {k: mix[k] for k in (*OP_CLASSES, HOST)}
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in model.parameters()}
+    return {
+        "op_mix": mix,
+        "phases": {p: phases[p] for p in PHASES},
+        **{
+            f"op_{what}_{per}": sum(mix[c][f"{what}_{per}"] for c in OP_CLASSES)
+            for what in ("flops", "bytes")
+            for per in ("per_sample", "per_step")
+        },
+        "param_dtype": ",".join(sorted(dtypes)) or "none",
+        "op_mix_method": (
+            f"meta-device training step at batch {b1} and {b2}: FLOPs from "
+            "torch.utils.flop_counter's formulas, bytes from operator input/output sizes "
+            "(unfused eager step); host = the input batch"
+        ),
+    }
+
+
+def op_graph_facts_of(spec: Any, batch_sizes: tuple[int, int] = BATCH_PAIR) -> dict[str, Any]:
+    """:func:`op_graph_facts` of a model spec (``measure.zoo.ModelSpec``) or a mapping."""
+    if isinstance(spec, Mapping):
+        spec = tuple(spec[k] for k in ("model", "make_batch", "loss_fn", "optimizer_fn"))
+    model, make_batch, loss_fn, optimizer_fn = tuple(spec)[:4]
+    return op_graph_facts(model, make_batch, loss_fn, optimizer_fn, batch_sizes)
