@@ -69,8 +69,10 @@ def load_catalog(
     """The EC2 catalog of ``region``: the embedded one, or the table in ``path`` (validated).
 
     With ``path``, ``region=None`` keeps every row of the file; a region the file lacks is an
-    InputError naming the regions it has.
+    InputError naming the regions it has. A file name given as the region
+    (``load_catalog("x.csv")``) is an InputError saying to pass it as ``path``.
     """
+    _check_region(region)
     if path is None:
         return _embedded(region or DEFAULT_REGION).copy()
     table = validate_catalog(read_table(path))
@@ -88,6 +90,29 @@ def load_catalog(
     out = table[rows].reset_index(drop=True)
     out.attrs = dict(table.attrs)
     return out
+
+
+def _check_region(region: object) -> None:
+    """A region is a name such as us-east-1; a path or anything else is refused, saying so."""
+    if region is None:
+        return
+    text = os.fspath(region) if isinstance(region, str | os.PathLike) else None
+    if text is None:
+        raise InputError(
+            f"region must be a name such as 'us-east-1', got {type(region).__name__}",
+            fix="load_catalog(region='us-east-1'), or load_catalog(path=FILE) for a file",
+        )
+    looks_like_file = (
+        not isinstance(region, str)
+        or os.sep in text
+        or os.path.splitext(text)[1].lower() in (".csv", ".parquet", ".json", ".gz")
+        or os.path.isfile(text)
+    )
+    if looks_like_file:
+        raise InputError(
+            f"{text!r} was given as the region, but it names a file (did you mean path={text!r}?)",
+            fix=f"load_catalog(path={text!r}) (region=None keeps every region of the file)",
+        )
 
 
 def instance_family(instance_type: pd.Series) -> pd.Series:

@@ -15,6 +15,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from srifty_kit.cli.flags import check_paths, for_command_line
 from srifty_kit.errors import CommandFailed, InputError
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
@@ -84,14 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     _handle_signals()
     warnings.showwarning = _one_line_warning
-    command, code, unwound = "srifty", 0, False
+    command, code, unwound, args = "srifty", 0, False, None
     try:
         args = build_parser().parse_args(argv)
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
+        check_paths(args)  # no output over an input or another output, before any work
         code = int(args.func(args) or 0)
     except InputError as err:
         if not _received:
-            print(f"{command}: error: {err}", file=sys.stderr)
+            print(f"{command}: error: {for_command_line(err, args)}", file=sys.stderr)
             return 2
         unwound = True
     except CommandFailed as err:  # the command ran and failed; what it had done is kept

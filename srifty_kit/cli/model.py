@@ -6,7 +6,7 @@ import argparse
 import sys
 import warnings
 
-from srifty_kit.cli.flags import output, probability
+from srifty_kit.cli.flags import input_file, output, probability
 from srifty_kit.tables.files import read_table, write_table
 
 
@@ -60,12 +60,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "means; columns model, instance_type, num_nodes, num_workers, local_bsz, step_time_s, "
         "optional gpus_per_node, sync_time_s, placement) and save it as JSON.",
     )
-    fit.add_argument("--measurements", required=True, help="CSV/Parquet/JSON measurements")
+    fit.add_argument(
+        "--measurements", required=True, type=input_file, help="CSV/Parquet/JSON measurements"
+    )
     fit.add_argument(
         "--out", required=True, type=output(".json"), help="model file to write (.json)"
     )
     fit.add_argument(
         "--catalog",
+        type=input_file,
         help="catalog file with the measured types' figures (default: the embedded EC2 one); "
         "their rows are kept in the model file",
     )
@@ -78,11 +81,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "for each configuration (model, instance_type, num_nodes, num_workers, local_bsz, "
         "optional gpus_per_node, placement); the output keeps the input columns.",
     )
-    predict.add_argument("--model", required=True, help="model file written by srifty fit")
-    predict.add_argument("--configs", required=True, help="CSV/Parquet/JSON configurations")
+    predict.add_argument(
+        "--model", required=True, type=input_file, help="model file written by srifty fit"
+    )
+    predict.add_argument(
+        "--configs", required=True, type=input_file, help="CSV/Parquet/JSON configurations"
+    )
     predict.add_argument("--level", type=probability, default=0.9, help="interval level (0.9)")
     predict.add_argument(
         "--catalog",
+        type=input_file,
         help="catalog file with the figures of types never measured (default: the embedded "
         "EC2 one); it must agree with the rows kept in the model file",
     )

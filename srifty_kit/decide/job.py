@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from srifty_kit.decide.spot import SpotPolicy
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, plain
 from srifty_kit.model.efficiency import Work
 
 CHECKPOINT_WRITE_GBPS = 0.125  # EBS gp3 baseline throughput, 125 MiB/s (AWS EBS volume types)
@@ -35,31 +38,38 @@ class Job:
     spot_fallback_after: int | None = None  # k: go on-demand after k reclaims; None: never
 
     def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise InputError(
+                f"model must be the training model's name, got {self.model!r}",
+                fix="give `model` as in the fitted StepTimeModel, e.g. Job('resnet', ...)",
+            )
+        for name in ("samples", "steps", "epochs", "noise_scale", "memory_per_sample_gib"):
+            _positive(self, name)
+        for name in ("model_memory_gib", "checkpoint_gb", "restart_h"):
+            _positive(self, name, zero=True)
+        _positive(self, "checkpoint_interval_h")
+        for name in ("dataset_size", "reference_bsz", "global_bsz_max", "spot_fallback_after"):
+            _whole(self, name)
+        _whole(self, "global_bsz_min", required=True)
         given = [n for n in ("samples", "steps", "epochs") if getattr(self, n) is not None]
         if len(given) != 1:
             raise InputError(
                 "give exactly one of samples, steps or epochs to the target"
                 + (f" (got {', '.join(given)})" if given else ""),
-                fix="e.g. Job('bert', samples=2e7, reference_bsz=96) or --samples N",
+                fix="give one of `samples`, `steps` or `epochs`",
             )
         if self.steps is not None and self.reference_bsz is None:
-            raise InputError("steps to target need the reference batch", fix="give reference_bsz")
+            raise InputError("steps to target need the reference batch", fix="give `reference_bsz`")
         if self.epochs is not None and self.dataset_size is None:
-            raise InputError("epochs need the dataset size", fix="give dataset_size")
-        if not self.checkpoint_interval_h > 0:
-            raise InputError("checkpoint_interval_h must be > 0", fix="e.g. 1.0 (hours)")
-        if self.restart_h < 0 or self.checkpoint_gb < 0 or self.model_memory_gib < 0:
-            raise InputError("restart_h, checkpoint_gb and model_memory_gib must be >= 0")
+            raise InputError("epochs need the dataset size", fix="give `dataset_size`")
         if self.global_bsz_max is not None and self.global_bsz_max < self.global_bsz_min:
             raise InputError(
                 f"global_bsz_max {self.global_bsz_max} is below global_bsz_min "
                 f"{self.global_bsz_min}",
-                fix="widen the global batch range",
+                fix="widen the global batch range (`global_bsz_max`)",
             )
-        if self.spot_fallback_after is not None and self.spot_fallback_after < 1:
-            raise InputError("spot_fallback_after must be >= 1 or None", fix="e.g. 3")
-        if self.local_bsz is not None and (not self.local_bsz or min(self.local_bsz) < 1):
-            raise InputError("local_bsz must list whole batches >= 1", fix="e.g. (16, 32, 64)")
+        if self.local_bsz is not None:
+            object.__setattr__(self, "local_bsz", _batches(self.local_bsz))
         self.work  # noqa: B018 - validates the work now, where the user gave it
 
     @property
@@ -85,12 +95,16 @@ class Job:
         return SpotPolicy(period, self.restart_h, self.spot_fallback_after)
 
     def max_local_bsz(self, gpu_memory_gib: float) -> float:
-        """Largest local batch that fits a GPU of that memory (inf when the job gives no sizes)."""
-        if self.memory_per_sample_gib is None:
+        """Largest local batch that fits a GPU of that memory: inf when the job gives no
+        memory, 0 when the model's own memory (``model_memory_gib``) does not fit, and
+        ``floor((gpu - model) / memory_per_sample_gib)`` when both are given."""
+        if self.memory_per_sample_gib is None and not self.model_memory_gib:
             return np.inf
         if not np.isfinite(gpu_memory_gib):
             return 0.0  # unknown memory and a job that needs some: not feasible, never guessed
         room = gpu_memory_gib - self.model_memory_gib
+        if self.memory_per_sample_gib is None:  # the model alone must fit; batches are free
+            return np.inf if room >= 0 else 0.0
         return float(np.floor(room / self.memory_per_sample_gib))
 
 
@@ -111,11 +125,104 @@ class Constraints:
     min_gpu_memory_gib: float | None = None
 
     def __post_init__(self) -> None:
-        if not 0 < self.confidence < 1:
-            raise InputError(f"confidence must be in (0, 1), got {self.confidence}", fix="0.9")
-        if self.max_nodes < 1:
-            raise InputError("max_nodes must be >= 1", fix="e.g. 16")
-        for name in ("deadline_h", "budget_usd"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise InputError(f"{name} must be > 0, got {value}", fix="give a positive number")
+        for name in ("deadline_h", "budget_usd", "min_gpu_memory_gib"):
+            _positive(self, name)
+        _positive(self, "confidence", required=True)
+        if not self.confidence < 1:
+            raise InputError(
+                f"confidence must be in (0, 1), got {plain(self.confidence)}",
+                fix="give `confidence` such as 0.9",
+            )
+        _whole(self, "max_nodes", required=True)
+        _whole(self, "vcpu_quota")
+        for name in ("families", "instance_types", "regions"):
+            object.__setattr__(self, name, _names(self, name))
+        for name in ("spot", "mixes"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise InputError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}",
+                    fix=f"give `{name}`=True or False",
+                )
+            object.__setattr__(self, name, bool(getattr(self, name)))
+
+
+# -- argument checks: each names the argument (in backticks, which the CLI turns into its
+# flag) and what to give instead; they run in the constructors, where the values enter
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def _positive(obj: object, name: str, *, zero: bool = False, required: bool = False) -> None:
+    """``obj.name`` is None (unless required) or a finite number > 0 (>= 0 with ``zero``);
+    stored as a plain float."""
+    value = getattr(obj, name)
+    if value is None and not required:
+        return
+    wanted = ">= 0" if zero else "> 0"
+    if not _is_number(value) or not math.isfinite(float(value)):
+        raise InputError(
+            f"{name} must be a finite number {wanted}, got {value!r} ({type(value).__name__})",
+            fix=f"give `{name}` as a number (a float or an int, not text)",
+        )
+    if float(value) < 0 or (float(value) == 0 and not zero):
+        raise InputError(
+            f"{name} must be {wanted}, got {plain(value)}", fix=f"give `{name}` {wanted}"
+        )
+    object.__setattr__(obj, name, float(value))
+
+
+def _whole(obj: object, name: str, *, required: bool = False) -> None:
+    """``obj.name`` is None (unless required) or a whole number >= 1; stored as an int."""
+    value = getattr(obj, name)
+    if value is None and not required:
+        return
+    if not _is_number(value) or not math.isfinite(float(value)) or float(value) != int(value):
+        raise InputError(
+            f"{name} must be a whole number >= 1, got {value!r}",
+            fix=f"give `{name}` as a whole number",
+        )
+    if int(value) < 1:
+        raise InputError(f"{name} must be >= 1, got {plain(value)}", fix=f"give `{name}` >= 1")
+    object.__setattr__(obj, name, int(value))
+
+
+def _batches(value: object) -> tuple[int, ...]:
+    """Local batches as a sorted tuple of whole numbers >= 1 (one number is one batch)."""
+    items = [value] if _is_number(value) else value
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise InputError(
+            f"local_bsz must list whole batches >= 1, got {value!r}",
+            fix="give `local_bsz` such as (16, 32, 64)",
+        )
+    items = list(items)
+    bad = [b for b in items if not _is_number(b) or not math.isfinite(b) or b != int(b) or b < 1]
+    if not items or bad:
+        shown = plain(bad[0]) if bad else "nothing"
+        raise InputError(
+            f"local_bsz must list whole batches >= 1, found {shown}",
+            fix="give `local_bsz` such as (16, 32, 64)",
+        )
+    return tuple(sorted({int(b) for b in items}))
+
+
+def _names(obj: object, name: str) -> tuple[str, ...] | None:
+    """None, or the names as a tuple: one string is one name, never its letters."""
+    value = getattr(obj, name)
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Iterable):
+        raise InputError(
+            f"{name} must be a name or a list of names, got {value!r}",
+            fix=f"give `{name}` such as ('g5', 'p4d')",
+        )
+    items = list(items)
+    bad = [v for v in items if not isinstance(v, str) or not v.strip()]
+    if not items or bad:
+        raise InputError(
+            f"{name} must list names, found {bad[0]!r}" if bad else f"{name} lists no name",
+            fix=f"give `{name}` such as ('g5', 'p4d'), or None for all",
+        )
+    return tuple(v.strip() for v in items)

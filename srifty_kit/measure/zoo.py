@@ -190,7 +190,7 @@ def load_spec(spec: str) -> ModelSpec:
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
+    except Exception as err:  # ImportError, or whatever the module's own code raised
         raise InputError(
             f"cannot import module {module_name!r}: {err}",
             fix="check the module name and that its folder is on PYTHONPATH",
@@ -201,4 +201,12 @@ def load_spec(spec: str) -> ModelSpec:
             f"module {module_name!r} has no callable {attr!r}"
             + did_you_mean(attr, [n for n in dir(module) if not n.startswith("_")]),
         )
-    return _as_spec(factory(), attr)
+    try:  # the user's code: whatever it raises is theirs to fix, in one line
+        made = factory()
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        raise InputError(
+            f"{spec} raised {type(err).__name__}: {first}",
+            fix=f"call {attr}() by hand to see why; it must return a model spec",
+        ) from err
+    return _as_spec(made, attr)

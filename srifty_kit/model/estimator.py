@@ -514,6 +514,7 @@ class StepTimeModel(BaseEstimator):
                 ) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             _warn_far_beyond(model, itype, fit, *shape[:2])
+            self._warn_batches_beyond(model, itype, shape[2])
             pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
             refused = fit.refused(*shape[:2]) if isinstance(fit, TransferFit) else None
             if refused is not None and refused.any():  # needs a sync time it cannot carry
@@ -528,6 +529,18 @@ class StepTimeModel(BaseEstimator):
             for col in columns:
                 out.loc[rows.index, col] = pred[col]
         return out
+
+    def _warn_batches_beyond(self, model: str, itype: str, local_bsz: np.ndarray) -> None:
+        """Warn (one line) when local batches lie FAR_BEYOND x outside the fitted range."""
+        lo, hi = self.batch_range(model, itype)
+        b = np.asarray(local_bsz, float)
+        far = (b > hi * FAR_BEYOND) | (b < lo / FAR_BEYOND)
+        if far.any():
+            warnings.warn(
+                f"StepTimeModel: {model}/{itype}: local batch up to {b[far].max():g} lies more "
+                f"than {FAR_BEYOND}x outside the fitted {lo}-{hi}: extrapolated, not measured",
+                stacklevel=4,
+            )
 
     def _fill_gpus(self, configs: pd.DataFrame) -> pd.DataFrame:
         """Fill gpus_per_node of fitted instance types, so the catalog is only asked for others."""

@@ -146,10 +146,62 @@ def load(path: str | os.PathLike) -> tuple[dict, Learned]:
         raise InputError(
             "checksum does not match: the file was edited or damaged", source=src, fix=FIX
         )
+    problem = check_document(doc)  # a checksum can be recomputed: the values are checked too
+    if problem:
+        raise InputError(f"malformed model file: {problem}", source=src, fix=FIX)
     try:
         return dict(doc["init"]), _learned(doc)
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise InputError(f"malformed model file ({err!r})", source=src, fix=FIX) from err
+
+
+def _bad_params(params: object) -> str | None:
+    """What is wrong with a StepParams document (None when nothing): every constant a finite
+    number within the physics' lower bounds (``share`` also at most 1), and a step that
+    takes time (``alpha_c + beta_c > 0``); such a file would predict NaN or negative times."""
+    from srifty_kit.model.physics import BOUNDS
+
+    if not isinstance(params, dict):
+        return f"params is {type(params).__name__}, not an object"
+    for name, value in params.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"parameter {name} is {value!r}, not a number"
+        low, high = BOUNDS.get(name, (-np.inf, np.inf))
+        high = high if name == "share" else np.inf  # upper bounds moved between releases
+        if not np.isfinite(value) or not low <= value <= high:
+            return f"parameter {name} is {value!r}, outside [{low:g}, {high:g}]"
+    if not params.get("alpha_c", 0) + params.get("beta_c", 0) > 0:
+        return "alpha_c + beta_c is not > 0 (a step that takes no time)"
+    return None
+
+
+def check_document(doc: dict) -> str | None:
+    """The first problem of a model document's values, or None: ``gpus_per_node`` maps each
+    type to a whole number >= 1, ``groups`` is a non-empty list and each group's constants
+    (``params``, a carried fit's ``base``) are physical (``_bad_params``)."""
+    gpus = doc.get("gpus_per_node")
+    if not isinstance(gpus, dict):
+        return f"gpus_per_node is {json.dumps(gpus)[:40]}, not an object of instance types"
+    for itype, count in gpus.items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            return f"gpus_per_node of {itype} is {count!r}, not a whole number >= 1"
+    groups = doc.get("groups")
+    if not isinstance(groups, list) or not groups:
+        return "groups is not a non-empty list of fitted groups"
+    for group in groups:
+        if not isinstance(group, dict):
+            return "a group is not an object"
+        name = f"{group.get('model')}/{group.get('instance_type')}"
+        for key in ("params", "base"):
+            if key in group:
+                bad = _bad_params(group[key])
+                if bad:
+                    return f"group {name}: {bad}"
+        for key in ("max_nodes", "max_workers", "n_configs"):
+            value = group.get(key)
+            if key in group and (isinstance(value, bool) or not isinstance(value, int)):
+                return f"group {name}: {key} is {value!r}, not a whole number"
+    return None
 
 
 def _checksum(body: dict) -> str:

@@ -26,7 +26,7 @@ from srifty_kit.decide.choices import panel_constraints, search_choices
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -170,6 +170,55 @@ def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
     )
 
 
+def _check_panel(
+    model: object,
+    catalog: pd.DataFrame,
+    job: object,
+    constraints: object,
+    objective: str,
+    top: object,
+) -> Constraints:
+    """The panel's arguments checked before any widget is made (a widget would refuse a
+    value outside its options with a TraitError): one InputError naming the argument."""
+    if not hasattr(model, "models_"):
+        raise InputError(
+            f"the panel needs a fitted StepTimeModel, got {type(model).__name__}",
+            fix="SearchPanel(StepTimeModel.load('model.json'), catalog, Job(...))",
+        )
+    if not isinstance(job, Job):
+        raise InputError(
+            f"job must be a Job, got {type(job).__name__}",
+            fix="SearchPanel(model, catalog, Job(...))",
+        )
+    if not isinstance(constraints, Constraints):
+        raise InputError(
+            f"constraints must be Constraints, got {type(constraints).__name__}",
+            fix="SearchPanel(model, catalog, job, Constraints(...))",
+        )
+    choices = search_choices(model, catalog)
+    if job.model not in choices["workloads"]:
+        hint = did_you_mean(job.model, choices["workloads"])
+        raise InputError(
+            f"workload {job.model!r} is not in the model{hint}",
+            fix="Job(model=...) one of " + ", ".join(choices["workloads"]),
+        )
+    if objective not in OBJECTIVES:
+        raise InputError(
+            f"unknown objective {objective!r}{did_you_mean(objective, OBJECTIVES)}",
+            fix="use one of " + ", ".join(OBJECTIVES),
+        )
+    for family in constraints.families or ():
+        if family not in choices["families"]:
+            raise InputError(
+                f"unknown instance family {family!r}{did_you_mean(family, choices['families'])}",
+                fix="Constraints(families=...) among the catalog's GPU families: "
+                + ", ".join(choices["families"]),
+            )
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. top=10")
+    return constraints
+
+
 class SearchPanel:
     """Controls for the search's questions, the cost-time figure, the ranked table and why.
 
@@ -203,8 +252,10 @@ class SearchPanel:
 
         if job is None:
             raise InputError("the panel needs a Job", fix="SearchPanel(model, catalog, Job(...))")
+        catalog = load_catalog() if catalog is None else catalog
+        c = _check_panel(model, catalog, job, constraints or Constraints(), objective, top)
         self.model = model
-        self.catalog = load_catalog() if catalog is None else catalog
+        self.catalog = catalog
         self.job = job
         self.top = top
         self.result: SearchResult | None = None
@@ -212,7 +263,6 @@ class SearchPanel:
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         self._drawn: Evaluated | None = None
-        c = constraints or Constraints()
         choices = search_choices(model, self.catalog)
         samples = job.work.samples
         wide = {"description_width": "90px"}

@@ -6,6 +6,7 @@ the column, the first offending rows and what was expected. Extra columns pass t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,20 +30,42 @@ class Column:
     minimum: float | None = None
     strict: bool = False  # minimum is exclusive (> instead of >=)
     choices: tuple[str, ...] | None = None
+    maximum: float | None = None  # the plausible top (inclusive); a value above it is a typo
+    why_maximum: str = ""  # what the top is, said in the error
+
+
+# A step (or its all-reduce) longer than a day is no measurement of a training step: a unit
+# mix-up (ms as s) or a placeholder such as 1e308, which overflows every later sum.
+MAX_STEP_S = 86_400.0
+# No cluster has a million nodes or workers (the largest EC2 UltraClusters hold some 20,000
+# GPUs); beyond it a count is a typo, and near 2**63 it no longer fits an integer.
+MAX_COUNT = 1_000_000
+# a local batch must stay exact as a float (2**53); a huge one is kept to be warned about
+MAX_BATCH = 2**53
 
 
 _CONFIG_COLUMNS = (
     Column("model", "str"),
     Column("instance_type", "str"),
-    Column("num_nodes", "int", minimum=1),
-    Column("num_workers", "int", minimum=1),
-    Column("local_bsz", "int", minimum=1),
-    Column("gpus_per_node", "int", required=False, nullable=True, minimum=1),
+    Column("num_nodes", "int", minimum=1, maximum=MAX_COUNT, why_maximum="a million nodes"),
+    Column("num_workers", "int", minimum=1, maximum=MAX_COUNT, why_maximum="a million workers"),
+    Column("local_bsz", "int", minimum=1, maximum=MAX_BATCH, why_maximum="2**53"),
+    Column("gpus_per_node", "int", required=False, nullable=True, minimum=1, maximum=1024),
     Column("placement", "str", required=False, nullable=True),
 )
-_STEP = Column("step_time_s", "float", minimum=0, strict=True)
+_STEP = Column(
+    "step_time_s", "float", minimum=0, strict=True, maximum=MAX_STEP_S, why_maximum="one day"
+)
 _MEASUREMENT_EXTRAS = (
-    Column("sync_time_s", "float", required=False, nullable=True, minimum=0),
+    Column(
+        "sync_time_s",
+        "float",
+        required=False,
+        nullable=True,
+        minimum=0,
+        maximum=MAX_STEP_S,
+        why_maximum="one day",
+    ),
     Column("repeat", "int", required=False, nullable=True, minimum=0),
     Column("timestamp", "str", required=False, nullable=True),
     Column("host", "str", required=False, nullable=True),
@@ -76,6 +99,12 @@ CATALOG = (
     Column("gpu_fp16_tflops", "float", nullable=True, minimum=0),
     Column("gpu_fp32_tflops", "float", nullable=True, minimum=0),
     Column("gpu_mem_bw_gbps", "float", nullable=True, minimum=0),
+    # dense tensor-core TF32 and BF16 TFLOP/s (empty: no such tensor cores, or unknown) and
+    # the streaming-multiprocessor count; the document behind each figure in the last column
+    Column("gpu_tf32_tflops", "float", required=False, nullable=True, minimum=0),
+    Column("gpu_bf16_tflops", "float", required=False, nullable=True, minimum=0),
+    Column("gpu_sm_count", "int", required=False, nullable=True, minimum=1),
+    Column("gpu_figures_source", "str", required=False, nullable=True),
     Column("source", "str"),
 )
 
@@ -139,6 +168,11 @@ def _coerce(values: pd.Series, kind: str) -> tuple[pd.Series, np.ndarray]:
         if kind == "int":
             whole = out.isna() | (out == np.round(out))
             bad |= ~whole.to_numpy()
+            # beyond int64 the cast wraps (1e20 -> -9.2e18): refuse the value as given
+            huge = np.abs(out.to_numpy(dtype=float, na_value=np.nan)) >= 2.0**63
+            bad |= huge
+            out = out.mask(huge)
+            whole = whole & ~huge
             out = out.where(whole).astype("Int64") if (bad.any() or out.isna().any()) else out
             if not out.isna().any():
                 out = out.astype("int64")
@@ -171,9 +205,9 @@ def validate_table(
     table: pd.DataFrame, columns: tuple[Column, ...], *, what: str, source: str | None = None
 ) -> pd.DataFrame:
     """Check ``table`` against a contract and return a copy with the contract's dtypes."""
-    src = _source(table, source, what)
     if not isinstance(table, pd.DataFrame):
-        raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}", source=src)
+        _refuse_non_frame(table, what, source)
+    src = _source(table, source, what)
     present = [str(c) for c in table.columns]
     repeated = sorted({c for c in present if present.count(c) > 1})
     if repeated:
@@ -203,6 +237,20 @@ def validate_table(
         if col.name not in out.columns:
             continue
         values, bad = _coerce(out[col.name], col.kind)
+        num = None
+        if col.minimum is not None or col.maximum is not None:  # the values as given
+            num = pd.to_numeric(table[col.name], errors="coerce").to_numpy(float, na_value=np.nan)
+        if col.maximum is not None:
+            high = ~np.isnan(num) & (num > col.maximum)
+            if high.any():
+                raise InputError(
+                    f"expected values <= {col.maximum:g} ({col.why_maximum or 'the most'}), "
+                    f"found {_big(table[col.name].iloc[np.flatnonzero(high)[0]])}",
+                    source=src,
+                    column=col.name,
+                    rows=_row_labels(table, high),
+                    fix="check the unit and the value",
+                )
         if bad.any():
             shown = table[col.name].iloc[np.flatnonzero(bad)[0]]
             raise InputError(
@@ -220,7 +268,6 @@ def validate_table(
                 rows=_row_labels(table, empty),
             )
         if col.minimum is not None:
-            num = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
             low = (num <= col.minimum) if col.strict else (num < col.minimum)
             low &= ~np.isnan(num)
             if low.any():
@@ -249,6 +296,120 @@ def validate_table(
             values = text.map(allowed, na_action="ignore").astype(object)
         out[col.name] = values
     return out
+
+
+def _big(value: object) -> str:
+    """A value as given, huge numbers in exponent form (1e+20, not 21 digits)."""
+    number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    return f"{number:g}" if pd.notna(number) and abs(number) >= 1e15 else plain(value)
+
+
+def _refuse_non_frame(table: object, what: str, source: str | None) -> None:
+    """Anything but a DataFrame where a table is expected: one line saying what to pass."""
+    if isinstance(table, str | os.PathLike):
+        raise InputError(
+            f"expected a pandas DataFrame of {what}, got the path {str(table)!r}",
+            source=source,
+            fix="read the file first: srifty_kit.tables.files.read_table(path) (CSV, Parquet "
+            "or JSON) and pass the DataFrame",
+        )
+    raise InputError(
+        f"expected a pandas DataFrame of {what}, got {type(table).__name__}",
+        source=source,
+        fix="pass a DataFrame with the contract's columns, e.g. pd.DataFrame(rows) or "
+        "read_table(path)",
+    )
+
+
+def _check_sync(table: pd.DataFrame, src: str) -> None:
+    """The all-reduce part of a step is part of the step: sync_time_s <= step_time_s."""
+    if "sync_time_s" not in table or "step_time_s" not in table:
+        return
+    sync = pd.to_numeric(table["sync_time_s"], errors="coerce").to_numpy(float, na_value=np.nan)
+    over = ~np.isnan(sync) & (sync > table["step_time_s"].to_numpy(float))
+    if over.any():
+        raise InputError(
+            "sync_time_s is longer than the whole step (step_time_s)",
+            source=src,
+            column="sync_time_s",
+            rows=_row_labels(table, over),
+            fix="sync_time_s is the all-reduce part of the step: check the two columns",
+        )
+
+
+def placement_fits(placement: str, num_nodes: int, num_workers: int, most: int) -> bool:
+    """Whether a Pollux-style placement ('13': 1 worker on one node, 3 on another) can say
+    ``num_workers`` on ``num_nodes`` nodes of at most ``most`` each. The digits may be read
+    in groups ('1212' is 12 + 12 on 2 nodes), so nodes of 10 workers or more are written too.
+    """
+    text = placement.strip()
+    # reach[i] = node counts the first i digits can be split into, each with its sum
+    reach: list[set[tuple[int, int]]] = [set() for _ in range(len(text) + 1)]
+    reach[0].add((0, 0))
+    for i in range(len(text)):
+        for nodes, total in reach[i]:
+            for j in range(i + 1, len(text) + 1):
+                part = text[i:j]
+                if part[0] == "0" or int(part) > most:
+                    break
+                if nodes < num_nodes and total + int(part) <= num_workers:
+                    reach[j].add((nodes + 1, total + int(part)))
+    return (num_nodes, num_workers) in reach[len(text)]
+
+
+def _check_placement(table: pd.DataFrame, src: str) -> None:
+    """A placement made of digits must say the row's nodes and workers."""
+    if "placement" not in table:
+        return
+    bad = np.zeros(len(table), bool)
+    rows = zip(table["placement"], table["num_nodes"], table["num_workers"], strict=True)
+    gpus = table["gpus_per_node"] if "gpus_per_node" in table else [None] * len(table)
+    for i, ((text, k, n), g) in enumerate(zip(rows, gpus, strict=True)):
+        if isinstance(text, str) and text.strip().isdigit() and len(text.strip()) <= 64:
+            most = int(g) if g is not None and not pd.isna(g) else int(n)
+            bad[i] = not placement_fits(text, int(k), int(n), most)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        raise InputError(
+            f"placement {table['placement'].iloc[first]!r} does not describe "
+            f"{plain(table['num_workers'].iloc[first])} workers on "
+            f"{plain(table['num_nodes'].iloc[first])} node(s)",
+            source=src,
+            column="placement",
+            rows=_row_labels(table, bad),
+            fix="give one digit group per node, summing to num_workers (e.g. '13' for 1 + 3), "
+            "or leave placement empty",
+        )
+
+
+def _check_catalog_gpus(table: pd.DataFrame, src: str, catalog: CatalogSource) -> pd.DataFrame:
+    """``gpus_per_node`` given for a GPU type of the catalog must be its GPU count.
+
+    ``gpus_per_node`` is what one node holds (the capacity the model and the search use);
+    partial use of a node is said by ``num_workers`` (and ``placement``), not by a smaller
+    ``gpus_per_node``: a p4d.24xlarge has 8 GPUs however many a run used. Types the catalog
+    does not know, or knows without GPUs (CPU instances), keep what they give.
+    """
+    if catalog is None or "gpus_per_node" not in table or table["gpus_per_node"].isna().all():
+        return catalog
+    catalog = catalog() if callable(catalog) else catalog
+    counts = catalog.drop_duplicates("instance_type").set_index("instance_type")["gpu_count"]
+    known = pd.to_numeric(table["instance_type"].map(counts), errors="coerce")
+    given = pd.to_numeric(table["gpus_per_node"], errors="coerce")
+    wrong = (known > 0) & given.notna() & (given != known)
+    if wrong.any():
+        first = np.flatnonzero(wrong.to_numpy())[0]
+        itype = table["instance_type"].iloc[first]
+        raise InputError(
+            f"gpus_per_node {plain(given.iloc[first])} for {itype}, which has "
+            f"{plain(known.iloc[first])} GPUs per node in the catalog",
+            source=src,
+            column="gpus_per_node",
+            rows=_row_labels(table, wrong.to_numpy()),
+            fix=f"give gpus_per_node {plain(known.iloc[first])} (what one node holds); a run "
+            "on part of a node is said by num_workers and placement",
+        )
+    return catalog
 
 
 def _check_workers(table: pd.DataFrame, src: str) -> None:
@@ -329,8 +490,12 @@ def _validate_configs(
     out = validate_table(table, columns, what=what, source=source)
     src = _source(table, source, what)
     _check_workers(out, src)
+    if _STEP in columns:  # measurements: a step and its parts must agree
+        _check_sync(out, src)
+        catalog = _check_catalog_gpus(out, src, catalog)
     _fill_gpus_per_node(out, src, catalog)
     _check_capacity(out, src)
+    _check_placement(out, src)
     return out
 
 

@@ -2,7 +2,8 @@
 
 Every output of the kit goes through ``atomic_write``: an existing file is replaced whole or
 not at all. Commands call ``check_writable`` before their work starts, so a path that cannot
-be written is refused before anything is measured; if the write still fails at the end (the
+be written is refused before anything is measured (``probe_folder`` makes and removes a file
+there: permission bits do not tell, e.g. under ``/sys``); if the write still fails at the end (the
 disk filled, permissions changed), the content is kept in a recovery file and the error says
 where.
 """
@@ -107,15 +108,93 @@ def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = N
             source=str(path),
             fix="choose another output path",
         )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(
-            f"the folder {folder} cannot be written",
-            source=str(path),
-            fix="choose a writable folder or change its permissions",
-        )
-    if path.exists() and not os.access(path, os.W_OK) and not os.access(folder, os.W_OK):
-        raise InputError("the file cannot be replaced", source=str(path), fix="check permissions")
+    probe_folder(folder, source=str(path))
     return path
+
+
+def probe_folder(folder: str | os.PathLike, source: str | None = None) -> None:
+    """Create and remove a temporary file in ``folder``: can a file be written there?
+
+    ``os.access`` answers from the permission bits, and for root it says yes to folders that
+    take no file (``/sys``, a read-only mount); only a real write tells. The probe is what
+    ``atomic_write`` will do at the end (a temporary file beside the output, renamed over).
+
+    Args:
+        folder: an existing folder.
+        source: the output path named in the error (default: the folder).
+
+    Raises:
+        InputError: no file can be made there; the message gives the system's reason.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".srifty-probe-", dir=folder)
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise InputError(
+            f"no file can be written in the folder {folder} ({reason})",
+            source=source or str(folder),
+            fix="choose a writable folder or change its permissions",
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name one file: equal once symlinks and ``..`` are resolved, or two
+    hard links to the same inode. A path that does not exist yet is compared by name."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): the names differ, so not the same
+        return False
+
+
+def partial_path(path: str | os.PathLike) -> Path:
+    """Where an unfinished run keeps its rows beside an older output: ``p.csv`` ->
+    ``p.partial.csv`` (the older file stays as it was until the run finishes)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+class Staging:
+    """Where a long run (a profile) keeps what it measured while it runs.
+
+    When nothing is at the output yet, the run writes there as it goes. When an older file
+    is there (the output or one of its ``companions``, e.g. the facts JSON beside a
+    profile), the run writes beside it, to ``partial_path`` (``p.partial.csv``), and only a
+    run that finishes replaces the older file (then ``finish`` drops the partial one): an
+    interrupted or failed run leaves it byte-identical and its rows in the partial file.
+
+    Args:
+        path: the output the run was asked to write.
+        companions: a function from an output path to the files written with it.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        companions: Callable[[Path], list[Path]] = lambda p: [],
+    ) -> None:
+        self.final = Path(path)
+        self.companions = companions
+        older = [self.final, *companions(self.final)]
+        self.older = any(os.path.lexists(p) for p in older)  # decided once, before the work
+        self.working = partial_path(self.final) if self.older else self.final
+
+    def finish(self) -> None:
+        """The run completed and its result is written to ``final``: drop the partial files
+        (call it after that write, so a failing write still leaves them)."""
+        if self.working != self.final:
+            for stale in (self.working, *self.companions(self.working)):
+                Path(stale).unlink(missing_ok=True)
+
+    def kept(self) -> str:
+        """Where an unfinished run's rows are, for the message: 'in p.partial.csv; p.csv is as
+        it was' or 'in p.csv'."""
+        if self.working == self.final:
+            return f"in {self.final}"
+        return f"in {self.working}; {self.final} is as it was"
 
 
 def _umask() -> int:

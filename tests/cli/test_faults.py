@@ -8,6 +8,7 @@ file that was there before byte-identical afterwards.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -199,18 +200,17 @@ def test_a_vcpu_quota_no_type_fits_is_named_as_the_reason(tmp_path):
 
 
 def test_a_write_that_fails_at_the_end_keeps_the_result_and_says_where(tmp_path):
-    # /proc accepts no new file, even from root: the check passes, the write itself fails
-    GOOD.to_csv(tmp_path / "m.csv", index=False)
-    done = run_srifty(
-        "fit", "--measurements", "m.csv", "--out", "/proc/srifty-m.json", cwd=tmp_path
-    )
-    assert done.returncode == 2 and "Traceback" not in done.stderr
-    (line,) = done.stderr.strip().splitlines()
-    kept = Path(line.split("kept in ")[1].split(";")[0])
-    assert kept.is_file()
-    from srifty_kit import StepTimeModel
+    # /proc takes no new file, so the command refuses it before the work (see the issue-19
+    # cases); a write that still fails at the end (the disk filled, permissions changed in
+    # between) is atomic_write's to keep: here it is asked to write there directly
+    from srifty_kit.errors import InputError
+    from srifty_kit.tables.files import write_json
 
-    assert StepTimeModel.load(kept).models_ == ["m"]
+    doc = json.loads(MODEL.read_text())
+    with pytest.raises(InputError) as err:
+        write_json(doc, "/proc/srifty-m.json")
+    kept = Path(str(err.value).split("kept in ")[1].split(";")[0])
+    assert kept.is_file() and json.loads(kept.read_text()) == doc
     kept.unlink()
 
 
@@ -281,3 +281,324 @@ def test_any_malformed_number_is_refused_before_work_starts(tmp_path, command, v
     done = run_srifty(*flag, cwd=tmp_path, timeout=120)
     _check(done, before, tmp_path, 2)
     assert not _new_entries(tmp_path, before)
+
+
+# -- issue 19: nothing lost, every check before the work, one line for every mistake ---------
+
+P4D = "p4d.24xlarge"  # 8 GPUs per node in the embedded catalog
+
+
+def _model_file(path: Path, edit) -> str:
+    """The test model with ``edit(doc)`` applied and its checksum recomputed: a file that
+    passes the checksum but holds values no fit writes."""
+    from srifty_kit.model import persist
+
+    doc = json.loads(MODEL.read_text())
+    edit(doc)
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    path.write_text(json.dumps({**body, "sha256": persist._checksum(body)}))
+    return path.name
+
+
+def _negative_beta(doc: dict) -> None:
+    doc["groups"][0]["params"]["beta_c"] = -0.5
+
+
+def _zero_compute(doc: dict) -> None:
+    doc["groups"][0]["params"].update(alpha_c=0.0, beta_c=0.0)
+
+
+BAD_MODULE = """
+import torch
+from srifty_kit.measure.zoo import mlp
+
+def boom():
+    raise RuntimeError("no weights here")
+
+def wrong_shape():
+    return mlp()._replace(make_batch=lambda b: (torch.randn(b, 7), torch.randint(0, 10, (b,))))
+
+def fixed_rows():
+    return mlp()._replace(make_batch=lambda b: (torch.randn(32, 256), torch.randint(0, 10, (32,))))
+"""
+
+
+def _issue_19_files(tmp_path: Path) -> None:
+    """The inputs the issue-19 cases read (made before the folder's bytes are taken)."""
+    GOOD.to_json(tmp_path / "meas.json", orient="records")
+    (tmp_path / "array.json").write_text("[1, 2, 3]\n")
+    (tmp_path / "text_ns.json").write_text('{"noise_scale": "big"}\n')
+    (tmp_path / "inf_ns.json").write_text('{"noise_scale": 1e999}\n')
+    (tmp_path / "badmod.py").write_text(BAD_MODULE)
+    _model_file(tmp_path / "m_gpus.json", lambda d: d.update(gpus_per_node=[]))
+    _model_file(tmp_path / "m_neg.json", _negative_beta)
+    _model_file(tmp_path / "m_zero.json", _zero_compute)
+    _table(tmp_path, "huge_step.csv", GOOD.assign(step_time_s=[0.1, 1e308, 0.12, 0.13]))
+    _table(tmp_path, "sync_over.csv", GOOD.assign(sync_time_s=[0.0, 0.0, 0.5, 0.03]))
+    _table(tmp_path, "placed.csv", GOOD.assign(placement=["1", "1", "11", "4"]))
+    p4d = GOOD.assign(instance_type=P4D, gpus_per_node=4)
+    _table(tmp_path, "p4d.csv", p4d)
+    _table(tmp_path, "nodes_1e20.csv", GOOD.assign(num_nodes=[1, 1e20, 1, 1]))
+    catalog = pd.read_csv(REPO / "data" / "ec2_catalog_us-east-1.csv")
+    _table(tmp_path, "cat.csv", catalog)
+    (tmp_path / "model.json").write_bytes(MODEL.read_bytes())
+    os.symlink("model.json", tmp_path / "model_link.json")
+    os.link(tmp_path / "model.json", tmp_path / "model_hard.json")
+
+
+PREDICT = ["predict", "--model", "model.json", "--configs", "c.csv"]
+PROFILE = ["profile", "--batch-sizes", "4", "--max-seconds", "5", "--quiet"]
+
+# (case, arguments, exit code, words the one line must hold)
+ISSUE_19 = [
+    # 1. an output that is an input (or another output) is refused, naming both flags
+    ("predict out is the model", [*PREDICT, "--out", "model.json"], 2, "--out model.json is"),
+    ("predict out is the configs", [*PREDICT, "--out", "c.csv"], 2, "--configs c.csv"),
+    (
+        "search json out is the model",
+        [*SEARCH, "--format", "json", "--out", "model.json"],
+        2,
+        "--model model.json",
+    ),
+    (
+        "search out is a symlink to the model",
+        [*SEARCH, "--format", "json", "--out", "model_link.json"],
+        2,
+        "--model model.json",
+    ),
+    (
+        "search out is a hard link of the model",
+        [*SEARCH, "--format", "json", "--out", "model_hard.json"],
+        2,
+        "--model model.json",
+    ),
+    (
+        "search out is the catalog",
+        [*SEARCH, "--catalog", "cat.csv", "--out", "./sub/../cat.csv"],
+        2,
+        "--catalog cat.csv",
+    ),
+    (
+        "fit out is the measurements",
+        ["fit", "--measurements", "meas.json", "--out", "meas.json"],
+        2,
+        "--measurements meas.json",
+    ),
+    (
+        "profile-dist collectives out is out",
+        ["profile-dist", "--batch-sizes", "4", "--collectives-out", "a.csv", "--out", "a.csv"],
+        2,
+        "--collectives-out a.csv and --out a.csv",
+    ),
+    (
+        "profile out is its own partial file",
+        [
+            "profile-dist",
+            "--batch-sizes",
+            "4",
+            "--collectives-out",
+            "a.partial.csv",
+            "--out",
+            "a.csv",
+        ],
+        2,
+        "a.partial.csv",
+    ),
+    # 4. and 6. a folder that takes no file is refused at once, before any work
+    ("fit out under /sys", ["fit", "--measurements", "m.csv", "--out", "/sys/m.json"], 2, "/sys"),
+    ("profile out under /sys", [*PROFILE, "--out", "/sys/p.csv"], 2, "/sys"),
+    ("profile out under /proc", [*PROFILE, "--out", "/proc/p.csv"], 2, "/proc"),
+    (
+        "profile-dist out under /sys",
+        ["profile-dist", "--batch-sizes", "4", "--out", "/sys/d.csv"],
+        2,
+        "/sys",
+    ),
+    ("demo out under /sys", ["demo", "--out", "/sys/srifty-demo"], 2, "/sys"),
+    ("search out under /sys", [*SEARCH, "--out", "/sys/r.csv"], 2, "/sys"),
+    # 6. tracebacks for user mistakes
+    ("search facts is an array", [*SEARCH, "--facts", "array.json"], 2, "a list"),
+    ("search facts noise scale text", [*SEARCH, "--facts", "text_ns.json"], 2, "'big'"),
+    ("search facts noise scale inf", [*SEARCH, "--facts", "inf_ns.json"], 2, "noise scale"),
+    (
+        "profile callable raises",
+        [*PROFILE, "--model", "badmod:boom", "--out", "q.csv"],
+        2,
+        "no weights here",
+    ),
+    (
+        "profile batch of the wrong shape",
+        [*PROFILE, "--model", "badmod:wrong_shape", "--out", "q.csv"],
+        2,
+        "mat1 and mat2",
+    ),
+    (
+        "profile batch ignores its size",
+        [*PROFILE, "--model", "badmod:fixed_rows", "--out", "q.csv"],
+        2,
+        "not 4 samples",
+    ),
+    (
+        "model gpus_per_node empty",
+        [*PREDICT[:2], "m_gpus.json", *PREDICT[3:], "--out", "n.csv"],
+        2,
+        "gpus_per_node",
+    ),
+    (
+        "model negative parameter",
+        [*PREDICT[:2], "m_neg.json", *PREDICT[3:], "--out", "n.csv"],
+        2,
+        "beta_c",
+    ),
+    (
+        "model zero compute",
+        [*PREDICT[:2], "m_zero.json", *PREDICT[3:], "--out", "n.csv"],
+        2,
+        "takes no time",
+    ),
+    (
+        "search model negative parameter",
+        ["search", "--model", "m_neg.json", *SEARCH[3:]],
+        2,
+        "beta_c",
+    ),
+    # 8. an enumeration that would not fit is refused with its estimate
+    ("search max nodes 100000", [*SEARCH, "--max-nodes", "100000"], 2, "GiB of memory"),
+    # 12. measurements that cannot be
+    ("fit step 1e308", ["fit", "--measurements", "huge_step.csv", "--out", "n.json"], 2, "one day"),
+    (
+        "fit sync over step",
+        ["fit", "--measurements", "sync_over.csv", "--out", "n.json"],
+        2,
+        "longer than the whole step",
+    ),
+    (
+        "fit placement contradicts workers",
+        ["fit", "--measurements", "placed.csv", "--out", "n.json"],
+        2,
+        "placement '11' does not describe 2 workers",
+    ),
+    (
+        "fit gpus per node of p4d",
+        ["fit", "--measurements", "p4d.csv", "--out", "n.json"],
+        2,
+        "8 GPUs per node",
+    ),
+    (
+        "fit nodes 1e20",
+        ["fit", "--measurements", "nodes_1e20.csv", "--out", "n.json"],
+        2,
+        "found 1e+20",
+    ),
+    # 13. small ones
+    ("search local bsz with a blank", [*SEARCH, "--local-bsz", "8,,16"], 2, "'8,,16'"),
+    ("search instance types with a blank", [*SEARCH, "--instance-types", "a,,b"], 2, "'a,,b'"),
+    ("search fallback without spot", [*SEARCH, "--fallback-after", "2"], 2, "--spot"),
+    (
+        "search hint names the flag",
+        ["search", "--model", "model.json", "--workload", "cnn", "--epochs", "3"],
+        2,
+        "give --dataset-size",
+    ),
+    (
+        "search noise scale hint names the flag",
+        [*SEARCH, "--noise-scale", "100"],
+        2,
+        "give --reference-bsz",
+    ),
+    (
+        "search steps hint names the flag",
+        ["search", "--model", "model.json", "--workload", "cnn", "--steps", "300"],
+        2,
+        "give --reference-bsz",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "args", "code", "words"), ISSUE_19, ids=[c[0] for c in ISSUE_19])
+def test_issue_19_mistakes_are_one_line_before_any_work_and_touch_nothing(
+    tmp_path, case, args, code, words
+):
+    _issue_19_files(tmp_path)
+    before = _folder(tmp_path)
+    done = run_srifty(*args, cwd=tmp_path, timeout=120)
+    _check(done, before, tmp_path, code)
+    assert words in done.stderr, done.stderr
+    assert "-9.22" not in done.stderr and "TraitError" not in done.stderr
+    new = _new_entries(tmp_path, before) - {"__pycache__"}
+    assert not new, f"{case} left {sorted(new)}"
+    assert done.stdout == ""  # refused before answering, not after the work
+
+
+def test_an_infeasible_search_leaves_an_older_out_as_it_was(tmp_path):
+    before = _folder(tmp_path)
+    for fmt, out in (("csv", "out.csv"), ("json", "out.json"), ("table", "out.csv")):
+        done = run_srifty(
+            *SEARCH, "--deadline-h", "1e-9", "--format", fmt, "--out", out, cwd=tmp_path
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"nothing written to {out}" in done.stdout and "as it was" in done.stdout
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_the_shipped_sample_facts_give_the_search_its_noise_scale(tmp_path):
+    _folder(tmp_path)
+    facts = REPO / "data" / "sample_profile_facts.json"
+    scale = json.loads(facts.read_text())["cnn"]["noise_scale"]
+    asked = [*SEARCH, "--format", "json", "--families", "g4dn", "--reference-bsz", "64"]
+    done = run_srifty(*asked, "--facts", str(facts), cwd=tmp_path)
+    assert done.returncode in (0, 1) and done.stderr == "", done.stderr
+    given = run_srifty(*asked, "--noise-scale", repr(scale), cwd=tmp_path)
+    assert json.loads(done.stdout)["ranked"] == json.loads(given.stdout)["ranked"]
+    other = run_srifty(*SEARCH[:4], "nope", *SEARCH[5:], "--facts", str(facts), cwd=tmp_path)
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
+    assert "no facts for the training model 'nope'" in other.stderr
+
+
+def test_model_memory_alone_filters_the_gpus_it_does_not_fit(tmp_path):
+    _folder(tmp_path)
+    base = [*SEARCH, "--format", "json", "--families", "g4dn,p4d"]
+    free = json.loads(run_srifty(*base, cwd=tmp_path).stdout)
+    assert free["n_candidates"] > 0
+    big = run_srifty(*base, "--model-memory-gib", "1e6", cwd=tmp_path)
+    assert big.returncode == 1, big.stderr  # nothing holds a million GiB: nothing fits
+    assert json.loads(big.stdout)["n_candidates"] == 0
+    # 20 GiB fits a p4d's 40 GiB A100s, not a g4dn's 16 GiB T4s
+    mid = json.loads(run_srifty(*base, "--model-memory-gib", "20", cwd=tmp_path).stdout)
+    kinds = {r["instance_type"].split(".")[0] for r in mid["ranked"]}
+    assert mid["n_candidates"] > 0 and kinds == {"p4d"}
+
+
+def test_a_catalog_price_of_zero_is_no_price_never_a_free_pick(tmp_path):
+    _folder(tmp_path)
+    catalog = pd.read_csv(REPO / "data" / "ec2_catalog_us-east-1.csv")
+    free = catalog["instance_type"] == "g4dn.xlarge"
+    catalog.loc[free, ["ondemand_usd_per_hr", "spot_usd_per_hr"]] = 0.0
+    catalog.to_csv(tmp_path / "zero.csv", index=False)
+    done = run_srifty(
+        *SEARCH,
+        "--catalog",
+        "zero.csv",
+        "--families",
+        "g4dn",
+        "--spot",
+        "--format",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["pick"]["instance_type"] != "g4dn.xlarge" and doc["pick"]["cost_usd"] > 0
+    assert all(r["usd_per_hr"] > 0 for r in doc["ranked"])
+    assert "price of 0" in doc["skipped"]["g4dn.xlarge"]
+
+
+def test_predictions_at_batches_far_outside_the_fitted_range_are_warned_about(tmp_path):
+    before = _folder(tmp_path)
+    far = CONFIGS.assign(instance_type="local-cpu-amd-epyc-2c", local_bsz=10**15)
+    _table(tmp_path, "far_b.csv", far)
+    done = run_srifty(*PREDICT[:3], "--configs", "far_b.csv", "--out", "p.csv", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("srifty: warning:") and "1e+15" in line and "extrapolated" in line
+    assert all((tmp_path / n).read_bytes() == b for n, b in before.items())

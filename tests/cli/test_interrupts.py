@@ -89,10 +89,6 @@ def _profile_args(out: str) -> list[str]:
     ]
 
 
-def _changed(path: Path, old: str):
-    return lambda: path.is_file() and path.read_text() != old
-
-
 def _in_main(pid: int) -> bool:
     """Whether srifty's main() has set up its signal handling (SIGTERM caught): from then on
     an interrupt is its to handle; before it, Python's own start-up is still running."""
@@ -118,34 +114,54 @@ MOMENTS = {
 def test_profile_stops_promptly_and_keeps_measured_steps(tmp_path, moment, signum, ignore_sigint):
     out = tmp_path / "p.csv"
     out.write_text(OLD)
+    partial = tmp_path / "p.partial.csv"
     run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint)
     MOMENTS[moment](run, out)
     took = run.stop(signum)
     assert took < STOP_WITHIN_S
     assert run.proc.returncode == 128 + signum, run.stderr[-2000:]
     assert "Traceback" not in run.stderr
-    if out.read_text() == OLD:  # stopped before a step was measured: nothing written
+    assert out.read_text() == OLD  # the older file is never replaced by an unfinished run
+    if not partial.exists():  # stopped before a step was measured: nothing written
         assert moment != "timing"
         assert not (tmp_path / "p.facts.json").exists()
+        assert not (tmp_path / "p.partial.facts.json").exists()
         assert "nothing written" in run.stderr or moment == "import"
-    else:  # what was measured is kept, as a valid table
-        kept = validate_measurements(read_table(out))
+    else:  # what was measured is kept beside it, as a valid table, and the last line says so
+        kept = validate_measurements(read_table(partial))
         assert len(kept) >= 1 and (kept["model"] == "mlp").all()
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.csv")]
+        assert (tmp_path / "p.partial.facts.json").is_file()
+        last = run.stderr.strip().splitlines()[-1]
+        assert "in p.partial.csv; p.csv is as it was" in last, run.stderr[-2000:]
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.")]
+
+
+def test_profile_without_an_older_file_keeps_its_steps_in_the_output(tmp_path):
+    out = tmp_path / "p.csv"
+    run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint=True)
+    MOMENTS["timing"](run, out)
+    run.stop(signal.SIGTERM)
+    assert run.proc.returncode == 128 + signal.SIGTERM, run.stderr[-2000:]
+    kept = validate_measurements(read_table(out))
+    assert len(kept) >= 1 and not (tmp_path / "p.partial.csv").exists()
+    assert "are in p.csv" in run.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_profile_dist_stops_in_the_distributed_phase_and_keeps_its_rows(tmp_path, signum):
     out = tmp_path / "d.csv"
     out.write_text(OLD)
+    partial = tmp_path / "d.partial.csv"
     args = _profile_args("d.csv")
     args[0] = "profile-dist"
     args[4] = "8"  # one batch size
     run = Run([*args, "--world-sizes", "1,2"], tmp_path, ignore_sigint=True)
-    run.wait_for(_changed(out, OLD))  # world size 1 written; world size 2 is running
+    run.wait_for(partial.is_file)  # world size 1 written beside d.csv; world size 2 runs
     took = run.stop(signum)
     assert took < STOP_WITHIN_S
     assert run.proc.returncode == 128 + signum, run.stderr[-2000:]
     assert "Traceback" not in run.stderr
-    kept = validate_measurements(read_table(out))
+    assert out.read_text() == OLD
+    kept = validate_measurements(read_table(partial))
     assert len(kept) >= 1 and set(kept["num_workers"]) <= {1, 2}
+    assert "in d.partial.csv; d.csv is as it was" in run.stderr.strip().splitlines()[-1]

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.tables.contracts import (
+    MAX_STEP_S,
+    placement_fits,
     validate_configs,
     validate_ledger,
     validate_measurements,
@@ -179,7 +181,7 @@ def test_did_you_mean_is_empty_when_nothing_is_close():
 
 
 @given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=20))
-def test_step_times_are_accepted_exactly_when_positive(values):
+def test_step_times_are_accepted_exactly_when_positive_and_at_most_a_day(values):
     n = len(values)
     table = pd.DataFrame(
         {
@@ -192,7 +194,7 @@ def test_step_times_are_accepted_exactly_when_positive(values):
             "gpus_per_node": [1] * n,
         }
     )
-    if all(v > 0 for v in values):
+    if all(0 < v <= MAX_STEP_S for v in values):
         assert validate_measurements(table)["step_time_s"].tolist() == values
     else:
         with pytest.raises(InputError, match="step_time_s"):
@@ -225,3 +227,72 @@ def test_unreadable_file_is_an_input_error(tmp_path):
     bad.write_text("not parquet")
     with pytest.raises(InputError, match="cannot be read"):
         read_table(bad)
+
+
+def _one(**overrides) -> pd.DataFrame:
+    row = {
+        "model": "m",
+        "instance_type": "g4dn.12xlarge",
+        "num_nodes": 1,
+        "num_workers": 2,
+        "local_bsz": 8,
+        "step_time_s": 0.2,
+        "gpus_per_node": 4,
+    }
+    return pd.DataFrame([{**row, **overrides}])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "column", "words"),
+    [
+        ({"step_time_s": 1e308}, "step_time_s", "one day"),
+        ({"sync_time_s": 86401.0, "step_time_s": 0.1}, "sync_time_s", "one day"),
+        ({"sync_time_s": 0.5}, "sync_time_s", "longer than the whole step"),
+        ({"placement": "13"}, "placement", "does not describe 2 workers on 1 node"),
+        ({"num_nodes": 2, "num_workers": 3, "placement": "111"}, "placement", "3 workers"),
+        ({"gpus_per_node": 8}, "gpus_per_node", "4 GPUs per node in the catalog"),
+        ({"gpus_per_node": 2}, "gpus_per_node", "what one node holds"),
+        ({"num_nodes": 1e20, "num_workers": 1e20}, "num_nodes", "found 1e+20"),
+    ],
+    ids=[
+        "step-1e308",
+        "sync-over-a-day",
+        "sync-over-step",
+        "placement-2",
+        "placement-3",
+        "gpus-8-of-4",
+        "gpus-2-of-4",
+        "nodes-1e20",
+    ],
+)
+def test_implausible_measurements_are_refused_naming_the_column(overrides, column, words):
+    catalog = CATALOG.assign(region="us-east-1")
+    with pytest.raises(InputError) as err:
+        validate_measurements(_one(**overrides), catalog=catalog)
+    assert err.value.column == column and words in str(err.value), str(err.value)
+    assert "-9.22" not in str(err.value)  # the value as given, never its int64 wrap-around
+
+
+def test_partial_node_use_is_said_by_workers_and_placement():
+    table = _one(num_nodes=2, num_workers=3, placement="12", sync_time_s=0.05)
+    out = validate_measurements(table, catalog=CATALOG.assign(region="us-east-1"))
+    assert out["gpus_per_node"].tolist() == [4]
+    # types outside the catalog, or CPU types in it, keep the gpus_per_node they give
+    assert len(validate_measurements(_one(instance_type="local", gpus_per_node=2), catalog=CATALOG))
+    assert len(
+        validate_measurements(_one(instance_type="c5.large", gpus_per_node=2), catalog=CATALOG)
+    )
+
+
+def test_placements_of_ten_or_more_workers_per_node_are_read_in_groups():
+    assert placement_fits("16", 1, 16, 16) and placement_fits("1616", 2, 32, 16)
+    assert placement_fits("13", 2, 4, 4) and not placement_fits("13", 2, 4, 2)
+    assert not placement_fits("22", 1, 4, 4) and placement_fits("4", 1, 4, 8)
+
+
+@pytest.mark.parametrize("given", ["file.csv", [1, 2, 3], None])
+def test_a_table_that_is_not_a_dataframe_is_one_line_saying_what_to_pass(given):
+    with pytest.raises(InputError, match="expected a pandas DataFrame") as err:
+        validate_measurements(given)
+    if isinstance(given, str):
+        assert "read_table" in str(err.value) and "file.csv" in str(err.value)

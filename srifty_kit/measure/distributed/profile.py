@@ -4,7 +4,9 @@ On one machine :func:`profile_distributed` starts its own worker processes (torc
 multiprocessing, spawn) for each world size, with the rendezvous on 127.0.0.1 at a free
 port; gloo on CPU, NCCL on CUDA (one process per GPU). A worker that dies, raises or stops
 answering for ``timeout_s`` ends the run with :class:`WorkerFailed` within that timeout; the
-rows measured before are kept on the error (``err.result``) and written to ``out``.
+rows measured before are kept on the error (``err.result``) and written to ``out``, or
+beside it (``d.partial.csv``) where an older ``out`` is there: only a finished run replaces
+an older file, so an interrupted or failed one leaves it byte-identical.
 
 Across machines the same entry point runs under ``torchrun``: it sees torchrun's environment
 (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR...) and measures that one world. For two
@@ -42,7 +44,7 @@ from srifty_kit.measure.profile import check_batch_sizes, check_budget, check_ou
 from srifty_kit.measure.torch_step import resolve_device
 from srifty_kit.measure.zoo import load_spec
 from srifty_kit.tables.contracts import validate_measurements
-from srifty_kit.tables.files import write_table
+from srifty_kit.tables.files import Staging, write_table
 
 # 1 KB to 64 MB, a factor of 4 apart: latency-bound to bandwidth-bound messages
 DEFAULT_SIZES = tuple(1024 * 4**k for k in range(9))
@@ -66,6 +68,9 @@ class DistributedResult:
     collectives: pd.DataFrame
     interrupted: bool = False
     facts: dict[str, Any] = field(default_factory=dict)
+    written: Path | None = None  # where the steps went (beside an older out if unfinished)
+    written_collectives: Path | None = None
+    kept: str = ""  # where an unfinished run's rows are, in words
 
     def save(
         self, out: str | os.PathLike | None, collectives_out: str | os.PathLike | None = None
@@ -77,6 +82,51 @@ class DistributedResult:
         if collectives_out is not None and not self.collectives.empty:
             written.append(write_table(self.collectives, collectives_out))
         return written
+
+    def keep(self, stages: _Stages, finished: bool) -> None:
+        """Write the tables where ``stages`` say (the outputs once finished, else beside an
+        older file), record where, and drop partial files of a finished run."""
+        out, coll = stages.paths(finished)
+        self.save(out, coll)
+        self.written = out if out is not None and not self.measurements.empty else None
+        if coll is not None and not self.collectives.empty:
+            self.written_collectives = coll
+        if finished:
+            stages.finish()
+        self.kept = stages.kept(finished)
+
+
+class _Stages:
+    """The steps' and the collectives' ``files.Staging``: an older output is replaced only
+    by a finished run; until then (and when interrupted or failed) rows go beside it."""
+
+    def __init__(self, out, collectives_out) -> None:
+        self.out = None if out is None else Staging(out)
+        self.coll = None if collectives_out is None else Staging(collectives_out)
+
+    def paths(self, finished: bool) -> tuple[Path | None, Path | None]:
+        """Where the steps and the collectives go: the outputs once ``finished``, else the
+        working paths (beside an older file)."""
+
+        def where(stage: Staging | None) -> Path | None:
+            if stage is None:
+                return None
+            return stage.final if finished else stage.working
+
+        return where(self.out), where(self.coll)
+
+    def finish(self) -> None:
+        """The run finished and its tables are in place: drop partial files."""
+        for stage in (self.out, self.coll):
+            if stage is not None:
+                stage.finish()
+
+    def kept(self, finished: bool) -> str:
+        """Where the rows are, in words, for the command's last line."""
+        stages = [s for s in (self.out, self.coll) if s is not None]
+        if finished:
+            return "in " + " and ".join(str(s.final) for s in stages)
+        return " and ".join(s.kept() for s in stages)
 
 
 def under_torchrun() -> bool:
@@ -173,12 +223,13 @@ def profile_distributed(
         max(1, host.max_world_size(device_type)),
         timeout_s + _PG_EXTRA_S,
     )
+    stages = _Stages(out, collectives_out)  # what is there now is kept until the run ends
     if torchrun:
-        return _under_torchrun(plan, out, collectives_out)
-    return _spawn_worlds(plan, worlds, timeout_s, out, collectives_out, progress)
+        return _under_torchrun(plan, stages)
+    return _spawn_worlds(plan, worlds, timeout_s, stages, progress)
 
 
-def _spawn_worlds(plan, worlds, timeout_s, out, collectives_out, progress) -> DistributedResult:
+def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> DistributedResult:
     sink: dict[str, list] = {"row": [], "collective": []}
     failure, interrupted = None, False
     try:
@@ -187,16 +238,16 @@ def _spawn_worlds(plan, worlds, timeout_s, out, collectives_out, progress) -> Di
                 failure = measure_world(world, plan, sink, timeout_s, bar)
                 if failure:
                     break
-                _result(sink, False, plan).save(out, collectives_out)
+                _result(sink, False, plan).save(*stages.paths(finished=False))
     except KeyboardInterrupt:
         interrupted = True
     result = _result(sink, interrupted, plan)
-    result.save(out, collectives_out)
+    result.keep(stages, finished=not (interrupted or failure))
     if failure:
         message, bad_input = failure
         kept = (
             f"; {len(result.measurements)} steps and {len(result.collectives)} all-reduce "
-            "samples measured before are kept"
+            f"samples measured before are kept {result.kept}"
         )
         if bad_input:
             raise InputError(message + kept)
@@ -223,7 +274,7 @@ def _result(sink: dict[str, list], interrupted: bool, plan: Plan) -> Distributed
     return DistributedResult(steps, coll, interrupted, facts)
 
 
-def _under_torchrun(plan: Plan, out, collectives_out) -> DistributedResult:
+def _under_torchrun(plan: Plan, stages: _Stages) -> DistributedResult:
     """This process is one rank of a torchrun world: measure, and let rank 0 keep the rows."""
     import torch.distributed as dist
 
@@ -253,12 +304,12 @@ def _under_torchrun(plan: Plan, out, collectives_out) -> DistributedResult:
             if kind in sink:
                 sink[kind].append(payload)
             elif kind == "config" and rank == 0:  # a configuration ended: keep it on disk
-                _result(sink, False, plan).save(out, collectives_out)
+                _result(sink, False, plan).save(*stages.paths(finished=False))
 
         run(plan, lay, keep)
         result = _result(sink, False, plan)
         if rank == 0:
-            result.save(out, collectives_out)
+            result.keep(stages, finished=True)
         return result
     finally:
         dist.destroy_process_group()

@@ -1,0 +1,94 @@
+"""Job and Constraints check their arguments where they are given: one InputError naming it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.job import Constraints, Job
+from srifty_kit.errors import InputError
+from srifty_kit.model.estimator import StepTimeModel
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"samples": "5e7"}, "samples must be a finite number > 0, got '5e7'"),
+        ({"samples": float("nan")}, "samples must be a finite number"),
+        ({"samples": True}, "samples must be a finite number"),
+        ({"samples": -1.0}, "samples must be > 0"),
+        ({"samples": 1e6, "reference_bsz": 2.5}, "reference_bsz must be a whole number"),
+        ({"samples": 1e6, "noise_scale": "big"}, "noise_scale must be a finite number"),
+        ({"samples": 1e6, "local_bsz": "16"}, "local_bsz must list whole batches"),
+        ({"samples": 1e6, "local_bsz": (8, 0)}, "found 0"),
+        ({"samples": 1e6, "local_bsz": (8, 2.5)}, "found 2.5"),
+        ({"samples": 1e6, "spot_fallback_after": 0}, "spot_fallback_after must be >= 1"),
+        ({"epochs": 3}, "epochs need the dataset size"),
+        ({"model": 3, "samples": 1e6}, "model must be the training model's name"),
+    ],
+)
+def test_a_job_argument_that_cannot_be_is_refused_naming_it(kwargs, words):
+    with pytest.raises(InputError, match=words.replace("(", r"\(").replace(")", r"\)")) as err:
+        Job(**{"model": "bert", **kwargs})
+    assert "to fix" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"max_nodes": 2.5}, "max_nodes must be a whole number"),
+        ({"max_nodes": 0}, "max_nodes must be >= 1"),
+        ({"max_nodes": "16"}, "max_nodes must be a whole number"),
+        ({"vcpu_quota": 1.5}, "vcpu_quota must be a whole number"),
+        ({"deadline_h": "10"}, "deadline_h must be a finite number"),
+        ({"budget_usd": float("inf")}, "budget_usd must be a finite number"),
+        ({"confidence": 1.0}, "confidence must be in"),
+        ({"families": ["g5", ""]}, "families must list names"),
+        ({"families": 5}, "families must be a name or a list of names"),
+        ({"instance_types": ()}, "instance_types lists no name"),
+        ({"spot": "yes"}, "spot must be True or False"),
+    ],
+)
+def test_a_constraint_that_cannot_be_is_refused_naming_it(kwargs, words):
+    with pytest.raises(InputError, match=words):
+        Constraints(**kwargs)
+
+
+def test_one_string_is_one_name_never_its_letters():
+    c = Constraints(families="g4dn", instance_types="p4d.24xlarge", regions="us-east-1")
+    assert c.families == ("g4dn",) and c.instance_types == ("p4d.24xlarge",)
+    assert c.regions == ("us-east-1",)
+    assert Constraints(families=["g5", " p4d "]).families == ("g5", "p4d")
+
+
+def test_numpy_numbers_are_plain_numbers_and_one_batch_is_a_grid_of_one():
+    job = Job("bert", samples=np.float64(5e7), local_bsz=np.int64(32), reference_bsz=np.int64(64))
+    assert job.samples == 5e7 and type(job.samples) is float and job.local_bsz == (32,)
+    assert type(job.reference_bsz) is int
+    assert Constraints(max_nodes=np.int64(4)).max_nodes == 4
+
+
+def test_model_memory_alone_keeps_only_the_gpus_that_hold_it():
+    job = Job("bert", samples=1e6, model_memory_gib=20.0)
+    assert job.max_local_bsz(40.0) == np.inf and job.max_local_bsz(16.0) == 0
+    assert Job("bert", samples=1e6, model_memory_gib=1e6).max_local_bsz(80.0) == 0
+    assert Job("bert", samples=1e6).max_local_bsz(16.0) == np.inf
+
+
+@pytest.mark.parametrize("given", ["file.csv", [1, 2, 3]], ids=["path", "list"])
+def test_fit_takes_a_dataframe_and_says_how_to_read_a_file(given):
+    with pytest.raises(InputError, match="expected a pandas DataFrame") as err:
+        StepTimeModel().fit(given)
+    assert "read_table" in str(err.value)
+
+
+def test_a_file_name_given_as_the_catalog_region_says_to_pass_it_as_path(tmp_path):
+    load_catalog().to_csv(tmp_path / "x.csv", index=False)
+    with pytest.raises(InputError, match=r"did you mean path='.*x.csv'"):
+        load_catalog(str(tmp_path / "x.csv"))
+    with pytest.raises(InputError, match="names a file"):
+        load_catalog("x.csv")
+    assert len(load_catalog(path=tmp_path / "x.csv", region=None)) == len(load_catalog())
+    assert isinstance(load_catalog(), pd.DataFrame)
