@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
 from srifty_kit.errors import InputError
+from srifty_kit.tables.files import partial_path
 
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
@@ -94,7 +96,7 @@ def register(subparsers: Any) -> None:
         "largest profiled; a large one is accumulated from micro-batches and is best near the "
         "noise scale itself, e.g. 8,1024)",
     )
-    p.set_defaults(func=_profile, prog=p.prog)
+    p.set_defaults(func=_profile, prog=p.prog, derived_outputs={"--out": _profile_files})
 
     d = subparsers.add_parser(
         "profile-dist",
@@ -126,7 +128,24 @@ def register(subparsers: Any) -> None:
         default=120.0,
         help="seconds without word from the workers before the run is ended",
     )
-    d.set_defaults(func=_profile_dist, prog=d.prog)
+    d.set_defaults(
+        func=_profile_dist,
+        prog=d.prog,
+        derived_outputs={"--out": _partial, "--collectives-out": _partial},
+    )
+
+
+def _partial(path: str) -> list[Path]:
+    """The file a run interrupted beside an older ``path`` keeps its rows in."""
+    return [partial_path(path)]
+
+
+def _profile_files(path: str) -> list[Path]:
+    """What ``srifty profile --out PATH`` writes besides PATH: its facts, and while an older
+    file is there, the partial table and facts (``files.Staging``)."""
+    from srifty_kit.measure.profile import facts_path
+
+    return [facts_path(path), partial_path(path), facts_path(partial_path(path))]
 
 
 def _with_cwd_on_path() -> None:
@@ -173,7 +192,7 @@ def _profile(args: argparse.Namespace) -> int:
     f = result.facts
     print(
         f"{f['model']} on {f['instance_type']} ({f['device']}): {len(result.measurements)} "
-        f"steps written to {args.out}"
+        f"steps written to {result.written}"
     )
     print(
         _fmt(
@@ -205,7 +224,10 @@ def _profile(args: argparse.Namespace) -> int:
         f"largest batch {f.get('max_batch_size')} ({f.get('max_batch_method')})"
     )
     if result.interrupted:
-        print("interrupted: the steps measured so far are saved", file=sys.stderr)
+        print(
+            f"interrupted: the {len(result.measurements)} steps measured so far are {result.kept}",
+            file=sys.stderr,
+        )
         return 130
     return 0
 
@@ -259,7 +281,7 @@ def _profile_dist(args: argparse.Namespace) -> int:
     summary = describe(steps, by=["num_workers", "local_bsz"], n_resamples=0)
     sync = steps.groupby(["num_workers", "local_bsz"])["sync_time_s"].mean().to_numpy()
     summary["sync_mean"] = sync
-    print(f"{len(steps)} steps written to {args.out}")
+    print(f"{len(steps)} steps written to {result.written}")
     print(
         _fmt(
             summary,
@@ -276,8 +298,14 @@ def _profile_dist(args: argparse.Namespace) -> int:
         )
     )
     if args.collectives_out:
-        print(f"{len(result.collectives)} all-reduce samples written to {args.collectives_out}")
+        print(
+            f"{len(result.collectives)} all-reduce samples written to "
+            f"{result.written_collectives or args.collectives_out}"
+        )
     if result.interrupted:
-        print("interrupted: the steps measured so far are saved", file=sys.stderr)
+        print(
+            f"interrupted: the {len(steps)} steps measured so far are {result.kept}",
+            file=sys.stderr,
+        )
         return 130
     return 0
