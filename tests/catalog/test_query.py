@@ -309,3 +309,47 @@ def test_show_unknown_family_exits_2_with_did_you_mean():
 def test_catalog_subcommands_have_help(sub):
     run = srifty("catalog", sub, "--help")
     assert run.returncode == 0 and "usage: srifty catalog " + sub in run.stdout
+
+
+# the figures a roofline carry needs, per CUDA GPU in the embedded catalog, each with its source
+ROOFLINE_FIGURES = ("gpu_fp32_tflops", "gpu_fp16_tflops", "gpu_mem_bw_gbps", "gpu_sm_count")
+# known gaps, said in the row's source: no vendor document gives them (data/CATALOG_SOURCES.md)
+UNPUBLISHED = {"A10G": {"gpu_fp32_tflops", "gpu_fp16_tflops", "gpu_sm_count"}}
+
+
+def test_every_cuda_gpu_has_its_roofline_figures_and_their_source(catalog):
+    gpus = catalog[catalog["accelerator_kind"] == "GPU"].drop_duplicates(
+        ["gpu_model", "gpu_memory_gib"]
+    )
+    assert {"T4", "A10G", "L4", "L40S", "A100", "H100", "H200", "V100"} <= set(gpus["gpu_model"])
+    for _, row in gpus.iterrows():
+        gaps = UNPUBLISHED.get(row["gpu_model"], set())
+        for column in ROOFLINE_FIGURES:
+            if column in gaps:
+                assert pd.isna(row[column]), (row["gpu_model"], column)
+                assert "unknown" in row["gpu_figures_source"] + row["source"]
+            else:
+                assert row[column] > 0, (row["gpu_model"], column)
+        source = row["gpu_figures_source"]
+        assert isinstance(source, str) and len(source) > 40, row["gpu_model"]
+        # TF32/BF16 tensor cores from Ampere on (compute capability 8.0): figure or said absent
+        if float(row["gpu_compute_capability"]) >= 8.0 and not gaps:
+            assert row["gpu_tf32_tflops"] > 0 and row["gpu_bf16_tflops"] > 0, row["gpu_model"]
+        elif not gaps:
+            assert pd.isna(row["gpu_tf32_tflops"]) and "no TF32" in source, row["gpu_model"]
+
+
+def test_neuron_accelerators_are_marked_not_cuda(catalog):
+    neuron = catalog[catalog["gpu_model"].isin(["Trainium", "Inferentia2"])]
+    assert len(neuron) > 0
+    assert (neuron["accelerator_kind"] == "Neuron").all()
+    assert neuron["gpu_sm_count"].isna().all()
+    assert neuron["gpu_figures_source"].str.contains("not a CUDA GPU").all()
+
+
+def test_dense_figures_are_below_their_sparse_and_tensor_above_fp32(catalog):
+    gpus = catalog[catalog["accelerator_kind"] == "GPU"].dropna(subset=["gpu_fp16_tflops"])
+    assert (gpus["gpu_fp16_tflops"] > gpus["gpu_fp32_tflops"]).all()
+    tf32 = gpus.dropna(subset=["gpu_tf32_tflops"])
+    assert (tf32["gpu_tf32_tflops"] < tf32["gpu_fp16_tflops"]).all()
+    assert (tf32["gpu_bf16_tflops"] == tf32["gpu_fp16_tflops"]).all()
