@@ -5,12 +5,15 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from srifty_kit.redact import redact
+
 
 class InputError(ValueError):
     """Bad user input: names the source, the column, the first bad rows, and the fix.
 
     The CLI turns it into exit code 2 and one line; notebooks and widgets show ``str(err)``.
-    Anything that is not an InputError is a bug and keeps its traceback.
+    Anything that is not an InputError is a bug and keeps its traceback. The line is redacted
+    (``srifty_kit.redact``): a message quoting AWS never carries a credential.
     """
 
     def __init__(
@@ -42,12 +45,16 @@ class InputError(ValueError):
         text = (": ".join([", ".join(where), self.problem]) if where else self.problem).strip()
         if self.fix:
             text += f"; to fix: {self.fix}"
-        return text.replace("\n", " ")
+        return redact(text.replace("\n", " "))
 
 
 class CommandFailed(RuntimeError):
     """A command that ran and failed (a report's cell raised, a worker died): ``srifty``
-    prints it as one line and exits 1; whatever the command had written is kept."""
+    prints it as one line and exits 1; whatever the command had written is kept. Its message
+    is redacted like an InputError's."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:

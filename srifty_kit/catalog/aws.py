@@ -1,7 +1,9 @@
 """Fetching the EC2 catalog live from AWS with boto3 (specs, offerings, spot history, prices).
 
 Only this module talks to AWS; ``catalog`` queries the table it returns. Hardware figures and
-spot interruption buckets, which no AWS API returns, come from the embedded catalog.
+spot interruption buckets, which no AWS API returns, come from the embedded catalog. Every
+AWS failure is one redacted line (``_aws_errors``), and nothing is written until all is
+fetched.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from botocore import exceptions as bx
 from botocore.config import Config
 from tqdm.auto import tqdm
 
+from srifty_kit import redact
 from srifty_kit.catalog.query import EXTRA_COLUMNS, load_catalog
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import CommandFailed, InputError, did_you_mean
 from srifty_kit.tables import aws_errors
 from srifty_kit.tables.contracts import CATALOG, validate_catalog
 from srifty_kit.tables.files import write_table
@@ -221,15 +224,32 @@ def _fail(problem: str, fix: str) -> AwsAccessError:
     return AwsAccessError(problem, source="AWS", fix=fix)
 
 
-@contextlib.contextmanager
-def _aws_errors(profile: str | None, max_attempts: int) -> Iterator[None]:
-    """Turn what the user can act on (credentials, permissions, endpoint) into one line.
+class AwsFailed(CommandFailed):
+    """AWS (or the endpoint standing in for it) failed in a way the user cannot fix by
+    changing the command: a server error, an answer botocore could not use. Exit 1."""
 
-    AWS's own message text is never echoed: some (SignatureDoesNotMatch) quote request
-    details; the error code and operation say enough.
+
+@contextlib.contextmanager
+def _aws_errors(
+    profile: str | None, max_attempts: int, endpoints: Sequence[str | None] = ()
+) -> Iterator[None]:
+    """Turn every botocore failure into one redacted line, never a traceback.
+
+    What the user can act on (credentials, permissions, region, endpoint, throttling, a
+    request the endpoint refused) is an ``AwsAccessError`` (exit 2); a server error or an
+    answer that cannot be used is an ``AwsFailed`` (exit 1). Lines name the AWS error code
+    and operation; AWS's own message, when quoted, is redacted and shortened
+    (``aws_errors.describe``), since some (SignatureDoesNotMatch, an echoing proxy) quote
+    the signed request.
     """
     login = f"aws sso login --profile {profile}" if profile else "aws configure"
     renew = f"renew or set the credentials (`{login}`, or AWS_PROFILE / AWS_ACCESS_KEY_ID)"
+    check = (
+        "check --endpoint-url and --pricing-endpoint-url (they must serve the EC2 and Pricing "
+        "APIs) and --region"
+        if any(endpoints)
+        else "check --region (and --families)"
+    )
     try:
         yield
     except bx.ProfileNotFound:
@@ -247,7 +267,7 @@ def _aws_errors(profile: str | None, max_attempts: int) -> Iterator[None]:
         ) from None
     except bx.ClientError as err:
         code, _ = aws_errors.error_of(err.response)
-        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        status = aws_errors.status_of(err)
         call = err.operation_name
         if code in aws_errors.CREDENTIAL_CODES:
             raise _fail(f"AWS rejected the credentials ({code}) on {call}", renew) from None
@@ -261,49 +281,26 @@ def _aws_errors(profile: str | None, max_attempts: int) -> Iterator[None]:
                 f"the region is not enabled for this account ({code})",
                 "enable it in the AWS console or choose another --region",
             ) from None
-        if code in aws_errors.THROTTLE_CODES or status >= 500:
+        if code in aws_errors.THROTTLE_CODES:
             raise _fail(
-                f"AWS answered {call} with {code or status} after {max_attempts} attempts",
+                f"AWS answered {call} with {code} after {max_attempts} attempts",
                 "wait a minute and retry, or allow more attempts (--max-attempts)",
             ) from None
-        raise
-
-
-class _Redact(logging.Filter):
-    """Blank credentials in botocore/urllib3 debug records (they log signed headers)."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
-        self._secrets = [s for s in secrets if s]
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Replace any secret in the record's message; always keep the record."""
-        text = record.getMessage()
-        if any(s in text for s in self._secrets):
-            for s in self._secrets:
-                text = text.replace(s, "***")
-            record.msg, record.args = text, None
-        return True
-
-
-@contextlib.contextmanager
-def _redacted_logs(session: boto3.session.Session) -> Iterator[None]:
-    creds = session.get_credentials()
-    frozen = creds.get_frozen_credentials() if creds is not None else None
-    if frozen is None:
-        yield
-        return
-    redact = _Redact([frozen.access_key, frozen.secret_key, frozen.token or ""])
-    roots = ("botocore", "boto3", "urllib3", "s3transfer")
-    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in roots]
-    loggers = [logging.getLogger(n) for n in {*roots, *names}]
-    for lg in loggers:
-        lg.addFilter(redact)
-    try:
-        yield
-    finally:
-        for lg in loggers:
-            lg.removeFilter(redact)
+        if 400 <= status < 500:  # refused: the region, an endpoint that is not EC2's, ...
+            raise _fail(f"AWS refused the request: {aws_errors.describe(err)}", check) from None
+        raise AwsFailed(
+            f"AWS failed after {max_attempts} attempts: {aws_errors.describe(err)}; "
+            "to fix: retry later, or allow more attempts (--max-attempts)"
+        ) from None
+    except aws_errors.UNPARSABLE as err:  # something answered, but not as AWS does
+        raise _fail(
+            f"the endpoint's answer is not an AWS API response ({aws_errors.describe_other(err)})",
+            check,
+        ) from None
+    except bx.BotoCoreError as err:
+        raise AwsFailed(
+            f"the AWS call failed ({aws_errors.describe_other(err)}); to fix: retry later"
+        ) from None
 
 
 def _check_region(session: boto3.session.Session, region: str, endpoint_url: str | None) -> None:
@@ -347,16 +344,19 @@ def fetch_catalog(
     )
     # progress None: shown on a terminal only (tqdm's disable=None)
     disable = None if progress is None else not progress
-    with _aws_errors(profile, max_attempts):
+    # botocore's debug records hold signed headers: every record is redacted when created
+    redact.install_logging()
+    with _aws_errors(profile, max_attempts, (endpoint_url, pricing_endpoint_url)):
         session = session or boto3.session.Session(profile_name=profile)
+        # credentials from a profile or a role are masked as well as the environment's
+        redact.remember_credentials(session.get_credentials())
         _check_region(session, region, endpoint_url)
         ec2 = session.client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
         pricing = pricing_client or session.client(
             "pricing", region_name=PRICING_REGION, endpoint_url=pricing_endpoint_url, config=config
         )
-        # after the clients exist, so that every botocore logger is there to be filtered
         bar = tqdm(total=4, desc=f"catalog {region}", disable=disable)
-        with _redacted_logs(session), bar as steps:
+        with bar as steps:
             steps.set_postfix_str("offerings")
             offered = _offered(ec2, region)
             steps.update()

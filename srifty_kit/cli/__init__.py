@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 from srifty_kit.cli.flags import check_paths, for_command_line
 from srifty_kit.errors import CommandFailed, InputError
+from srifty_kit.redact import install as install_redaction
+from srifty_kit.redact import redact
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).
@@ -32,7 +34,8 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:
         """Print ``message`` as one line and exit 2 (argparse's hook for a bad command line)."""
-        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+        # argparse quotes the bad value: a URL's password must not be echoed
+        self.exit(2, redact(f"{self.prog}: error: {message}; see `{self.prog} --help`\n"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +72,7 @@ def _handle_signals() -> None:
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    text = " ".join(str(message).split())
+    text = redact(" ".join(str(message).split()))
     print(f"srifty: warning: {text}", file=sys.stderr if file is None else file)
 
 
@@ -84,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         input (one line on stderr), 130 / 143 interrupted by SIGINT / SIGTERM.
     """
     _handle_signals()
+    # every log record and a bug's traceback are redacted like the error lines below
+    install_redaction()
     warnings.showwarning = _one_line_warning
     command, code, unwound, args = "srifty", 0, False, None
     try:
@@ -93,12 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(args.func(args) or 0)
     except InputError as err:
         if not _received:
-            print(f"{command}: error: {for_command_line(err, args)}", file=sys.stderr)
+            print(redact(f"{command}: error: {for_command_line(err, args)}"), file=sys.stderr)
             return 2
         unwound = True
     except CommandFailed as err:  # the command ran and failed; what it had done is kept
         if not _received:
-            print(f"{command}: error: {err}", file=sys.stderr)
+            print(redact(f"{command}: error: {err}"), file=sys.stderr)
             return 1
         unwound = True
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from srifty_kit.errors import CommandFailed, InputError, did_you_mean
+from srifty_kit.redact import redact, scrub
 from srifty_kit.tables.files import atomic_write
 
 
@@ -58,7 +59,59 @@ def _html_of(notebook: Path, exclude_input: bool) -> str:
 
     exporter = HTMLExporter(exclude_input=exclude_input)
     body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
-    return body
+    return redact(body)  # the notebook is scrubbed already; the page is checked once more
+
+
+# papermill writes the executed notebook through this prefix: see _ScrubbedFiles
+_SCRUBBED = "srifty-scrubbed://"
+
+
+class _ScrubbedFiles:
+    """papermill I/O for ``srifty-scrubbed://<path>``: every save of the executed notebook
+    (papermill saves it cell by cell, and once more when a cell raised) is redacted before it
+    reaches the disk, so neither the report nor a kept ``.failed.ipynb`` (nor the notebook
+    of a run that was killed) ever holds a credential a cell's output or traceback showed."""
+
+    @staticmethod
+    def write(buf: str, path: str) -> None:
+        """Redact every string of the notebook JSON ``buf`` and write it to the path."""
+        import nbformat
+
+        local = path[len(_SCRUBBED) :]
+        nb = scrub(nbformat.reads(buf, as_version=4))
+        papermill_meta = nb.get("metadata", {}).get("papermill", {})
+        if str(papermill_meta.get("output_path", "")).startswith(_SCRUBBED):
+            papermill_meta["output_path"] = local
+        Path(local).write_text(nbformat.writes(nb), encoding="utf-8")
+
+    @staticmethod
+    def read(path: str) -> str:
+        """The notebook at the path, as written."""
+        return Path(path[len(_SCRUBBED) :]).read_text(encoding="utf-8")
+
+    @staticmethod
+    def pretty_path(path: str) -> str:
+        """The local path, for papermill's messages."""
+        return path[len(_SCRUBBED) :]
+
+    @staticmethod
+    def listdir(path: str) -> list[str]:
+        """Not needed by a run; papermill's interface asks for it."""
+        raise NotImplementedError("srifty-scrubbed:// paths are written, not listed")
+
+
+_registered: list[bool] = []
+
+
+def _scrubbed(path: Path) -> str:
+    """``path`` as papermill's output path through ``_ScrubbedFiles`` (registered once)."""
+    if not _registered:
+        from papermill.iorw import papermill_io
+
+        papermill_io.register(_SCRUBBED, _ScrubbedFiles)
+        _registered.append(True)
+    return _SCRUBBED + str(path)
+
 
 
 def run_report(
@@ -96,7 +149,7 @@ def run_report(
     try:
         papermill.execute_notebook(
             str(source),
-            str(running),
+            _scrubbed(running),  # redacted at every save
             parameters=parameters,
             kernel_name=kernel_name,
             cwd=str(out),

@@ -4,7 +4,9 @@ get_query_results paginator). Only the small aggregated results travel back.
 
 Every AWS failure a user can fix (credentials missing, rejected or expired, access denied, an
 unknown workgroup, a query that failed or was cancelled) is one ``InputError`` whose text names
-the AWS error code and the fix; credentials never appear in it.
+the AWS error code and the fix; one the user cannot (a server error, throttling past the
+retries, an answer botocore cannot use) is a ``CommandFailed``. AWS's messages are redacted
+(``srifty_kit.redact``): credentials never appear in either.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import CommandFailed, InputError
 from srifty_kit.tables.usage_sql import ATHENA, SourceColumns, literal, quote
 
 _NUMBER_TYPES = ("double", "float", "real", "decimal")
@@ -134,7 +136,12 @@ class AthenaLedger:
             import boto3
             from botocore.config import Config
 
+            from srifty_kit import redact
+
+            # botocore's debug records hold signed headers; a profile's keys are masked too
+            redact.install_logging()
             session = boto3.Session(profile_name=self.profile, region_name=self.region)
+            redact.remember_credentials(session.get_credentials())
             config = Config(retries={"max_attempts": 8, "mode": "adaptive"})
             self._client = session.client("athena", config=config)
         return self._client
@@ -248,8 +255,23 @@ def _aws_errors(ledger: AthenaLedger) -> Iterator[None]:
                 fix="the role needs athena:StartQueryExecution, GetQueryExecution, "
                 "GetQueryResults, glue:GetTable and s3 read/write on the output location",
             ) from None
+        status = aws_errors.status_of(err)
+        if code in aws_errors.THROTTLE_CODES or not 400 <= status < 500:
+            raise CommandFailed(
+                f"{ledger.label}: Athena failed: {aws_errors.describe(err)}; to fix: retry later"
+            ) from None
         raise InputError(
-            f"Athena refused the request: {code}: {message}",
+            f"Athena refused the request: {aws_errors.describe(err)}",
             source=ledger.label,
             fix="check --athena-database, --athena-table, --athena-workgroup and --athena-output",
+        ) from None
+    except aws_errors.UNPARSABLE as err:  # something answered, but not as AWS does
+        raise InputError(
+            f"the answer is not an Athena response ({aws_errors.describe_other(err)})",
+            source=ledger.label,
+            fix="check the endpoint (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_ATHENA) and --aws-region",
+        ) from None
+    except bx.BotoCoreError as err:
+        raise CommandFailed(
+            f"{ledger.label}: the Athena call failed ({aws_errors.describe_other(err)})"
         ) from None

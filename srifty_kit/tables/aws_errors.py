@@ -1,6 +1,7 @@
 """What a boto3 failure means for the user, shared by every AWS caller (the catalog refresh,
-the Athena ledger). This module only sorts errors into what the user can act on; each caller
-words its own message and fix.
+the Athena ledger). This module sorts errors into what the user can act on and gives the AWS
+error code and message redacted (``srifty_kit.redact``): an endpoint that echoes the signed
+request must not put a credential in an error line. Each caller words its own fix.
 
 botocore is imported here: import this module only where AWS is about to be called.
 """
@@ -10,6 +11,9 @@ from __future__ import annotations
 import re
 
 from botocore import exceptions as bx
+from botocore.parsers import ResponseParserError
+
+from srifty_kit.redact import redact
 
 # error codes meaning "these credentials do not work": renew or replace them
 CREDENTIAL_CODES = frozenset(
@@ -27,7 +31,17 @@ CREDENTIAL_CODES = frozenset(
     }
 )
 PERMISSION_CODES = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
-THROTTLE_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+THROTTLE_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+# how much of AWS's own message an error line quotes (an echoing server can send kilobytes)
+MESSAGE_CHARS = 160
 # no credentials could be found or read
 MISSING_CREDENTIALS = (
     bx.NoCredentialsError,
@@ -36,6 +50,8 @@ MISSING_CREDENTIALS = (
 )
 # an SSO login that has lapsed
 EXPIRED_LOGIN = (bx.SSOTokenLoadError, bx.UnauthorizedSSOTokenError, bx.TokenRetrievalError)
+# something answered, but not as an AWS API does (not a BotoCoreError: caught on its own)
+UNPARSABLE = (ResponseParserError,)
 # the endpoint could not be reached or did not answer
 ENDPOINT_ERRORS = (
     bx.EndpointConnectionError,
@@ -47,9 +63,9 @@ ENDPOINT_ERRORS = (
 
 
 def error_of(response: dict) -> tuple[str, str]:
-    """The AWS error code and message of a ClientError's response; from the body when an
-    endpoint answered a JSON API with an XML error (botocore then reports only the HTTP
-    status as the code)."""
+    """The AWS error code and message of a ClientError's response, both redacted, the message
+    on one line; from the body when an endpoint answered a JSON API with an XML error
+    (botocore then reports only the HTTP status as the code)."""
     error = response.get("Error", {})
     code, message = str(error.get("Code", "")), str(error.get("Message", ""))
     if code.isdigit() and "<Code>" in message:
@@ -57,4 +73,32 @@ def error_of(response: dict) -> tuple[str, str]:
         said = re.search(r"<Message>([^<]*)</Message>", message)
         code = found.group(1) if found else code
         message = said.group(1) if said else ""
-    return code, " ".join(message.split())
+    return redact(code), redact(" ".join(message.split()))
+
+
+def status_of(err: bx.ClientError) -> int:
+    """The HTTP status of a ClientError's response (0 when there was none)."""
+    return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def describe(err: bx.ClientError) -> str:
+    """A ClientError as one redacted phrase: ``InternalError (HTTP 500) on
+    DescribeInstanceTypes: <AWS's message, shortened>``; never botocore's own text."""
+    code, message = error_of(err.response)
+    status = status_of(err)
+    text = f"{code or 'an error'}" + (f" (HTTP {status})" if status else "")
+    text += f" on {err.operation_name}"
+    if message:
+        short = message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 3] + "..."
+        text += f": {short}"
+    return text
+
+
+def describe_other(err: BaseException) -> str:
+    """A botocore error that is not a ClientError (a response that cannot be parsed, a bad
+    parameter) as one redacted phrase: its class and its message's first line, shortened."""
+    lines = str(err).strip().splitlines()
+    first = redact(" ".join(lines[0].split())) if lines else ""
+    if len(first) > MESSAGE_CHARS:
+        first = first[: MESSAGE_CHARS - 3] + "..."
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
