@@ -113,7 +113,6 @@ def _scrubbed(path: Path) -> str:
     return _SCRUBBED + str(path)
 
 
-
 def run_report(
     notebook: str | os.PathLike,
     parameters: dict[str, Any],
@@ -272,7 +271,8 @@ def weekly_parameters(
                 "Athena options given with the duckdb engine",
                 fix="use --engine athena (implied by --athena-table) or drop them",
             )
-        ledger_path = str(Path(ledger).resolve()) if ledger else None
+        # abspath, not resolve(): a symlink loop is the ledger reader's to name in one line
+        ledger_path = os.path.abspath(ledger) if ledger else None
         files = open_ledger(ledger_path)
         if isinstance(files, DuckDBLedger):
             detect_format(files.columns(), files.label)
@@ -283,9 +283,15 @@ def weekly_parameters(
             if not Path(path).is_file():
                 raise InputError("model or profile not found", source=str(path), fix="check it")
             _check_model_source(path)
-            model_paths.append(str(Path(path).resolve()))
+            model_paths.append(os.path.abspath(path))
+    given = week_start if isinstance(week_start, dt.date) else None
+    if isinstance(given, dt.datetime):
+        given = given.date()
+    if given is None and week_start:
+        given = dt.date.fromisoformat(str(week_start).strip())  # parse_week accepted it
     return {
-        "week_start": week.isoformat(),
+        # the day as given (the notebook names the week it stands for); files use its Monday
+        "week_start": (given or week).isoformat(),
         "ledger": ledger_path,
         "engine": engine,
         "top_n": int(top_n),
@@ -369,7 +375,9 @@ def run_weekly_report(
         tags=tags,
         gpu_catalog=gpu_catalog,
     )
-    name = weekly_report_name(params["week_start"])
+    from srifty_kit.present.weekly import parse_week
+
+    name = weekly_report_name(parse_week(params["week_start"]))
     report = run_report(
         WEEKLY_NOTEBOOK,
         params,

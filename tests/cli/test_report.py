@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import configparser
 import datetime as dt
+import json
+import os
 import re
 import shlex
 import shutil
@@ -45,22 +47,37 @@ def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> None:
 @pytest.mark.slow
 def test_the_weekly_report_of_the_sample_cur_is_html_without_code_and_the_notebook(tmp_path):
     out = tmp_path / "weekly"
+    # a Tuesday: the report covers its Monday-to-Sunday week and says so (issue 19, item 11)
     done = run_srifty(
-        "report", "weekly", "--week", "2026-11-23", "--ledger", str(SAMPLE), "--out", str(out),
+        "report", "weekly", "--week", "2026-11-24", "--ledger", str(SAMPLE), "--out", str(out),
         "--quiet", timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     html = out / "weekly_cost_2026-11-23.html"
     assert f"report: {html}" in done.stdout
+    assert "note: 2026-11-24 is a Tuesday: the report covers its Monday-to-Sunday week" in (
+        done.stdout
+    )
     assert (out / "weekly_cost_2026-11-23.ipynb").is_file()
     page = html.read_text()
     code = re.findall(r'class="jp-Cell jp-CodeCell[^"]*"', page)
     assert code and all("jp-mod-noInput" in c for c in code)
     assert page.count("data:image/png;base64") >= 3  # figures embedded
-    assert re.search(r"Next week: \$[\d,]+</strong> expected, 90% prediction interval \$", page)
+    assert re.search(
+        r"Next week: \$[\d,.]+</strong> expected \(instance usage, effective cost, USD\), "
+        r"90% prediction interval \$",
+        page,
+    )
     assert re.search(r"could have been saved on \d+ jobs \(the sum of their 90% intervals", page)
     assert "saving_lo_usd" in page and "Traceback" not in page
-    assert sorted(p.name for p in out.iterdir()) == [html.name, "weekly_cost_2026-11-23.ipynb"]
+    assert "2026-11-24 is a Tuesday" in page
+    assert sorted(p.name for p in out.iterdir()) == [
+        html.name,
+        "weekly_cost_2026-11-23.ipynb",
+        "weekly_cost_2026-11-23.json",
+    ]
+    summary = json.loads((out / "weekly_cost_2026-11-23.json").read_text())
+    assert summary["week_start"] == "2026-11-23" and summary["reconciliation"]
 
 
 def write_jobs(tmp_path, **change):
@@ -197,3 +214,87 @@ def test_the_report_runs_on_athena_through_the_same_flags_without_leaking_keys(t
         done.stderr,
     ):
         assert not any(secret in text for secret in AWS_SECRETS)
+
+
+# --------------------------------------------------------------------------- issue 19's cases
+
+
+def snapshot(folder) -> dict:
+    return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.exists() else {}
+
+
+def refused_before_any_kernel(tmp_path, *args: str, needle: str) -> None:
+    """Exit 2, one line naming what to fix, no traceback, the output folder's files as
+    they were (a file there beforehand is byte-identical)."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "weekly_cost_2026-11-23.html").write_bytes(b"last week's report\n")
+    before = snapshot(out)
+    done = run_srifty("report", "weekly", "--out", str(out), *args, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert snapshot(out) == before
+
+
+def test_a_truncated_model_file_is_refused_before_the_kernel_runs(tmp_path):
+    model = tmp_path / "model.json"
+    model.write_text('{"version": 3, "params": {"res')  # cut off mid-write
+    refused_before_any_kernel(
+        tmp_path, "--ledger", str(SAMPLE), "--models", str(model), needle="not a JSON model file"
+    )
+
+
+def test_a_ledger_that_is_a_symlink_loop_is_one_line(tmp_path):
+    loop = tmp_path / "loop.csv"
+    os.symlink(loop.name, loop)
+    refused_before_any_kernel(tmp_path, "--ledger", str(loop), needle="symbolic link")
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs a /sys that takes no files")
+def test_an_output_folder_that_takes_no_files_is_refused_before_any_work(tmp_path):
+    done = run_srifty(
+        "report", "weekly", "--ledger", str(SAMPLE), "--out", "/sys/kernel/srifty-weekly"
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "/sys/kernel" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_bad_tag_mapping_is_one_line(tmp_path):
+    refused_before_any_kernel(
+        tmp_path, "--ledger", str(SAMPLE), "--tag", "division=business_unit", needle="unknown tag"
+    )
+    bad = tmp_path / "tags.json"
+    bad.write_text("[1, 2]")
+    refused_before_any_kernel(
+        tmp_path, "--ledger", str(SAMPLE), "--tag-file", str(bad), needle="tag mapping"
+    )
+
+
+@pytest.mark.slow
+def test_infinite_and_huge_costs_give_a_readable_report(tmp_path):
+    frame = jobs_ledger_frame(usage_hours())
+    frame["cost_usd"] = frame["cost_usd"].astype(object)
+    frame.loc[0, "cost_usd"] = "inf"
+    frame.loc[1, "cost_usd"] = "1e308"
+    frame.loc[2, "cost_usd"] = "NULL"
+    path = tmp_path / "jobs.csv"
+    frame.to_csv(path, index=False)
+    out = tmp_path / "out"
+    done = run_srifty(
+        "report", "weekly", "--week", LEDGER_WEEK, "--ledger", str(path), "--out", str(out),
+        "--quiet", timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = (out / f"weekly_cost_{LEDGER_WEEK}.html").read_text()
+    text = re.sub(r"<style.*?</style>|data:image/png;base64,[^\"]+", "", page, flags=re.S)
+    assert "inf%" not in text and "n/a of" not in text and "RuntimeWarning" not in text
+    for raw in (">None<", ">nan<", ">NaN<"):  # (the examples show "inf" as the file has it)
+        assert raw not in text, raw
+    amounts = re.findall(r"\$[\d,.]+", text)
+    assert amounts and max(len(a) for a in amounts) < 25  # no 413-character dollar amounts
+    assert "cost cell is not a finite number" in text and "missing or unparseable cost" in text
+    summary = json.loads((out / f"weekly_cost_{LEDGER_WEEK}.json").read_text())
+    assert all(r["billed_cost"] is not None for r in summary["reconciliation"])
