@@ -179,13 +179,20 @@ def _as_spec(value: Any, name: str) -> ModelSpec:
 
 
 def load_spec(spec: str) -> ModelSpec:
-    """A demo model by name (``mlp``, ``cnn``, ``transformer``) or ``MODULE:CALLABLE``."""
+    """A demo model by name (``mlp``, ``cnn``, ``transformer``), a reference training model
+    (``measure.reference_models``: ``cifar10``, ``imagenet``, ``bert``, ``ncf``, ``yolov3``,
+    ``deepspeech2``) or ``MODULE:CALLABLE``."""
     if spec in DEMO_MODELS:
         return DEMO_MODELS[spec]()
+    from srifty_kit.measure.reference_models import REFERENCE_MODELS  # imports this module
+
+    if spec in REFERENCE_MODELS:
+        return REFERENCE_MODELS[spec]()
     if ":" not in spec:
+        names = [*DEMO_MODELS, *REFERENCE_MODELS]
         raise InputError(
-            f"unknown model {spec!r}{did_you_mean(spec, DEMO_MODELS)}",
-            fix="give one of " + ", ".join(DEMO_MODELS) + " or MODULE:CALLABLE",
+            f"unknown model {spec!r}{did_you_mean(spec, names)}",
+            fix="give one of " + ", ".join(names) + " or MODULE:CALLABLE",
         )
     module_name, _, attr = spec.partition(":")
     try:

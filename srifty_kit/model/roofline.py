@@ -1,0 +1,637 @@
+"""Carry a measured step to another GPU by the roofline of the model's own op mix.
+
+A one-GPU step at local batch ``b`` is a floor, then linear past a knee of sharpness ``p``:
+
+    t(b) = (O^p + (b * s)^p)^(1/p)
+
+``O`` is the fixed overhead (kernel launches, the host's input pipeline, a GPU not yet full)
+and ``s`` the time per sample. Both are fitted on the source GPU's measured curve. ``s`` is
+split by the op mix (``measure.opgraph``): each class ``c`` of operators is bound by
+arithmetic or by memory, whichever its roofline says against the GPU's ridge point
+``eta_a P / (eta_m BW)``:
+
+    s_g = sum_c max(F_c / (eta_a,g * P_c,g), B_c / (eta_m,g * BW_g))
+
+(``F_c``, ``B_c`` FLOPs and bytes per sample; ``P_c,g`` the tensor peak of the training dtype
+for tensor-core operators, the fp32 peak otherwise). The target's slope is the source's
+times the ratio of the two rooflines; the target's floor the source's times the ratio of
+the two machines' host factors ``h``. Achieved efficiencies ``eta`` and host factors are
+learned per reference GPU, pooled towards the population (a GPU never measured gets the
+population's). The prediction is the source's *measured* step times the ratio of the two
+curves, so a target identical to the source gets the source's time back.
+
+Without facts the slope moves with ``(P32_s / P32_t)^(1 - w) (BW_s / BW_t)^w``, ``w``
+learned; the floor as above. Spreads are on the log scale (a location and a scale); one or
+two measured steps on the target update the floor and slope errors as a linear-Gaussian
+model (``Carry.update``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from srifty_kit.errors import InputError
+
+SHARPNESS = 2.0  # p in t = (O^p + (b s)^p)^(1/p): the knee's sharpness
+STEP_SD_FLOOR = 0.03  # one measured step's log misfit is never below the ~3% noise floor
+W_GRID = np.linspace(0.0, 1.0, 6)  # the fallback's bandwidth weight w, searched
+# the floor's exponent phi on the fp32 ratio. Searched over 0..1 it was picked by the V100's
+# host-bound rows (phi = 1 with the T4 held out) and made every pair into the T4 worse, so it
+# is held at 0: a floor is host and launch time, which no GPU figure moves.
+PHI_GRID = (0.0,)
+# Without facts the floor may move with the fp32 ratio too: (w, phi) = (0, 1) is the fp32-peak
+# rule itself, so the search below always has it to fall back on.
+FALLBACK_PHI = (0.0, 0.5, 1.0)
+# The op-mix route's floor and slope are blended with the fallback's, lambda searched the same
+# way (lambda = 0 with the fallback at the fp32 rule is the rule itself).
+LAMBDA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+TENSOR = "tensor"  # the op class that runs on tensor cores when the dtype allows
+
+
+class GpuFigures(NamedTuple):
+    """One GPU's datasheet figures, as the roofline uses them."""
+
+    fp32_tflops: float  # P32: dense fp32 peak, in  t = F / (eta_a * P32)  for non-tensor ops
+    tensor_tflops: float  # P_tensor: dense tensor peak of the training dtype (P32 if none)
+    mem_bw_gbps: float  # BW: memory bandwidth, in  t = B / (eta_m * BW)
+
+
+class Efficiency(NamedTuple):
+    """What one GPU achieves, on the log scale (0 = the figure itself, or the population)."""
+
+    log_arith: float  # log eta_a: achieved share of the arithmetic peak
+    log_mem: float  # log eta_m: achieved share of the memory bandwidth
+    log_host: float  # log h: the floor relative to the population's  O_g,m = o_m * h_g
+
+
+@dataclass(frozen=True)
+class Learned:
+    """Efficiencies per GPU and the population's, the carry spreads, and where they came from."""
+
+    per_gpu: dict[str, Efficiency]  # pooled estimates of the reference GPUs learned on
+    population: Efficiency  # what a GPU never measured gets
+    between_sd: Efficiency  # sd of each log efficiency across GPUs (partial pooling's tau)
+    floor_sd: float  # log sd of a carried floor O against the target's own (held out)
+    slope_sd: float  # log sd of a carried slope s (op-mix route)
+    fallback_slope_sd: float  # log sd of a carried slope s (no facts)
+    step_sd: float  # log sd of one step around its GPU's fitted curve
+    scale: float  # multiplies every spread: calibrated to cover 90% of held-out carries
+    bandwidth_weight: float  # w of the fallback slope ratio
+    floor_exponent: float = 0.0  # phi in  O_t = O_s * (h_t / h_s)^(1-phi) * (P32_s / P32_t)^phi
+    fallback_floor_exponent: float = 0.0  # the same phi, for the route without facts
+    # lambda in  log x_t = lambda log x_roofline + (1 - lambda) log x_fallback  (x = O, s)
+    mix_weight: float = 1.0
+    sharpness: float = SHARPNESS
+    basis: str = ""  # which rows chose the constants
+
+
+# -- the curve: floor, then linear ---------------------------------------------------------
+
+
+def _curve(floor: np.ndarray, slope: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+    """t(b) = (O^p + (b s)^p)^(1/p), vectorised."""
+    return (floor**p + (b * slope) ** p) ** (1.0 / p)
+
+
+def _floor_share(floor: np.ndarray, slope: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+    """d log t / d log O: the share of the step that moves with the floor (1 - the slope's)."""
+    return floor**p / (floor**p + (b * slope) ** p)
+
+
+def fit_curve(bsz: Sequence[float], step_s: Sequence[float], p: float = SHARPNESS):
+    """(floor O, slope s) of one measured curve, least squares on the log scale.
+
+    Args:
+        bsz, step_s: the measured local batches and step seconds (at least one).
+        p: the knee's sharpness.
+
+    Returns:
+        (floor_s, slope_s_per_sample), both positive.
+    """
+    b, t = np.asarray(bsz, float), np.asarray(step_s, float)
+    if b.size == 1:  # one step: all floor would be a guess; split as at the knee
+        return float(t[0] / 2 ** (1 / p)), float(t[0] / 2 ** (1 / p) / b[0])
+    x0 = np.log([t.min(), max(t.max() - t.min(), 1e-3 * t.max()) / b.max()])
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return np.log(_curve(np.exp(x[0]), np.exp(x[1]), b, p)) - np.log(t)
+
+    fit = optimize.least_squares(resid, x0, loss="soft_l1", f_scale=0.05)
+    return float(np.exp(fit.x[0])), float(np.exp(fit.x[1]))
+
+
+# -- the roofline of the op mix ------------------------------------------------------------
+
+
+def _mix_arrays(op_mix: Mapping[str, Mapping[str, float]]) -> tuple[np.ndarray, ...]:
+    """(FLOPs per sample, bytes per sample, is-tensor) over the GPU classes of an op mix."""
+    names = [c for c in op_mix if c not in ("host", "optimizer")]  # per-sample GPU work
+    flops = np.array([float(op_mix[c].get("flops_per_sample", 0.0)) for c in names])
+    moved = np.array([float(op_mix[c].get("bytes_per_sample", 0.0)) for c in names])
+    return flops, moved, np.array([c == TENSOR for c in names])
+
+
+def _roofline_s(op_mix, fig: GpuFigures, eff: Efficiency) -> float:
+    """s = sum_c max(F_c / (eta_a P_c), B_c / (eta_m BW)): seconds per sample."""
+    flops, moved, tensor = _mix_arrays(op_mix)
+    peak = np.where(tensor, fig.tensor_tflops, fig.fp32_tflops) * 1e12 * np.exp(eff.log_arith)
+    bw = fig.mem_bw_gbps * 1e9 * np.exp(eff.log_mem)
+    return float(np.sum(np.maximum(flops / peak, moved / bw)))
+
+
+def arithmetic_share(op_mix, fig: GpuFigures, eff: Efficiency | None = None) -> float:
+    """The share of the per-sample roofline time bound by arithmetic on ``fig`` (for explain)."""
+    eff = eff or Efficiency(0.0, 0.0, 0.0)
+    flops, moved, tensor = _mix_arrays(op_mix)
+    peak = np.where(tensor, fig.tensor_tflops, fig.fp32_tflops) * 1e12 * np.exp(eff.log_arith)
+    t_a, t_m = flops / peak, moved / (fig.mem_bw_gbps * 1e9 * np.exp(eff.log_mem))
+    total = np.maximum(t_a, t_m)
+    return float(np.sum(np.where(t_a >= t_m, total, 0.0)) / max(np.sum(total), 1e-300))
+
+
+def _fallback_ratio(src: GpuFigures, dst: GpuFigures, w: float) -> float:
+    """s_t / s_s = (P32_s / P32_t)^(1-w) * (BW_s / BW_t)^w."""
+    return (src.fp32_tflops / dst.fp32_tflops) ** (1 - w) * (src.mem_bw_gbps / dst.mem_bw_gbps) ** w
+
+
+def figures(row: Mapping[str, Any], dtype: str = "fp32", allow_tf32: bool = True) -> GpuFigures:
+    """A catalog row's figures for training in ``dtype`` (fp32, tf32, fp16, bf16).
+
+    fp32 training runs tensor-core operators in TF32 where the GPU has it and ``allow_tf32``
+    (PyTorch's cuDNN default); a GPU without the dtype's tensor cores runs them at fp32 peak.
+
+    Raises:
+        InputError: the row lacks the fp32 peak or the memory bandwidth, or is not a CUDA GPU.
+    """
+    kind = row.get("accelerator_kind")
+    if isinstance(kind, str) and kind and kind != "GPU":
+        raise InputError(
+            f"{row.get('gpu_model')} is a {kind} accelerator, not a CUDA GPU",
+            fix="carry only between CUDA GPUs",
+        )
+    fp32, bw = _num(row.get("gpu_fp32_tflops")), _num(row.get("gpu_mem_bw_gbps"))
+    if not (fp32 > 0 and bw > 0):
+        raise InputError(
+            f"no fp32 peak or memory bandwidth for {row.get('gpu_model') or row}",
+            fix="use a catalog row with gpu_fp32_tflops and gpu_mem_bw_gbps",
+        )
+    column = {
+        "fp32": "gpu_tf32_tflops" if allow_tf32 else None,
+        "tf32": "gpu_tf32_tflops",
+        "fp16": "gpu_fp16_tflops",
+        "bf16": "gpu_bf16_tflops",
+    }
+    if dtype not in column:
+        raise InputError(f"unknown dtype {dtype!r}", fix="use fp32, tf32, fp16 or bf16")
+    tensor = _num(row.get(column[dtype])) if column[dtype] else np.nan
+    return GpuFigures(fp32, tensor if tensor > 0 else fp32, bw)
+
+
+def _num(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return np.nan
+    return out
+
+
+# -- carrying one curve --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Carry:
+    """A source curve carried to a target: the target's floor and slope, their log spreads,
+    and how to read the source's measured steps. ``at(batches)`` predicts; ``update`` folds in
+    measured target steps (Bayesian, log scale)."""
+
+    floor: float  # O_t = O_s * h_t / h_s
+    slope: float  # s_t = s_s * roofline_t / roofline_s  (or the fallback ratio)
+    source_floor: float
+    source_slope: float
+    source_bsz: np.ndarray
+    source_step: np.ndarray
+    prior_cov: np.ndarray  # 2x2 covariance of (log floor error, log slope error)
+    step_sd: float
+    route: str
+    sharpness: float = SHARPNESS
+    mean: np.ndarray = field(default_factory=lambda: np.zeros(2))  # posterior mean of errors
+    measured: int = 0
+
+    def _base(self, b: np.ndarray) -> np.ndarray:
+        """The source's measured step at b: the fitted curve times the measured residual,
+        interpolated in log batch (held at the ends)."""
+        p = self.sharpness
+        fitted = _curve(self.source_floor, self.source_slope, b, p)
+        own = _curve(self.source_floor, self.source_slope, self.source_bsz, p)
+        resid = np.log(self.source_step / own)
+        order = np.argsort(self.source_bsz)
+        r = np.interp(np.log(b), np.log(self.source_bsz[order]), resid[order])
+        return fitted * np.exp(r)
+
+    def _parts(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(log location before the update, floor share) at b."""
+        p = self.sharpness
+        ratio = _curve(self.floor, self.slope, b, p) / _curve(
+            self.source_floor, self.source_slope, b, p
+        )
+        return np.log(self._base(b) * ratio), _floor_share(self.floor, self.slope, b, p)
+
+    def at(self, batches: Sequence[float]) -> pd.DataFrame:
+        """The predicted step at each batch: ``location``/``scale`` (log), ``step_time_s``
+        (the median), ``floor_share`` and the ``route``."""
+        b = np.asarray(batches, float)
+        loc, share = self._parts(b)
+        w = np.stack([share, 1 - share], axis=1)
+        loc = loc + w @ self.mean
+        var = np.einsum("ij,jk,ik->i", w, self.prior_cov, w) + self.step_sd**2
+        return pd.DataFrame(
+            {
+                "local_bsz": b,
+                "location": loc,
+                "scale": np.sqrt(var),
+                "step_time_s": np.exp(loc),
+                "floor_share": share,
+                "route": self.route,
+            }
+        )
+
+    def interval(self, batches: Sequence[float], level: float = 0.9) -> pd.DataFrame:
+        """:meth:`at` plus ``step_time_lo``/``step_time_hi`` at ``level``."""
+        out = self.at(batches)
+        z = stats.norm.ppf(0.5 + level / 2)
+        out["step_time_lo"] = np.exp(out["location"] - z * out["scale"])
+        out["step_time_hi"] = np.exp(out["location"] + z * out["scale"])
+        return out
+
+    def update(self, bsz: Sequence[float], step_s: Sequence[float]) -> Carry:
+        """The carry after measured steps on the target (one or two, any batch).
+
+        log y_i = loc(b_i) + w(b_i) . delta + e_i,  delta ~ N(0, prior_cov),  e ~ N(0, step_sd^2)
+        with w = (floor share, slope share): the posterior of delta, the floor's and the
+        slope's log errors. One step at a small batch mostly fixes the floor, a second at a
+        large one the slope.
+        """
+        b, y = np.asarray(bsz, float), np.asarray(step_s, float)
+        if b.size == 0:
+            return self
+        if b.size != y.size or not np.all(y > 0):
+            raise InputError("measured steps need one positive time per batch size")
+        loc, share = self._parts(b)
+        w = np.stack([share, 1 - share], axis=1)
+        prec = np.linalg.inv(self.prior_cov) + w.T @ w / self.step_sd**2
+        cov = np.linalg.inv(prec)
+        mean = cov @ (w.T @ (np.log(y) - loc)) / self.step_sd**2
+        route = f"{self.route}; updated by {b.size} measured step(s) on the target"
+        return replace(self, prior_cov=cov, mean=mean, measured=b.size, route=route)
+
+
+def carry(
+    op_mix: Mapping[str, Mapping[str, float]] | None,
+    source: GpuFigures,
+    source_bsz: Sequence[float],
+    source_step_s: Sequence[float],
+    target: GpuFigures,
+    learned: Learned,
+    source_gpu: str | None = None,
+    target_gpu: str | None = None,
+) -> Carry:
+    """Carry one model's measured steps on ``source`` to ``target``.
+
+    Args:
+        op_mix: the facts' ``op_mix`` (``measure.opgraph``), or None for the fallback route.
+        source, target: the two GPUs' figures (:func:`figures`).
+        source_bsz, source_step_s: the source's measured local batches and step seconds.
+        learned: :func:`learn`'s result.
+        source_gpu, target_gpu: names in ``learned.per_gpu`` (a GPU not there gets the
+            population's efficiencies).
+
+    Returns:
+        A :class:`Carry`; ``.at(batches)`` gives location/scale/step_time_s and the route.
+
+    Raises:
+        InputError: no measured source step, or a non-positive one.
+    """
+    b, t = np.asarray(source_bsz, float), np.asarray(source_step_s, float)
+    if b.size == 0 or not np.all(t > 0) or b.size != t.size:
+        raise InputError("the source needs at least one measured step (positive seconds)")
+    p = learned.sharpness
+    floor_s, slope_s = fit_curve(b, t, p)
+    e_s, e_t = _eff(learned, source_gpu), _eff(learned, target_gpu)
+    known = [n for n in (source_gpu, target_gpu) if n in learned.per_gpu]
+    who = f"learned efficiencies of {', '.join(known)}" if known else "population efficiencies"
+    # the fallback: s_t = s_s * fallback ratio,  O_t = O_s * (h_t/h_s)^(1-phi) * (P32_s/P32_t)^phi
+    phi = learned.fallback_floor_exponent
+    host = np.exp((e_t.log_host - e_s.log_host) * (1 - phi))
+    floor_t = floor_s * host * _fp32_ratio(source, target) ** phi
+    slope_t = slope_s * _fallback_ratio(source, target, learned.bandwidth_weight)
+    route = (
+        f"slope by fp32^{1 - learned.bandwidth_weight:.1f} x "
+        f"bandwidth^{learned.bandwidth_weight:.1f} ratio; floor by host factor^{1 - phi:.1f} "
+        f"x fp32 ratio^{phi:.1f}; {who}"
+    )
+    if op_mix is not None and _roofline_s(op_mix, source, e_s) > 0:
+        lam = learned.mix_weight
+        roof_s = _roofline_s(op_mix, source, e_s)
+        roof = _roofline_s(op_mix, target, e_t) / roof_s
+        # the part of the measured slope the roofline explains moves with the roofline; what
+        # it does not (an operator slower than its class, e.g. an RNN without tensor cores)
+        # moves as the fallback moves a slope:  s_t = min(s_s, r_s) r_t/r_s + (s_s - r_s)+ f
+        explained = min(slope_s, roof_s)
+        slope_mix = explained * roof + (slope_s - explained) * slope_t / slope_s
+        roof_floor = floor_s * np.exp(e_t.log_host - e_s.log_host)
+        # log x_t = lambda log x_roofline + (1 - lambda) log x_fallback
+        floor_t = roof_floor**lam * floor_t ** (1 - lam)
+        slope_t = slope_mix**lam * slope_t ** (1 - lam)
+        arith = arithmetic_share(op_mix, target, e_t)
+        route = (
+            f"roofline of the op mix ({arith:.0%} of the per-sample work arithmetic-bound on "
+            f"the target; floor by host factor), weight {lam:.2f} against the fallback ("
+            + route
+            + ")"
+        )
+        slope_sd = learned.slope_sd
+    else:
+        route = "no op mix: " + route
+        slope_sd = learned.fallback_slope_sd
+    k = learned.scale
+    same = source_gpu is not None and source_gpu == target_gpu
+    cov = np.diag([(k * learned.floor_sd) ** 2, (k * slope_sd) ** 2]) * (1e-6 if same else 1)
+    return Carry(
+        floor=float(floor_t),
+        slope=float(slope_t),
+        source_floor=floor_s,
+        source_slope=slope_s,
+        source_bsz=b,
+        source_step=t,
+        prior_cov=cov,
+        step_sd=k * learned.step_sd,
+        route=route,
+        sharpness=p,
+    )
+
+
+def _fp32_ratio(src: GpuFigures, dst: GpuFigures) -> float:
+    """P32_s / P32_t: how much faster the target's fp32 peak is."""
+    return src.fp32_tflops / dst.fp32_tflops
+
+
+def _eff(learned: Learned, gpu: str | None) -> Efficiency:
+    return learned.per_gpu.get(gpu, learned.population) if gpu else learned.population
+
+
+def predict_step(
+    op_mix, source, source_bsz, source_step_s, target, learned, batches, **names
+) -> pd.DataFrame:
+    """:func:`carry` then ``.at(batches)``: location, scale (log), step_time_s, route."""
+    return carry(op_mix, source, source_bsz, source_step_s, target, learned, **names).at(batches)
+
+
+# -- learning across the reference GPUs ----------------------------------------------------
+
+
+def _fits(curves: pd.DataFrame, p: float) -> pd.DataFrame:
+    """Fitted (floor, slope) and the log residual sd of every (gpu, model) curve."""
+    rows = []
+    for (gpu, model), c in curves.groupby(["gpu", "model"], sort=True):
+        floor, slope = fit_curve(c["local_bsz"], c["step_time_s"], p)
+        own = _curve(floor, slope, c["local_bsz"].to_numpy(float), p)
+        r = np.log(c["step_time_s"].to_numpy() / own)
+        rows.append({"gpu": gpu, "model": model, "floor": floor, "slope": slope, "resid": r})
+    return pd.DataFrame(rows)
+
+
+def _host_factors(fits: pd.DataFrame) -> tuple[dict[str, float], float]:
+    """log h_g of  log O_g,m = a_m + log h_g  (median polish, mean log h = 0) and the
+    between-GPU sd of log h."""
+    table = np.log(fits.pivot(index="gpu", columns="model", values="floor"))
+    h = pd.Series(0.0, index=table.index)
+    for _ in range(20):
+        a = table.sub(h, axis=0).median(axis=0)
+        h = table.sub(a, axis=1).median(axis=1)
+        h -= h.mean()
+    sd = float(np.sqrt(np.mean(h**2) * len(h) / max(len(h) - 1, 1))) if len(h) > 1 else 0.5
+    return h.to_dict(), sd
+
+
+def _efficiency_fit(fits, facts, figs) -> tuple[dict[str, tuple[float, float]], float]:
+    """Per GPU (log eta_a, log eta_m) from its models' fitted slopes (robust least squares
+    in log), and the residual sd."""
+    out, resid = {}, []
+    for gpu, own in fits.groupby("gpu"):
+        mixes = [facts[m] for m in own["model"]]
+        slopes = own["slope"].to_numpy()
+
+        def r(x: np.ndarray, mixes=mixes, slopes=slopes, gpu=gpu) -> np.ndarray:
+            eff = Efficiency(x[0], x[1], 0.0)
+            pred = np.array([_roofline_s(m, figs[gpu], eff) for m in mixes])
+            return np.log(np.maximum(pred, 1e-300)) - np.log(slopes)
+
+        fit = optimize.least_squares(r, np.log([0.5, 0.5]), loss="soft_l1", f_scale=0.3)
+        out[gpu] = (float(fit.x[0]), float(fit.x[1]))
+        resid.extend(r(fit.x))
+    return out, float(np.sqrt(np.mean(np.square(resid)))) if resid else 0.5
+
+
+def _pool(raw: dict[str, float], se: float) -> tuple[dict[str, float], float, float]:
+    """Partial pooling of per-GPU log values: (pooled, population mean, between sd tau)."""
+    v = np.array(list(raw.values()))
+    mu = float(v.mean())
+    tau2 = max(float(v.var(ddof=1)) - se**2, 0.01) if v.size > 1 else 0.25
+    k = tau2 / (tau2 + se**2)
+    return {g: mu + k * (x - mu) for g, x in raw.items()}, mu, float(np.sqrt(tau2))
+
+
+def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
+    """Efficiencies and host factors from ``curves`` (no spreads yet: unit placeholders)."""
+    fits = _fits(curves, p)
+    host, host_sd = _host_factors(fits)
+    with_mix = fits[fits["model"].isin([m for m in facts if facts[m] is not None])]
+    raw, resid_sd = _efficiency_fit(with_mix, facts, figs) if len(with_mix) else ({}, 0.5)
+    n = max(1, with_mix["model"].nunique())
+    if raw:
+        arith, mu_a, tau_a = _pool({g: v[0] for g, v in raw.items()}, resid_sd / np.sqrt(n))
+        mem, mu_m, tau_m = _pool({g: v[1] for g, v in raw.items()}, resid_sd / np.sqrt(n))
+    else:  # no model has facts: the roofline route is never taken
+        arith, mem, mu_a, mu_m, tau_a, tau_m = {}, {}, 0.0, 0.0, 0.0, 0.0
+    per_gpu = {g: Efficiency(arith.get(g, mu_a), mem.get(g, mu_m), host[g]) for g in host}
+    step = np.concatenate(fits["resid"].to_list()) if len(fits) else np.zeros(1)
+    return Learned(
+        per_gpu=per_gpu,
+        population=Efficiency(mu_a, mu_m, 0.0),
+        between_sd=Efficiency(tau_a, tau_m, host_sd),
+        floor_sd=1.0,
+        slope_sd=1.0,
+        fallback_slope_sd=1.0,
+        step_sd=max(STEP_SD_FLOOR, float(np.std(step))),
+        scale=1.0,
+        bandwidth_weight=w,
+        sharpness=p,
+        basis=f"{curves['gpu'].nunique()} GPUs ({', '.join(sorted(curves['gpu'].unique()))}), "
+        f"{len(curves)} one-GPU steps",
+    )
+
+
+def _settings(route: str, fb: tuple[float, float] | None = None) -> list[dict[str, float]]:
+    """The Learned overrides the inner carries try: the fallback's (w, phi) grid, or the op-mix
+    route's blend weight lambda with the fallback ``fb`` = (w, phi) already chosen."""
+    if route == "fallback":
+        return [
+            {"bandwidth_weight": w, "fallback_floor_exponent": phi}
+            for w in W_GRID
+            for phi in FALLBACK_PHI
+        ]
+    w, phi = fb or (0.0, 1.0)
+    return [
+        {"mix_weight": lam, "bandwidth_weight": w, "fallback_floor_exponent": phi}
+        for lam in LAMBDA_GRID
+    ]
+
+
+def _inner_carries(curves, facts, figs, p, route: str, fb=None) -> pd.DataFrame:
+    """Every ordered pair of the given GPUs, the target held out of what is learned, under
+    each setting of ``route``: the carried floor's and slope's log errors and each step's log
+    residual."""
+    gpus = sorted(curves["gpu"].unique())
+    fits = _fits(curves, p).set_index(["gpu", "model"])
+    rows = []
+    for target in gpus:
+        held = curves[curves["gpu"] != target]
+        base = _base_learn(held, facts, figs, p)
+        for source in gpus:
+            if source == target:
+                continue
+            for model, src in curves[curves["gpu"] == source].groupby("model"):
+                dst = curves[(curves["gpu"] == target) & (curves["model"] == model)]
+                mix = facts.get(model) if route == "mix" else None
+                if dst.empty or (route == "mix" and mix is None):
+                    continue
+                own = fits.loc[(target, model)]
+                for setting in _settings(route, fb):
+                    c = carry(
+                        mix,
+                        figs[source],
+                        src["local_bsz"],
+                        src["step_time_s"],
+                        figs[target],
+                        replace(base, **setting),
+                        source_gpu=source,
+                        target_gpu=target,
+                    )
+                    at = c.at(dst["local_bsz"])
+                    rows.append(
+                        {
+                            **setting,
+                            "source": source,
+                            "target": target,
+                            "model": model,
+                            "floor_err": np.log(c.floor / own["floor"]),
+                            "slope_err": np.log(c.slope / own["slope"]),
+                            "share": at["floor_share"].to_numpy(),
+                            "resid": np.log(dst["step_time_s"].to_numpy()) - at["location"],
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def _minimax_setting(inner: pd.DataFrame, keys: list[str], rule: tuple) -> tuple:
+    """The setting (values of ``keys``) whose worst held-out pair, relative to the fp32-peak
+    rule (the setting ``rule``), is best: the rule it must never be worse than is one of the
+    candidates, so on the pairs it was chosen on it is never worse; ties go to the lower mean
+    error."""
+    ape = inner.assign(ape=inner["resid"].map(lambda r: np.mean(np.abs(np.exp(-r) - 1))))
+    per_pair = ape.groupby([*keys, "source", "target"])["ape"].mean()
+    base = per_pair.xs(rule, level=keys).rename("rule")
+    joined = per_pair.rename("ape").reset_index().merge(base.reset_index(), on=["source", "target"])
+    joined["rel"] = joined["ape"] / joined["rule"]
+    by = joined.groupby(keys).agg(worst=("rel", "max"), mean=("ape", "mean"))
+    by["worst"] = by["worst"].round(6)
+    best = by.sort_values(["worst", "mean"]).index[0]
+    return best if isinstance(best, tuple) else (best,)
+
+
+def _best_mean(inner: pd.DataFrame, key: str) -> float:
+    """The value of ``key`` with the lowest mean over held-out pairs of their MAPE."""
+    ape = inner.assign(ape=inner["resid"].map(lambda r: np.mean(np.abs(np.exp(-r) - 1))))
+    per_pair = ape.groupby([key, "source", "target"])["ape"].mean()
+    return float(per_pair.groupby(level=key).mean().idxmin())
+
+
+def learn(
+    curves: pd.DataFrame,
+    facts: Mapping[str, Mapping[str, Mapping[str, float]] | None],
+    figs: Mapping[str, GpuFigures],
+    sharpness: float = SHARPNESS,
+    level: float = 0.9,
+) -> Learned:
+    """Learn efficiencies, host factors and carry spreads from reference GPUs' curves.
+
+    The spreads and the fallback's bandwidth weight come from carries between the given GPUs
+    with each target held out of what is learned (nested leave-one-GPU-out); ``scale`` widens
+    every spread until ``level`` of those held-out carried steps lie inside.
+
+    Args:
+        curves: one-GPU steps with columns ``gpu``, ``model``, ``local_bsz``, ``step_time_s``.
+        facts: model -> op mix (or None where the model's facts are unknown).
+        figs: gpu -> :class:`GpuFigures`.
+        sharpness: p of the curve.
+        level: the interval level the scale is calibrated for.
+
+    Returns:
+        :class:`Learned`, ``basis`` naming the GPUs and rows behind every constant.
+
+    Raises:
+        InputError: fewer than two GPUs, or a GPU without figures.
+    """
+    gpus = sorted(curves["gpu"].unique())
+    if len(gpus) < 2:
+        raise InputError("learning needs curves on at least two GPUs")
+    missing = [g for g in gpus if g not in figs]
+    if missing:
+        raise InputError(f"no figures for {', '.join(missing)}", fix="pass each GPU's figures")
+    base = _base_learn(curves, facts, figs, sharpness)
+    if len(gpus) < 3:  # nothing to hold out while learning: the between-GPU sds stand in
+        tau = base.between_sd
+        return replace(base, floor_sd=tau.log_host, slope_sd=tau.log_mem, fallback_slope_sd=1.0)
+    fallback = _inner_carries(curves, facts, figs, sharpness, "fallback")
+    keys = ["bandwidth_weight", "fallback_floor_exponent"]
+    w, fb_phi = _minimax_setting(fallback, keys, (0.0, 1.0))
+    fallback = fallback[(fallback[keys[0]] == w) & (fallback[keys[1]] == fb_phi)]
+    mix = _inner_carries(curves, facts, figs, sharpness, "mix", (w, fb_phi))
+    # the op-mix route is chosen for the mean error over pairs (the fallback guards the worst)
+    lam = _best_mean(mix, "mix_weight") if len(mix) else 1.0
+    if len(mix):
+        mix = mix[mix["mix_weight"] == lam]
+
+    def rms(x: pd.Series) -> float:
+        return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 1.0
+
+    floor_sd = rms((mix if len(mix) else fallback)["floor_err"])
+    slope_sd, fb_sd = rms(mix["slope_err"]), rms(fallback["slope_err"])
+    z = stats.norm.ppf(0.5 + level / 2)
+    ratios = []
+    for frame, sd in ((mix, slope_sd), (fallback, fb_sd)):
+        if frame.empty:
+            continue
+        share = np.concatenate(frame["share"].values)
+        resid = np.concatenate(frame["resid"].values)
+        scale = np.sqrt((share * floor_sd) ** 2 + ((1 - share) * sd) ** 2 + base.step_sd**2)
+        ratios.append(np.abs(resid) / (z * scale))
+    k = float(np.quantile(np.concatenate(ratios), level))
+    return replace(
+        base,
+        floor_sd=floor_sd,
+        slope_sd=slope_sd,
+        fallback_slope_sd=fb_sd,
+        scale=k,
+        bandwidth_weight=float(w),
+        fallback_floor_exponent=float(fb_phi),
+        mix_weight=float(lam),
+        basis=base.basis
+        + f"; spreads, w, phi, lambda and scale from {len(mix)} held-out carries between them",
+    )

@@ -1,0 +1,182 @@
+"""The roofline carry: invariants of the physics, the update, and the reference pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit import InputError
+from srifty_kit.model import roofline
+from srifty_kit.model.roofline import Efficiency, GpuFigures, Learned
+from srifty_kit.tables.reference import reference_measurements
+
+MIX = {  # a conv net's op mix per sample: tensor-bound FLOPs plus memory-bound classes
+    "tensor": {"flops_per_sample": 2e9, "bytes_per_sample": 5e7},
+    "elementwise": {"flops_per_sample": 0.0, "bytes_per_sample": 2e8},
+    "normalisation": {"flops_per_sample": 0.0, "bytes_per_sample": 1e8},
+    "optimizer": {"flops_per_sample": 0.0, "bytes_per_sample": 0.0},
+    "host": {"flops_per_sample": 0.0, "bytes_per_sample": 1e4},
+}
+SRC = GpuFigures(8.1, 8.1, 320.0)
+BSZ = np.array([8, 16, 32, 64, 128, 256], float)
+
+
+def learned(**kw) -> Learned:
+    base = dict(
+        per_gpu={},
+        population=Efficiency(np.log(0.6), np.log(0.3), 0.0),
+        between_sd=Efficiency(0.2, 0.2, 0.3),
+        floor_sd=0.4,
+        slope_sd=0.3,
+        fallback_slope_sd=0.4,
+        step_sd=0.05,
+        scale=1.0,
+        bandwidth_weight=0.5,
+    )
+    return Learned(**{**base, **kw})
+
+
+def steps(floor=0.02, slope=5e-4) -> np.ndarray:
+    return (floor**2 + (BSZ * slope) ** 2) ** 0.5 * np.exp(np.linspace(-0.03, 0.03, BSZ.size))
+
+
+@pytest.mark.parametrize("mix", [MIX, None], ids=["op mix", "fallback"])
+def test_a_target_identical_to_the_source_gets_the_source_time(mix):
+    t = steps()
+    out = roofline.predict_step(mix, SRC, BSZ, t, SRC, learned(), BSZ)
+    np.testing.assert_allclose(out["step_time_s"], t, rtol=1e-9)
+    between = roofline.predict_step(mix, SRC, BSZ, t, SRC, learned(), [12, 48])
+    assert (between["step_time_s"] > t[0]).all() and (between["step_time_s"] < t[3]).all()
+
+
+@pytest.mark.parametrize("mix", [MIX, None], ids=["op mix", "fallback"])
+def test_twice_every_figure_is_faster_but_never_more_than_twice(mix):
+    t = steps()
+    fast = GpuFigures(*(2 * v for v in SRC))
+    out = roofline.predict_step(mix, SRC, BSZ, t, fast, learned(), BSZ)["step_time_s"]
+    assert (out < t).all() and (out >= t / 2 - 1e-12).all()
+    # the larger the batch, the more of the step is per-sample work, the nearer to 2x
+    ratio = (t / out).to_numpy()
+    assert np.all(np.diff(ratio) >= -1e-9)
+
+
+def test_memory_bound_mix_follows_bandwidth_not_flops():
+    memory_only = {"elementwise": {"flops_per_sample": 0.0, "bytes_per_sample": 1e9}}
+    more_flops = GpuFigures(80.0, 80.0, 320.0)
+    t = steps(floor=1e-6, slope=5e-3)  # all slope: nothing hides behind the floor
+    out = roofline.predict_step(memory_only, SRC, BSZ, t, more_flops, learned(), BSZ)
+    np.testing.assert_allclose(out["step_time_s"], t, rtol=1e-3)
+    assert roofline.arithmetic_share(memory_only, SRC) == 0.0
+    assert 0 < roofline.arithmetic_share(MIX, SRC) < 1
+
+
+def test_one_measured_step_moves_the_carry_to_it_and_narrows_it():
+    t = steps()
+    target = GpuFigures(16.0, 16.0, 600.0)
+    cold = roofline.carry(MIX, SRC, BSZ, t, target, learned())
+    truth = 1.7 * cold.at(BSZ)["step_time_s"].to_numpy()  # the target is 1.7x slower
+    one = cold.update(BSZ[:1], truth[:1])
+    two = cold.update(BSZ[[0, -1]], truth[[0, -1]])
+    err = [np.mean(np.abs(c.at(BSZ)["step_time_s"] / truth - 1)) for c in (cold, one, two)]
+    assert err[0] > err[1] > err[2]
+    widths = [c.at(BSZ)["scale"].mean() for c in (cold, one, two)]
+    assert widths[0] > widths[1] > widths[2]
+    assert "updated by 2 measured step(s)" in two.route and "roofline" in cold.route
+
+
+def test_interval_is_ordered_and_the_route_is_named():
+    out = roofline.carry(None, SRC, BSZ, steps(), GpuFigures(16, 16, 600), learned()).interval(
+        [10, 100], 0.9
+    )
+    assert (out["step_time_lo"] < out["step_time_s"]).all()
+    assert (out["step_time_s"] < out["step_time_hi"]).all()
+    assert out["route"].iloc[0].startswith("no op mix")
+
+
+def test_figures_refuse_what_is_not_a_cuda_gpu_or_lacks_figures():
+    trn = {"gpu_model": "Trainium", "accelerator_kind": "Neuron", "gpu_fp32_tflops": 47.5}
+    with pytest.raises(InputError, match="not a CUDA GPU"):
+        roofline.figures(trn)
+    with pytest.raises(InputError, match="fp32 peak or memory bandwidth"):
+        roofline.figures({"gpu_model": "A10G", "gpu_fp32_tflops": None, "gpu_mem_bw_gbps": 600})
+    a100 = {"gpu_fp32_tflops": 19.5, "gpu_tf32_tflops": 156, "gpu_mem_bw_gbps": 1555}
+    assert roofline.figures(a100).tensor_tflops == 156
+    assert roofline.figures(a100, allow_tf32=False).tensor_tflops == 19.5
+    v100 = {"gpu_fp32_tflops": 15.7, "gpu_fp16_tflops": 125, "gpu_mem_bw_gbps": 900}
+    assert roofline.figures(v100).tensor_tflops == 15.7  # no TF32 on Volta: fp32 peak
+    assert roofline.figures(v100, dtype="fp16").tensor_tflops == 125
+
+
+def synthetic_curves() -> tuple[pd.DataFrame, dict, dict]:
+    """Three models on three GPUs made by the roofline itself with known efficiencies."""
+    figs = {
+        "a": GpuFigures(8.0, 8.0, 300.0),
+        "b": GpuFigures(16.0, 16.0, 900.0),
+        "c": GpuFigures(20.0, 150.0, 1500.0),
+    }
+    mixes = {
+        "conv": MIX,
+        "mem": {"elementwise": {"flops_per_sample": 0.0, "bytes_per_sample": 4e8}},
+        "mixed": {
+            "tensor": {"flops_per_sample": 5e8, "bytes_per_sample": 1e7},
+            "elementwise": {"flops_per_sample": 0.0, "bytes_per_sample": 2e8},
+        },
+    }
+    eff = Efficiency(np.log(0.5), np.log(0.4), 0.0)
+    rows = []
+    for g, fig in figs.items():
+        for m, mix in mixes.items():
+            s = roofline._roofline_s(mix, fig, eff)
+            t = (0.01**2 + (BSZ * s) ** 2) ** 0.5
+            rows.append(pd.DataFrame({"gpu": g, "model": m, "local_bsz": BSZ, "step_time_s": t}))
+    return pd.concat(rows, ignore_index=True), mixes, figs
+
+
+def test_learning_recovers_the_efficiencies_that_made_the_curves():
+    curves, mixes, figs = synthetic_curves()
+    fit = roofline.learn(curves, mixes, figs)
+    assert np.exp(fit.population.log_arith) == pytest.approx(0.5, rel=0.15)
+    assert np.exp(fit.population.log_mem) == pytest.approx(0.4, rel=0.15)
+    assert "3 GPUs" in fit.basis and "held-out carries" in fit.basis
+    # a carry from a to c with what was learned lands on c's own curve
+    c_conv = curves[(curves["gpu"] == "c") & (curves["model"] == "conv")]
+    a_conv = curves[(curves["gpu"] == "a") & (curves["model"] == "conv")]
+    out = roofline.predict_step(
+        mixes["conv"], figs["a"], BSZ, a_conv["step_time_s"], figs["c"], fit, BSZ
+    )
+    np.testing.assert_allclose(out["step_time_s"], c_conv["step_time_s"], rtol=0.15)
+
+
+def test_learning_refuses_one_gpu_or_missing_figures():
+    curves, mixes, figs = synthetic_curves()
+    with pytest.raises(InputError, match="two GPUs"):
+        roofline.learn(curves[curves["gpu"] == "a"], mixes, figs)
+    with pytest.raises(InputError, match="no figures"):
+        roofline.learn(curves, mixes, {"a": figs["a"]})
+
+
+def test_fallback_is_never_worse_than_the_fp32_rule_on_the_reference_pairs():
+    data = reference_measurements()
+    if not data.is_file():
+        pytest.skip(f"reference measurements not found at {data} (set SRIFTY_SHARED)")
+    import importlib.util
+    import sys
+
+    from tests.builders import REPO
+
+    folder = str(REPO / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location("ta", f"{folder}/transfer_accuracy.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(folder)
+    curves, figs = bench.one_gpu_curves(data.parent), bench.gpu_figures()
+    mixes = dict.fromkeys(curves["model"].unique())  # no facts: the fallback route
+    results, _ = bench.cross_gpu(curves, mixes, figs)
+    results["pair"] = results["source"] + " -> " + results["target"]
+    pairs = bench.scores(results, ["pair"])
+    worse = pairs[pairs["fallback mape"] > pairs["fp32 peak mape"] * (1 + 1e-9)]
+    assert worse.empty, worse[["pair", "fallback mape", "fp32 peak mape"]].to_string()
