@@ -157,11 +157,22 @@ def _parse_price_list(items: Iterable[str]) -> pd.Series:
 
 def _from_embedded(table: pd.DataFrame, embedded: pd.DataFrame, region: str) -> pd.DataFrame:
     """Add what AWS does not return: accelerator figures (by model and memory), buckets."""
-    figures = ["gpu_fp16_tflops", "gpu_fp32_tflops", "gpu_mem_bw_gbps", "gpu_compute_capability"]
+    figures = [
+        "gpu_fp16_tflops",
+        "gpu_fp32_tflops",
+        "gpu_tf32_tflops",
+        "gpu_bf16_tflops",
+        "gpu_sm_count",
+        "gpu_mem_bw_gbps",
+        "gpu_compute_capability",
+        "gpu_figures_source",  # the documents behind the figures, carried with them
+    ]
     acc = embedded.dropna(subset=["gpu_model"]).assign(
         _mem=lambda d: d["gpu_memory_gib"].astype(float).round(1)
     )
-    acc = acc.drop_duplicates(["gpu_model", "_mem"]).set_index(["gpu_model", "_mem"])[figures]
+    # reindex: an older embedded table without some figure columns leaves them empty
+    acc = acc.drop_duplicates(["gpu_model", "_mem"]).set_index(["gpu_model", "_mem"])
+    acc = acc.reindex(columns=figures)
     keys = pd.MultiIndex.from_arrays(
         [table["gpu_model"].astype(object), table["gpu_memory_gib"].astype(float).round(1)]
     )

@@ -327,6 +327,30 @@ def test_refresh_turns_refusals_into_one_clear_error(
     assert_no_secret(str(err.value), caplog.text)
 
 
+@pytest.mark.parametrize(
+    "status, code, exit_code",
+    [
+        (500, "InternalError", 1),  # AWS failed: CommandFailed
+        (503, "Unavailable", 1),
+        (400, "InvalidParameterValue", 2),  # the request was refused: InputError
+        (404, "NoSuchThing", 2),
+    ],
+)
+def test_an_error_no_table_knows_is_one_line_naming_its_code(
+    front, fake_aws, old_catalog, capsys, status, code, exit_code
+):
+    before = old_catalog.read_bytes()
+    front.error = (status, code)
+    argv = ["catalog", "refresh", "--region", "us-east-1", "--out", str(old_catalog)]
+    assert main([*argv, "--endpoint-url", front.url, "--max-attempts", "1"]) == exit_code
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and out == ""
+    assert f"{code} (HTTP {status}) on DescribeInstanceTypeOfferings" in lines[0]
+    assert old_catalog.read_bytes() == before
+    assert_no_secret(out, err)
+
+
 def test_refresh_without_credentials_says_how_to_set_them(front, fake_aws, monkeypatch):
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name)
