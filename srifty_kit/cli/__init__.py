@@ -3,7 +3,8 @@
 ``main`` is the one place that sets up what every command shares: SIGINT and SIGTERM end any
 command promptly and cleanly (whatever the shell left them as), bad input is one line and
 exit code 2, warnings are one line each, and an interrupt exits 130 (SIGINT) or 143
-(SIGTERM) after the command has kept what it measured.
+(SIGTERM) after the command has kept what it measured. Every error line, warning, log record
+and traceback goes through ``srifty_kit.redact``: no credential leaves the process.
 """
 
 from __future__ import annotations
