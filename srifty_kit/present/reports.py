@@ -375,6 +375,10 @@ def run_weekly_report(
         tags=tags,
         gpu_catalog=gpu_catalog,
     )
+    if params["engine"] == "athena":  # what the kernel's AWS session prints is masked here too
+        from srifty_kit.tables.aws_errors import remember_profile
+
+        remember_profile(params["aws_profile"])
     from srifty_kit.present.weekly import parse_week
 
     name = weekly_report_name(parse_week(params["week_start"]))

@@ -102,3 +102,44 @@ def describe_other(err: BaseException) -> str:
     if len(first) > MESSAGE_CHARS:
         first = first[: MESSAGE_CHARS - 3] + "..."
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
+_KEY_FIELDS = (
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_security_token",
+)
+
+
+def remember_profile(profile: str | None) -> None:
+    """Add the keys a profile's files hold (``~/.aws/credentials`` and ``config``, or the
+    files AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE name) to what ``redact`` masks.
+
+    Files only, no credential provider is called (no network, no SSO, no role): for a process
+    that does not call AWS itself but keeps what a kernel that does prints (the weekly report).
+
+    Args:
+        profile: the profile name (None: AWS_PROFILE, else ``default``).
+    """
+    import botocore.configloader
+    import botocore.session
+
+    from srifty_kit import redact
+
+    session = botocore.session.Session(profile=profile)
+    name = profile or session.get_config_variable("profile") or "default"
+    found: list[dict] = []
+    try:
+        found.append(session.get_scoped_config())
+    except (bx.BotoCoreError, OSError):  # no such profile, an unreadable file: nothing to add
+        pass
+    try:
+        files = botocore.configloader.raw_config_parse(
+            session.get_config_variable("credentials_file")
+        )
+        found.append(files.get(name, {}))
+    except (bx.BotoCoreError, OSError):
+        pass
+    for values in found:
+        redact.remember(*(values.get(k) for k in _KEY_FIELDS))

@@ -377,7 +377,17 @@ def test_refresh_debug_logs_hold_no_credential(aws, env, monkeypatch, caplog, tm
 
 
 @pytest.mark.slow
-def test_weekly_report_on_an_echoing_athena_leaks_nothing(aws, env, tmp_path):
+@pytest.mark.parametrize("source", ["environment", "profile"])
+def test_weekly_report_on_an_echoing_athena_leaks_nothing(aws, env, tmp_path, source):
+    flags = []
+    if source == "profile":  # the keys only in the credentials file, as `aws configure` puts them
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            del env[name]
+        Path(env["AWS_SHARED_CREDENTIALS_FILE"]).write_text(
+            f"[srifty-test]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n"
+            f"aws_session_token = {TOKEN}\n"
+        )
+        flags = ["--aws-profile", "srifty-test"]
     out = tmp_path / "out"
     out.mkdir()
     # last week's good report, which a failed rerun must leave as it was
@@ -387,7 +397,7 @@ def test_weekly_report_on_an_echoing_athena_leaks_nothing(aws, env, tmp_path):
     run = run_srifty(
         "report", "weekly", "--week", WEEK, "--out", str(out), "--quiet",
         "--athena-database", "billing", "--athena-table", "cur",
-        "--athena-output", "s3://reports-bucket/athena/", "--aws-region", "us-east-1",
+        "--athena-output", "s3://reports-bucket/athena/", "--aws-region", "us-east-1", *flags,
         env={**env, "AWS_ENDPOINT_URL": aws.url}, timeout=600,
     )  # fmt: skip
     assert "AmazonAthena.StartQueryExecution" in aws.requests
@@ -400,6 +410,7 @@ def test_weekly_report_on_an_echoing_athena_leaks_nothing(aws, env, tmp_path):
     assert MASK in lines[0]
     after = files_under(tmp_path)
     assert {p: after[p] for p in before} == before
+    after = {p: b for p, b in after.items() if out in p.parents}  # what the command wrote
     failed = out / f"weekly_cost_{WEEK}.failed.ipynb"
     assert failed in after  # kept for inspection, and scrubbed
     assert "InvalidRequestException" in after[failed].decode()
