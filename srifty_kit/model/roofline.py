@@ -20,10 +20,15 @@ learned per reference GPU, pooled towards the population (a GPU never measured g
 population's). The prediction is the source's *measured* step times the ratio of the two
 curves, so a target identical to the source gets the source's time back.
 
-Without facts the slope moves with ``(P32_s / P32_t)^(1 - w) (BW_s / BW_t)^w``, ``w``
-learned; the floor as above. Spreads are on the log scale (a location and a scale); one or
-two measured steps on the target update the floor and slope errors as a linear-Gaussian
-model (``Carry.update``).
+The part of the source's slope its roofline does not explain (an operator far below its
+class's peak) moves as the fallback moves a slope. Without facts (the fallback) the slope
+moves with ``(P32_s / P32_t)^(1 - w) (BW_s / BW_t)^w`` and the floor with
+``(h_t / h_s)^(1 - phi) (P32_s / P32_t)^phi``; ``(w, phi) = (0, 1)`` is the fp32-peak rule,
+and ``(w, phi)`` is chosen so that its worst held-out pair is no worse than that rule's. The
+op-mix route's floor and slope are blended with the fallback's, ``lambda`` chosen for the mean
+error over held-out pairs. Spreads are on the log scale (a location and a scale); one or two
+measured steps on the target update the floor and slope errors as a linear-Gaussian model
+(``Carry.update``). ``Carry.route`` says which route a prediction took (for ``explain``).
 """
 
 from __future__ import annotations
