@@ -45,7 +45,10 @@ _END = r"""[^\s,;&'"<>]"""
 # after a field name: its optional quote (a repr'd dict), ':' or '=', an optional b'...' prefix;
 # atomic, so that the "already masked" lookahead after it cannot be dodged by backtracking
 _FIELD = r"""(?>['"]?\s*[:=]\s*(?:b(?=['"]))?['"]?)"""
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+# (pattern, replacement, needles): a pattern runs only where the text holds one of its
+# needles (lowercased, or as written for key ids); a substring test is ~50x cheaper than a
+# regex scan, and most text (a report's HTML, a notebook) holds none
+_PATTERNS: tuple[tuple[re.Pattern[str], str, tuple[str, ...], bool], ...] = (
     # Authorization: scheme, then its comma/semicolon separated parameters (SigV4, Basic,
     # Bearer); an already-masked value is left alone so that redacting twice changes nothing
     (
@@ -54,23 +57,34 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
             rf"(?:[A-Za-z0-9_-]+[ \t]+)?{_END}+(?:,[ \t]*{_END}+|;{_END}+)*"
         ),
         rf"\1{MASK}",
+        ("authorization",),
+        True,
     ),
     # SigV4 pieces in headers and presigned URLs
-    (re.compile(rf"(?i)(\b(?:X-Amz-)?Credential=){_END}+"), rf"\1{MASK}"),
-    (re.compile(rf"(?i)(\b(?:X-Amz-)?Signature=){_END}+"), rf"\1{MASK}"),
+    (re.compile(rf"(?i)(\b(?:X-Amz-)?Credential=){_END}+"), rf"\1{MASK}", ("credential=",), True),
+    (re.compile(rf"(?i)(\b(?:X-Amz-)?Signature=){_END}+"), rf"\1{MASK}", ("signature=",), True),
     (
         re.compile(
             rf"(?i)(\b(?:x-amz-security-token|aws_session_token|aws_security_token|"
             rf"aws_secret_access_key|secret_?access_?key|session_?token){_FIELD}){_END}+"
         ),
         rf"\1{MASK}",
+        ("token", "secret"),
+        True,
     ),
     # access key ids: long-term (AKIA), temporary (ASIA) and the other documented prefixes
-    (re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])"), MASK),
+    (
+        re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])"),
+        MASK,
+        ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
+        False,
+    ),
     # a URL's userinfo password: scheme://user:password@host
     (
-        re.compile(r"""(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@'"<>]*):[^/\s@'"<>]*@"""),
+        re.compile(r"""(?i)(\b[a-z][a-z0-9+.\-]{0,31}://[^/\s:@'"<>]*):[^/\s@'"<>]*@"""),
         rf"\1:{MASK}@",
+        ("://",),
+        False,
     ),
 )
 
@@ -125,8 +139,14 @@ def redact(text: str) -> str:
     for value in secrets():
         if value in text:
             text = text.replace(value, MASK)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    lower = None
+    for pattern, replacement, needles, folded in _PATTERNS:
+        if folded:
+            lower = text.lower() if lower is None else lower
+        haystack = lower if folded else text
+        if any(n in haystack for n in needles):
+            text = pattern.sub(replacement, text)
+            lower = None  # the text changed
     return text
 
 
