@@ -617,7 +617,8 @@ def learn(
         return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 1.0
 
     floor_sd = rms((mix if len(mix) else fallback)["floor_err"])
-    slope_sd, fb_sd = rms(mix["slope_err"]), rms(fallback["slope_err"])
+    fb_sd = rms(fallback["slope_err"])
+    slope_sd = rms(mix["slope_err"]) if len(mix) else fb_sd
     z = stats.norm.ppf(0.5 + level / 2)
     ratios = []
     for frame, sd in ((mix, slope_sd), (fallback, fb_sd)):
