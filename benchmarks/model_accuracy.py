@@ -410,6 +410,7 @@ def node_move_rows(folder):
                 pd.DataFrame(
                     {
                         "cluster": cluster,
+                        "model": held["model"].to_numpy(),
                         "move": f"1-{k - 1} -> {k}",
                         "log_ratio": np.log(held["step_time_s"].to_numpy() / parts["step_time_s"]),
                         "share": share,
@@ -421,25 +422,24 @@ def node_move_rows(folder):
 
 
 def node_move_priors(moves):
-    """The prior on node moves learned from every cluster ("all": what
+    """The hyperprior on node moves learned from every cluster ("all": what
     intervals.NODE_MOVE_PRIOR holds) and, per cluster, from the OTHER clusters only (what
-    its held-out figures use). Clusters weigh the same, and within one its moves."""
-    from srifty_kit.model.intervals import equal_weights, node_move
+    its held-out figures use): ``intervals.learn_prior``."""
+    from srifty_kit.model.intervals import learn_prior
 
-    def learn(rows, source):
-        weight = equal_weights(rows["cluster"].to_numpy(), rows["move"].to_numpy())
-        return node_move(rows["log_ratio"], rows["share"], weight, rows["doublings"], source)
-
-    out = {"all": learn(moves, "all")}
+    out = {"all": learn_prior(moves, "all")}
     for cluster in moves["cluster"].unique():
         others = moves[moves["cluster"] != cluster]
-        out[cluster] = learn(others, " and ".join(others["cluster"].unique()))
+        out[cluster] = learn_prior(others, " and ".join(others["cluster"].unique()))
     return out
 
 
 def as_prior(move) -> tuple[float, ...]:
-    """StepTimeModel's node_move_prior argument for a learned NodeMove."""
-    return tuple(round(float(v), 3) for v in (move.centre, move.below, move.above, move.doublings))
+    """StepTimeModel's node_move_prior argument for a learned NetworkPrior."""
+    return tuple(
+        round(float(v), 3)
+        for v in (move.centre, move.between_types, move.between_moves, move.scatter)
+    )
 
 
 def _scale_out_tables(folder):

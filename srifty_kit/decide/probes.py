@@ -15,10 +15,13 @@ confidence). The loss of a decision under a truth is what the job then costs:
 
     loss = true cost of the pick                       it meets the deadline and budget
          = true cost of the pick + of the fallback     it misses: run again on the fallback
-         = true cost of the fallback                   no pick: the user runs the fallback
+         = twice the true cost of the fallback         no pick
 
-where the fallback is the candidate most likely to meet the constraints (what a user left
-without an answer would run). A probe is suggested when its expected saving exceeds its own
+where the fallback is the candidate most likely to meet the constraints. A question left
+without an answer is priced like a miss: the user runs the fallback with no assurance that it
+meets the deadline and budget, and pays for a run that may have to be made again; so a probe
+is worth making when it lets the search answer at the stated confidence, not only when it
+changes which configuration it picks. A probe is suggested when its expected saving exceeds its own
 cost (``steps`` steps plus ``launch_h`` of start-up, at the on-demand price of its nodes).
 """
 
@@ -95,7 +98,7 @@ def _loss(pool: _Pool, pick: np.ndarray, truth: np.ndarray, fallback: int) -> np
     chosen = np.where(pick >= 0, pick, fallback)
     paid = cost[rows, chosen]
     hit = meets[rows, chosen]
-    return np.where(pick < 0, back, np.where(hit, paid, paid + back))
+    return np.where(pick < 0, 2.0 * back, np.where(hit, paid, paid + back))
 
 
 def _truths(belief: Belief, n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple]:

@@ -109,7 +109,8 @@ class StepTimeModel(BaseEstimator):
         self.structure = structure
         self.correction = correction
         self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
-        # (centre, below, above, doublings) of intervals.NodeMove; None: NODE_MOVE_PRIOR
+        # (centre, between_types, between_moves, scatter) of intervals.NetworkPrior; None:
+        # intervals.NODE_MOVE_PRIOR
         self.node_move_prior = node_move_prior
 
     # -- fitting -------------------------------------------------------------------------
@@ -219,12 +220,12 @@ class StepTimeModel(BaseEstimator):
                     stacklevel=3,
                 )
 
-    def _node_prior(self) -> intervals.NodeMove:
-        """The node-count move assumed where a group's own folds could not learn it."""
+    def _node_prior(self) -> intervals.NetworkPrior:
+        """The population of network moves a type's own are pooled with."""
         if self.node_move_prior is None:
             return intervals.NODE_MOVE_PRIOR
-        centre, below, above, doublings = (float(v) for v in self.node_move_prior)
-        return intervals.NodeMove(centre, below, above, "the node_move_prior given", doublings)
+        centre, types, moves, scatter = (float(v) for v in self.node_move_prior)
+        return intervals.NetworkPrior(centre, types, moves, scatter, "the node_move_prior given")
 
     def _check_options(self) -> None:
         self._check_level(self.level)
@@ -233,13 +234,13 @@ class StepTimeModel(BaseEstimator):
             isinstance(prior, tuple | list)
             and len(prior) == 4
             and all(isinstance(v, int | float) and np.isfinite(v) for v in prior)
-            and min(prior[1:3]) >= 0
-            and prior[3] > 0
+            and min(prior[1:3]) > 0
+            and prior[3] >= 0
         ):
             raise InputError(
-                f"node_move_prior must be (centre, below, above, doublings): finite numbers, "
-                f"spreads not negative and doublings above 0, got {prior!r}",
-                fix="e.g. (0.0, 0.2, 0.3, 0.585), or None for intervals.NODE_MOVE_PRIOR",
+                "node_move_prior must be (centre, between_types, between_moves, scatter): "
+                f"finite numbers, the two spreads above 0, scatter not negative, got {prior!r}",
+                fix="e.g. (0.0, 0.2, 0.3, 0.05), or None for intervals.NODE_MOVE_PRIOR",
             )
         for value, allowed, what in (
             (self.structure, ("auto", *VARIANTS), "structure"),
@@ -284,28 +285,28 @@ class StepTimeModel(BaseEstimator):
     def _node_moves(
         self, fits: dict[tuple[str, str], GroupFit], moves: dict[tuple[str, str], HeldOut]
     ) -> None:
-        """Give each group its network's move to more nodes: its own folds' where they
-        learned one, else the pooled folds of every model on the same instance type (one
-        network, each model weighing the same), else the prior."""
-        for itype in {t for _, t in fits}:
+        """Give each group its network's move to more nodes (``intervals.network_move``):
+        per instance type, the rates of every model's held-out node moves, pooled under the
+        prior: one network, shared by every model measured on it."""
+        prior = self._node_prior()
+        for itype in sorted({t for _, t in fits}):
             keys = [k for k in fits if k[1] == itype]
-            pooled = [(k, moves[k]) for k in keys if moves[k].log_ratio.size]
-            shared = None
-            if pooled:
-                held = [h for _, h in pooled]
-                models = np.concatenate([np.full(h.fold.size, k[0]) for k, h in pooled])
-                shared = intervals.node_move(
-                    np.concatenate([h.log_ratio for h in held]),
-                    np.concatenate([h.share for h in held]),
-                    intervals.equal_weights(models, np.concatenate([h.fold for h in held])),
-                    np.concatenate([h.doublings for h in held]),
-                    f"the network's move learned from the held-out node moves of "
-                    f"{len(pooled)} model(s) on {itype} ({sum(h.log_ratio.size for h in held)} "
-                    "steps)",
+            per = [
+                intervals.move_rates(
+                    moves[k].log_ratio, moves[k].share, moves[k].doublings, moves[k].fold
                 )
+                for k in keys
+            ]
+            rates = np.concatenate([p[0] for p in per])
+            scatter = np.concatenate([p[1] for p in per])
+            source = (
+                f"{rates.size} held-out node move(s) of {itype} pooled with {prior.source}"
+                if rates.size
+                else prior.source
+            )
+            move = intervals.network_move(rates, scatter, prior, source)
             for key in keys:
-                if fits[key].spread.node is None:
-                    fits[key].spread.node = shared or self._node_prior()
+                fits[key].spread.node = move
 
     def _fit_group(self, rows: pd.DataFrame, decay: float) -> tuple[GroupFit, set, HeldOut]:
         """One group: aggregate, choose the structure on held-out scales, fit, calibrate.
@@ -321,20 +322,12 @@ class StepTimeModel(BaseEstimator):
         params = fit_group(configs, with_variant(base, structure, loss))
         correction = learn(params, rows) if correct else None
         within = held.within()
-        moved = held.node_moves(intervals.FIRST_TRUSTED_NODES)
-        node = intervals.node_move(
-            moved.log_ratio,
-            moved.share,
-            intervals.equal_weights(moved.fold),
-            moved.doublings,
-            f"the network's move learned from held out {'; '.join(moved.moves)} "
-            f"({moved.log_ratio.size} steps)",
-        )
+        moved = held.node_moves(intervals.FIRST_MULTI_NODE)
         spread = intervals.calibrate(
             within.log_ratio,
             within.share,
             within.distance,
-            node,
+            None,
             sigma0=single_worker_spread(params, correction, rows),
             moves=within.moves,
         )

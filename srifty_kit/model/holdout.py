@@ -111,7 +111,8 @@ def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndar
     """(train, test) masks that each hold out every configuration at or above a scale cut.
 
     Scale orders by nodes, then workers. The cuts are the largest node count (the move the
-    model is used for) and steps through the largest worker counts; a fold is kept only when
+    model is used for) and steps through the worker counts of the largest node count measured
+    at two or more of them; a fold is kept only when
     its training part still spans the regimes (single/multi node) its test part needs.
     """
     k = configs["num_nodes"].to_numpy()
@@ -121,7 +122,15 @@ def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndar
     cuts = []
     if top_k > 1:
         cuts.append((top_k, 0))  # leave the largest node count out
-    top_levels = [lv for lv in levels if lv[0] == top_k]
+    if top_k > 3:  # and the one below it: a second move of the network between node counts
+        cuts.append((top_k - 1, 0))
+    # the worker cuts go through the largest node count measured at two or more worker counts:
+    # a node count measured once (a probe run appended to the table) has nothing to cut
+    by_nodes = {}
+    for lv in levels:
+        by_nodes.setdefault(lv[0], []).append(lv)
+    wide = [kk for kk in sorted(by_nodes, reverse=True) if len(by_nodes[kk]) >= 2]
+    top_levels = by_nodes[wide[0]] if wide else []
     for frac in (0.25, 0.5, 0.75):
         idx = int(round(frac * len(top_levels)))
         if 0 < idx < len(top_levels):

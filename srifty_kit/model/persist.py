@@ -39,9 +39,14 @@ FORMAT = "srifty_kit.StepTimeModel"
 # curves they carry as they did, and predict what they did
 # 5: interval scores keep their sign and a group keeps how its network moves to node counts
 # never measured (intervals.NodeMove); an older release would read the signed scores as
-# magnitudes. Versions 3 and 4 still load, with their symmetric intervals
-VERSION = 5
-READS = (3, 4, 5)
+# magnitudes
+# 6: a group's move to node counts never measured is one Gaussian rate per doubling of the
+# ring, pooled across the models of its network (intervals.network_moves), which the search's
+# joint belief reads (model.posterior). Earlier files are refused with the fix (refit): their
+# split-normal moves grew with a different reach, and keeping both would keep two interval
+# mechanisms for one question
+VERSION = 6
+READS = (6,)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -292,13 +297,12 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
 def _node_move_of(data: dict | None) -> NodeMove | None:
     if data is None:
         return None
-    return NodeMove(
-        float(data["centre"]),
-        float(data["below"]),
-        float(data["above"]),
-        str(data["source"]),
-        float(data["doublings"]),
-    )
+    centre, sd, scatter = (float(data[k]) for k in ("centre", "sd", "scatter"))
+    if not (np.isfinite(centre) and np.isfinite(sd) and np.isfinite(scatter)):
+        raise ValueError("node_move must have a finite centre, sd and scatter")
+    if sd < 0 or scatter < 0:
+        raise ValueError("node_move's sd and scatter must be >= 0")
+    return NodeMove(centre, sd, scatter, str(data["source"]))
 
 
 def _group_of(data: dict) -> GroupFit | TransferFit:

@@ -243,3 +243,104 @@ def test_search_help_lists_the_options(tmp_path):
         "--out",
     ):
         assert flag in done.stdout
+
+
+def _candidates_file(tmp: Path) -> Path:
+    path = tmp / "candidates.csv"
+    k = pd.Series([1, 2, 4, 8, 12, 16])
+    pd.DataFrame(
+        {"instance_type": "g4dn.12xlarge", "num_nodes": k, "num_workers": 4 * k, "local_bsz": 32}
+    ).to_csv(path, index=False)
+    return path
+
+
+def _decide(model: Path, tmp: Path, deadline: str, *more: str) -> subprocess.CompletedProcess:
+    return srifty(
+        "search",
+        "--model",
+        str(model),
+        "--workload",
+        "resnet",
+        "--samples",
+        "2e8",
+        "--deadline-h",
+        deadline,
+        "--candidates",
+        str(_candidates_file(tmp)),
+        *more,
+        cwd=tmp,
+    )
+
+
+def test_search_among_a_candidates_file_writes_the_pick_with_its_probability(
+    synthetic_model, tmp_path
+):
+    out = tmp_path / "r.json"
+    done = _decide(synthetic_model, tmp_path, "60", "--format", "json", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    pick = doc["pick"]
+    for column in ("instance_type", "num_nodes", "num_workers", "local_bsz", "time_h", "cost_usd"):
+        assert column in pick
+    assert pick["p_meet"] >= 0.9
+    assert (pick["num_nodes"], pick["num_workers"]) in {(k, 4 * k) for k in (1, 2, 4, 8, 12, 16)}
+    assert doc["n_candidates"] == 6
+
+
+def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_model, tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text('{"older": true}')
+    before = out.read_bytes()
+    done = _decide(
+        synthetic_model,
+        tmp_path,
+        "14",
+        "--format",
+        "json",
+        "--out",
+        str(out),
+        "--suggest-probes",
+        "2",
+    )
+    assert done.returncode == 1, done.stderr
+    assert out.read_bytes() == before  # a negative answer never replaces an older file
+    doc, _ = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])
+    assert doc["pick"] is None
+    probes = doc["probes"]
+    assert 1 <= len(probes) <= 2
+    for key in (
+        "num_nodes",
+        "num_workers",
+        "local_bsz",
+        "steps",
+        "cost_usd",
+        "expected_saving_usd",
+    ):
+        assert key in probes[0]
+    assert probes[0]["expected_saving_usd"] > probes[0]["cost_usd"]
+    assert doc["probe_sentence"].startswith("Measure ")
+    table = _decide(synthetic_model, tmp_path, "14", "--suggest-probes", "1")
+    assert table.returncode == 1 and "Measure " in table.stdout
+
+
+def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"instance_type": ["g4dn.12xlarg"], "num_nodes": [1], "local_bsz": [8]}).to_csv(
+        bad, index=False
+    )
+    done = srifty(
+        "search",
+        "--model",
+        str(synthetic_model),
+        "--workload",
+        "resnet",
+        "--samples",
+        "2e8",
+        "--candidates",
+        str(bad),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert "num_workers" in lines[0] or "did you mean" in lines[0]

@@ -1,0 +1,128 @@
+"""Deciding among a given list, and the next measurement to make (value of information)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit import InputError, StepTimeModel
+from srifty_kit.catalog.query import load_catalog
+from srifty_kit.decide.planner import Constraints, Job, search
+from srifty_kit.decide.probes import probe_sentence, suggest_probes
+from tests.builders import measurements
+
+TYPE = "g4dn.12xlarge"
+
+
+@pytest.fixture(scope="module")
+def small_model() -> StepTimeModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return StepTimeModel().fit(measurements(2))
+
+
+def _listed(nodes=(1, 2, 4, 8, 12, 16)) -> pd.DataFrame:
+    k = np.array(nodes)
+    return pd.DataFrame(
+        {"instance_type": TYPE, "num_nodes": k, "num_workers": 4 * k, "local_bsz": 32}
+    )
+
+
+JOB = Job("resnet", samples=2e8)
+
+
+def test_search_decides_among_exactly_the_candidates_listed(small_model):
+    listed = _listed()
+    result = search(small_model, load_catalog(), JOB, Constraints(deadline_h=50), candidates=listed)
+    assert result.n_candidates == len(listed)
+    keys = set(zip(listed["num_nodes"], listed["num_workers"], strict=True))
+    assert set(zip(result.ranked["num_nodes"], result.ranked["num_workers"], strict=True)) <= keys
+    pick = result.pick
+    assert pick["p_meet"] >= 0.9
+    # the probability is the belief's: its quantile at the confidence is within the deadline
+    assert pick["time_hi_h"] <= 50 * (1 + 1e-9)
+    # and it is the least expected cost among those sure enough
+    sure = result.ranked[result.ranked["p_meet"] >= 0.9]
+    assert pick["cost_mean_usd"] == sure["cost_mean_usd"].min()
+
+
+def test_a_listed_pricing_is_kept_and_bad_lists_are_refused(small_model):
+    listed = _listed((2, 4)).assign(pricing=["spot", "on-demand"])
+    result = search(small_model, load_catalog(), JOB, Constraints(), candidates=listed, top=5)
+    assert sorted(result.ranked["pricing"]) == ["on-demand", "spot"]
+    assert result.ranked.loc[result.ranked["pricing"] == "spot", "num_nodes"].tolist() == [2]
+    with pytest.raises(InputError, match="did you mean"):
+        search(small_model, None, JOB, candidates=_listed().assign(instance_type="g4dn.12xlarg"))
+    with pytest.raises(InputError, match="pricing"):
+        search(small_model, None, JOB, candidates=_listed().assign(pricing="reserved"))
+    with pytest.raises(InputError, match="num_workers"):
+        search(small_model, None, JOB, candidates=_listed().drop(columns="num_workers"))
+    with pytest.raises(InputError, match="no rows"):
+        search(small_model, None, JOB, candidates=_listed().iloc[:0])
+
+
+def _tight(small_model) -> tuple:
+    """A deadline the 8-node cluster meets at its median but not at 90%: a question the
+    model cannot answer without measuring."""
+    listed = _listed()
+    loose = search(small_model, load_catalog(), JOB, Constraints(), candidates=listed, top=10)
+    eight = loose.ranked[loose.ranked["num_nodes"] == 8].iloc[0]
+    deadline = float(eight["time_h"] * 1.05)
+    tight = search(
+        small_model, load_catalog(), JOB, Constraints(deadline_h=deadline), candidates=listed
+    )
+    return tight, deadline
+
+
+def test_an_unanswerable_question_gets_a_probe_worth_more_than_it_costs(small_model):
+    tight, _ = _tight(small_model)
+    probes = suggest_probes(tight, k=2)
+    assert not probes.empty
+    first = probes.iloc[0]
+    assert first["num_nodes"] > 2  # a node count never measured: where the doubt is
+    assert first["expected_saving_usd"] > first["cost_usd"] > 0
+    assert first["steps"] == 200
+    assert list(probes.columns[:4]) == ["instance_type", "num_nodes", "num_workers", "local_bsz"]
+    assert (probes["net_usd"].diff().dropna() <= 0).all()  # best first
+    said = probe_sentence(probes)
+    assert said.startswith(f"Measure {int(first['num_nodes'])} x {TYPE}") and "saving" in said
+    # the same seed, the same suggestion
+    assert suggest_probes(tight, k=2).equals(probes)
+
+
+def test_no_probe_when_nothing_it_could_show_would_change_the_decision(small_model):
+    # one candidate, sure to meet the deadline: no measurement can change what to run
+    only = search(
+        small_model, load_catalog(), JOB, Constraints(deadline_h=10_000), candidates=_listed((1,))
+    )
+    assert only.feasible and only.pick["p_meet"] == pytest.approx(1.0)
+    assert suggest_probes(only, k=1).empty
+    assert "No short measurement" in probe_sentence(suggest_probes(only))
+
+
+def test_the_probe_s_measurement_appended_to_the_table_lets_the_search_answer(small_model):
+    tight, deadline = _tight(small_model)
+    probe = suggest_probes(tight, k=1).iloc[0]
+    # measure it: the synthetic cluster's true physics at that configuration
+    truth = measurements(int(probe["num_nodes"]), min_nodes=int(probe["num_nodes"]), seed=3)
+    truth = truth[
+        (truth["num_workers"] == probe["num_workers"]) & (truth["local_bsz"] == probe["local_bsz"])
+    ]
+    assert len(truth) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refit = StepTimeModel().fit(pd.concat([measurements(2), truth], ignore_index=True))
+    after = search(
+        refit, load_catalog(), JOB, Constraints(deadline_h=deadline), candidates=_listed()
+    )
+    assert after.feasible
+
+
+def test_bad_probe_arguments_are_refused(small_model):
+    tight, _ = _tight(small_model)
+    for bad in ({"k": 0}, {"steps": 0}, {"outcomes": 1.5}):
+        with pytest.raises(InputError):
+            suggest_probes(tight, **bad)

@@ -1,0 +1,111 @@
+"""The joint belief: one shared error per group and network, draws, probabilities, updates."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit import InputError, StepTimeModel
+from srifty_kit.model.posterior import Belief
+from tests.builders import configs, measurements
+
+
+@pytest.fixture(scope="module")
+def small_model() -> StepTimeModel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return StepTimeModel().fit(measurements(3))
+
+
+def _scale_out(nodes=(1, 2, 3, 4, 8, 16)) -> pd.DataFrame:
+    k = np.array(nodes)
+    return pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "g4dn.12xlarge",
+            "num_nodes": k,
+            "num_workers": 4 * k,
+            "local_bsz": 32,
+        }
+    )
+
+
+def test_the_belief_widens_with_the_nodes_never_measured_and_only_there(small_model):
+    cfg = _scale_out()
+    b = small_model.predict_belief(
+        "resnet", "g4dn.12xlarge", cfg["num_nodes"], cfg["num_workers"], cfg["local_bsz"]
+    )
+    assert (b.network_sd[:3] == 0).all()  # measured node counts: no network move
+    assert (np.diff(b.network_sd[2:]) > 0).all()  # 4, 8, 16 nodes: further, less sure
+    lo, hi = b.interval(0.9)
+    assert (lo < b.median).all() and (b.median < hi).all()
+    # the probability of finishing under a bound is the quantile's inverse
+    assert b.prob_below(b.quantile(0.9)) == pytest.approx(np.full(len(b), 0.9), abs=1e-9)
+
+
+def test_draws_share_the_network_s_error_across_node_counts(small_model):
+    draws = small_model.predict_draws(_scale_out(), draws=20_000, seed=1)
+    logs = np.log(draws.values)
+    # 8 and 16 nodes are judged under the same unknown network: strongly correlated,
+    # far more than the independent run-to-run part alone would make them
+    corr = np.corrcoef(logs[:, 4], logs[:, 5])[0, 1]
+    assert corr > 0.8
+    frame = draws.summary_frame(0.9)
+    assert {"mean", "median", "lower", "upper"} <= set(frame.columns)
+    assert (frame["lower"] < frame["upper"]).all()
+    # the draws' marginals are the belief's
+    b = small_model.predict_belief("resnet", "g4dn.12xlarge", [16], [64], [32])
+    assert np.quantile(draws.values[:, 5], 0.9) == pytest.approx(b.quantile(0.9)[0], rel=0.05)
+    assert draws.prob_below(b.quantile(0.5)[0])[5] == pytest.approx(0.5, abs=0.03)
+    with pytest.raises(InputError, match="draws"):
+        small_model.predict_draws(_scale_out(), draws=0)
+
+
+def test_one_measured_run_narrows_what_it_shares_and_nothing_else():
+    b = Belief(
+        point=np.ones(3),
+        centre=np.zeros(3),
+        group_sd=np.array([0.1, 0.1, 0.1]),
+        network_sd=np.array([0.2, 0.4, 0.0]),
+        noise_sd=np.full(3, 0.03),
+        group=np.array([1, 1, 2]),
+        network=np.array([7, 7, 8]),
+    )
+    slow = b.condition(0, 0.3, 0.0)  # the probe ran 35% slower than believed
+    assert slow.centre[1] > slow.centre[0] * 0.5 > 0  # its network's other node count moves more
+    assert slow.centre[2] == 0.0 and slow.sd[2] == b.sd[2]  # another group and network: untouched
+    assert (slow.sd[:2] < b.sd[:2]).all()
+    # a vector of outcomes gives one belief per outcome
+    many = b.condition(0, np.array([-0.1, 0.0, 0.1]), 0.0)
+    assert many.centre.shape == (3, 3)
+    assert np.all(np.diff(many.centre[:, 1]) > 0)
+
+
+def test_a_belief_matches_the_prediction_interval_it_was_read_from(small_model):
+    cfg = _scale_out((2, 4, 8))
+    b = small_model.predict_belief(
+        "resnet", "g4dn.12xlarge", cfg["num_nodes"], cfg["num_workers"], cfg["local_bsz"]
+    )
+    pred = small_model.predict(cfg, level=0.9)
+    lo, hi = b.interval(0.9)
+    assert lo == pytest.approx(pred["step_time_lo"].to_numpy(), rel=0.02)
+    assert hi == pytest.approx(pred["step_time_hi"].to_numpy(), rel=0.02)
+
+
+def test_held_out_larger_runs_fall_inside_the_belief_about_as_often_as_stated(small_model):
+    held = measurements(6, min_nodes=4, seed=9)
+    b = small_model.predict_belief(
+        "resnet",
+        "g4dn.12xlarge",
+        held["num_nodes"],
+        held["num_workers"],
+        held["local_bsz"],
+    )
+    p = b.prob_below(held["step_time_s"].to_numpy())
+    # the clean synthetic network has no move: the belief may be wide, never wrong-sided
+    assert 0.05 < np.mean(p <= 0.9) <= 1.0
+    assert np.mean(p < 0.05) < 0.1
+    assert len(configs(held)) == len(held)
