@@ -81,6 +81,21 @@ def _batch_ranges(table: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]
     return {(str(m), str(t)): (int(lo), int(hi)) for (m, t), (lo, hi) in bsz.iterrows()}
 
 
+def _measured_means(configs: pd.DataFrame) -> np.ndarray:
+    """(nodes, workers, local_bsz, log mean step) of the configurations measured with the
+    even spread the predictions assume (other placements are other configurations)."""
+    even = configs["per_node"].to_numpy() == max_per_node(
+        configs["num_nodes"].to_numpy(), configs["num_workers"].to_numpy()
+    )
+    rows = configs[even]
+    return np.column_stack(
+        [
+            rows[["num_nodes", "num_workers", "local_bsz"]].to_numpy(float),
+            np.log(rows["step"].to_numpy(float)),
+        ]
+    )
+
+
 def _label(name: str) -> int:
     """A stable integer label of a group or network name (the same across calls)."""
     return zlib.crc32(name.encode())
@@ -347,6 +362,7 @@ class StepTimeModel(BaseEstimator):
             n_configs=len(configs),
             fixed=fixed,
             correction=correction,
+            measured=_measured_means(configs),
         )
         return fit, set(base.borrowed), moved
 

@@ -37,6 +37,8 @@ class GroupFit:
     fixed: dict[str, str] = field(default_factory=dict)  # term -> why it was not fitted
     widen: dict[str, float] = field(default_factory=dict)  # regime -> interval factor
     correction: BatchCorrection | None = None  # learned per-batch compute factor (batch_correction)
+    # configuration means it was fitted on: rows of (nodes, workers, local_bsz, log step time)
+    measured: np.ndarray | None = None
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
@@ -61,6 +63,8 @@ class GroupFit:
             if self.widen:
                 within = (within[0] * widen, within[1] * widen)
             belief = posterior.from_offsets(total, (down, up), within, *beliefs, level=level)
+            if self.measured is not None:
+                belief = _with_measured(belief, self.measured, k, n, np.asarray(local_bsz))
             node = self.spread.node
             if node is not None and node.scatter > 0:
                 # a configuration's own stray at a new node count is its own, not the network's
@@ -75,6 +79,42 @@ class GroupFit:
             "compute_s": t_c,
             "sync_s": t_s,
         }
+
+
+def _with_measured(
+    belief: posterior.Belief, measured: np.ndarray, k: np.ndarray, n: np.ndarray, b: np.ndarray
+) -> posterior.Belief:
+    """The belief where a configuration was measured, given its measured mean y:
+
+        theta ~ N(c, V)            the configuration's own level, as the fit believes it
+        y = theta + e_old          the measured run;  a new run = theta + e_new
+        e ~ N(0, noise**2)         run to run (the noise floor)
+
+    so theta | y ~ N(c + V / (V + noise**2) (y - c), V noise**2 / (V + noise**2)), and a new
+    run adds its own noise. Where the fit is sure (V small) the measurement moves it little;
+    where the physics strays from a measured configuration, the measurement wins.
+    """
+    keys = {
+        (int(a), int(w), int(s)): float(y) for a, w, s, y in measured
+    }  # a few hundred rows: a dict beats a join
+    flat = np.broadcast_to(np.asarray(belief.point), np.shape(belief.centre))
+    hit = np.array(
+        [
+            keys.get((int(a), int(w), int(s)), np.nan)
+            for a, w, s in zip(np.ravel(k), np.ravel(n), np.ravel(b), strict=True)
+        ]
+    ).reshape(np.shape(belief.centre))
+    seen = np.isfinite(hit)
+    if not seen.any():
+        return belief
+    y = np.where(seen, hit - np.log(flat), 0.0)
+    shared = belief.group_sd**2 + belief.network_sd**2
+    noise = belief.noise_sd**2
+    gain = shared / np.maximum(shared + noise, 1e-300)
+    belief.centre = np.where(seen, belief.centre + gain * (y - belief.centre), belief.centre)
+    belief.group_sd = np.where(seen, np.sqrt(shared * (1.0 - gain)), belief.group_sd)
+    belief.network_sd = np.where(seen, 0.0, belief.network_sd)
+    return belief
 
 
 def single_worker_spread(

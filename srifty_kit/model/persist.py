@@ -291,6 +291,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "fixed": dict(fit.fixed),
         "widen": {k: float(v) for k, v in fit.widen.items()},
         "correction": _correction_doc(fit.correction),
+        "measured": None if fit.measured is None else fit.measured.tolist(),
     }
 
 
@@ -330,7 +331,18 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         fixed={str(k): str(v) for k, v in data["fixed"].items()},
         widen={str(k): float(v) for k, v in data["widen"].items()},
         correction=_correction_of(data["correction"]),
+        measured=_measured_of(data.get("measured")),
     )
+
+
+def _measured_of(data) -> np.ndarray | None:
+    """The measured configuration means: rows of (nodes, workers, local batch, log step)."""
+    if data is None:
+        return None
+    table = np.asarray(data, float)
+    if table.ndim != 2 or table.shape[1] != 4 or not np.isfinite(table).all():
+        raise ValueError("measured must be rows of nodes, workers, local_bsz, log step time")
+    return table
 
 
 def _transfer_of(data: dict) -> TransferFit:

@@ -36,14 +36,16 @@ JOB = Job("resnet", samples=2e8)
 
 def test_search_decides_among_exactly_the_candidates_listed(small_model):
     listed = _listed()
-    result = search(small_model, load_catalog(), JOB, Constraints(deadline_h=50), candidates=listed)
+    result = search(
+        small_model, load_catalog(), JOB, Constraints(deadline_h=100), candidates=listed
+    )
     assert result.n_candidates == len(listed)
     keys = set(zip(listed["num_nodes"], listed["num_workers"], strict=True))
     assert set(zip(result.ranked["num_nodes"], result.ranked["num_workers"], strict=True)) <= keys
     pick = result.pick
     assert pick["p_meet"] >= 0.9
     # the probability is the belief's: its quantile at the confidence is within the deadline
-    assert pick["time_hi_h"] <= 50 * (1 + 1e-9)
+    assert pick["time_hi_h"] <= 100 * (1 + 1e-9)
     # and it is the least expected cost among those sure enough
     sure = result.ranked[result.ranked["p_meet"] >= 0.9]
     assert pick["cost_mean_usd"] == sure["cost_mean_usd"].min()
