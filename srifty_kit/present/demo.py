@@ -96,7 +96,15 @@ def run_demo(
         "deadline_h": deadline_h,
         "interactive": False,  # an HTML report: static tables and figures, not the panel
     }
-    report = run_report("03_search_ec2", parameters, out, name="search_ec2", progress=progress)
+    # the reader of the report wants the answer, not the code (as in the weekly report)
+    report = run_report(
+        "03_search_ec2",
+        parameters,
+        out,
+        name="search_ec2",
+        exclude_input=True,
+        progress=progress,
+    )
     weekly = run_demo_weekly(out, model_path, progress=progress)
     index = write_index(out, [("Search EC2 for the demo job", report), (WEEKLY_TITLE, weekly)])
     return Demo(measurements, model_path, report, _pick_text(report), weekly, index)

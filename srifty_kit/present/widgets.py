@@ -51,6 +51,8 @@ CLASSES = {
     "figure": "srifty-figure",
     "table": "srifty-table",
     "why": "srifty-why",
+    "probe_button": "srifty-probe-button",
+    "probe": "srifty-probe",
 }
 # the figure's marks, in drawing order (the SVG holds one group per mark, in this order)
 MARKS = (
@@ -341,6 +343,13 @@ class SearchPanel:
         self.message = tag(w.HTML(), CLASSES["message"])
         self.table = tag(w.HTML(), CLASSES["table"])
         self.why = tag(w.HTML(), CLASSES["why"])
+        # what to measure next costs a simulation of the decision (about a second on a full
+        # catalog): on demand, so the cheap controls stay fast
+        self.probe_button = tag(
+            w.Button(description="What to measure next", icon="flask"), CLASSES["probe_button"]
+        )
+        self.probe = tag(w.HTML(), CLASSES["probe"])
+        self.probe_button.on_click(self._suggest)
         self.figure, self.marks, self.scales = self._figure()
         tag(self.figure, CLASSES["figure"])
         caption = w.HTML(f'<div class="srifty-caption">{FIGURE_CAPTION}</div>')
@@ -368,11 +377,21 @@ class SearchPanel:
                     self.message,
                     self.table,
                     self.why,
+                    w.HBox([self.probe_button, self.probe]),
                 ]
             ),
             CLASSES["panel"],
         )
         self.refresh()
+
+    def _suggest(self, _button=None) -> None:
+        """Show the short run worth measuring for the current decision, in a sentence."""
+        from srifty_kit.decide.probes import probe_sentence, suggest_probes
+
+        if self.result is None:
+            self.probe.value = ""
+            return
+        self.probe.value = html.escape(probe_sentence(suggest_probes(self.result, k=1)))
 
     @property
     def explanation(self) -> str:
@@ -425,6 +444,8 @@ class SearchPanel:
 
     def refresh(self) -> SearchResult | None:
         """Search for what the controls set now and show it (errors as a message)."""
+        if getattr(self, "probe", None) is not None and self.probe.value:
+            self.probe.value = ""  # a suggestion for the old question would mislead
         try:
             job, constraints, objective = self.inputs()
             ev, view = self._evaluated(job, constraints)

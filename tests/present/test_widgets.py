@@ -149,3 +149,19 @@ def test_a_lesson_shows_what_is_wrong_in_its_panel(model, catalog):
     assert lesson.answer == good  # the last good answer stays, the message says why not
     lesson.controls["instance_type"].value = "g4dn.12xlarge"
     assert lesson.error is None and lesson.message.value == ""
+
+
+def test_the_panel_says_what_to_measure_next_on_demand_and_forgets_it_on_a_change(model):
+    from srifty_kit import Constraints, Job, load_catalog
+    from srifty_kit.present.widgets import SearchPanel
+
+    catalog = load_catalog()
+    catalog = catalog[catalog["instance_type"].isin(["g4dn.12xlarge", "g6.12xlarge"])]
+    job = Job("resnet", samples=2e8, local_bsz=(32,))
+    panel = SearchPanel(model, catalog, job, Constraints(deadline_h=14, max_nodes=16))
+    assert panel.probe.value == ""
+    panel.probe_button.click()
+    said = panel.probe.value
+    assert said.startswith("Measure ") or said.startswith("No short measurement")
+    panel.controls["max_nodes"].value = 8
+    assert panel.probe.value == ""
