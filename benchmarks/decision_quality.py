@@ -1,405 +1,350 @@
-"""Decision quality: the true cost of what each method recommends, against the oracle's.
+"""Decision quality: fitted on small scales, deciding among measured larger ones, judged by truth.
 
-Data: the real EC2 g4dn.12xlarge step times in ../shared/reference/measurements (or
-$SRIFTY_SHARED), six training models, 1-4 nodes. Every method picks one of the measured
-configurations; its TRUE time and cost come from the measured step time (on-demand price of
-the embedded catalog, $/h x nodes), so no method is judged by its own model.
+Data: the real step times in ../shared/reference/measurements (or $SRIFTY_SHARED). Per cluster
+the model is fitted on its small runs and decides among EVERY measured configuration of one
+training model at one local batch (the larger, never-fitted ones included), for a job that
+must finish by a deadline as cheaply as possible at 90% confidence:
 
-Questions, per training model:
-  cheapest   finish as cheaply as possible (no deadline)
-  deadline   finish within D hours as cheaply as possible, at 90% confidence; D is the
-             geometric mean of the fastest and the cheapest configurations' true times (at
-             least 1.25x the fastest), so meeting it usually takes more than one node
+  AWS g4dn.12xlarge   fitted on 1-3 nodes, deciding among 1-4 nodes
+  Azure ND40rs_v2     fitted on the `placements` runs on at most 2 nodes, deciding among 1-5
+  RTX 2080 Ti         fitted on the `placements` runs on at most 2 nodes, deciding among 1-3
 
-Methods
-  ours        StepTimeModel fitted on the 1-2 node runs (all of them), its prior on a move to
-              more nodes learned on the Azure and RTX clusters only (model_accuracy's
-              node_move_priors), search's rule: least cost upper end whose time upper end
-              meets D; when none does at 90%, the nearest (least time upper end), as search
-              reports it — marked "(nearest)"
-  scavenger   Scavenger's partial search (Tyagi & Sharma, CCGrid'23): profile the two extreme
-              local batches at the smallest scale (1 node: 1 and 4 workers), regress step time
-              on local batch and the ring factor 2(n-1)/n (statsmodels OLS, 90% prediction
-              interval), same rule
-  online      srifty_kit.decide.online: Scavenger-style black-box search from nothing, profiling one
-              configuration at a time (uncertainty x closeness) until its pick is stable
-  cheapest/h  the cheapest cluster per hour (1 node), with its best batch (by true cost:
-              generous to it)
-  largest     the largest cluster (4 nodes, 16 workers), with its best batch (generous)
-  oracle      the truly cheapest configuration meeting the true deadline
+A problem is one training model x local batch that has larger-scale rows x five deadlines
+D = T_min * (T_small / T_min) ** f, f in 0.1, 0.3, 0.5, 0.7, 0.9, between the fastest true
+time T_min and the fastest of the fitted node counts T_small (problems where the larger
+scales are not faster, T_small < 1.05 T_min, are left out: nothing to decide beyond them).
+Work: samples for 10 h on one worker of the smallest measured configuration (perfect scaling,
+no noise scale), so times are hours and probes cost minutes. Truth: the measured step time of
+each configuration (its even-spread placement, the median where several rows measure it);
+price per node-hour from the embedded catalog for AWS and 1.0 for the other clusters (a
+ratio to the oracle does not depend on it).
 
-Profiling cost: launching the nodes (5 min) plus 100 steps of each configuration measured, at
-the on-demand price. The work per model (dataset x epochs, reference batch) follows common
-recipes; the noise scale is an ASSUMPTION (the largest global batch measured for the model,
-where efficiency halves), standing in for a profiled one.
+Policies, all on the same fitted rows:
+  ours            srifty_kit.search with the candidates list: P(time <= D) >= 0.9 under the
+                  model's joint belief, least expected cost
+  ours, upper end the rule search used before: each configuration's two-sided 90% upper end
+                  (StepTimeModel.predict) within D, least upper-end cost
+  ours, point     the point estimate within D, least point cost
+  pollux, point   Pollux's performance model (adaptdl 0.2.11, OSDI'21) fitted on the same rows,
+                  its point estimate (it gives no interval); needs .bench-env (model_accuracy)
+Each cluster's prior on node-count moves is learned on the OTHER clusters only
+(model_accuracy's node_move_priors): no constant is chosen on the rows a cluster reports.
 
-    .venv/bin/python benchmarks/decision_quality.py   # writes reports/benchmarks/*.md
+Probe arm: ours with one probe. The suggested probe (srifty_kit.decide.probes, expected value
+of information, K=1) is looked up in the reference table, its rows appended to the fitted
+ones, the model refitted on that training model's rows and the decision made again; beside it
+the same with a random configuration beyond the fitted node counts, and with the largest
+configuration. Regret includes the probe's cost (200 steps plus 5 minutes of start-up at its
+price). When the suggestion is "no probe is worth its cost", no probe is run.
+
+Metrics: unanswered = share of problems with no pick (every problem has an answer: the fastest
+configuration meets D); miss = share of picks whose true time exceeds D, with a 90% Wilson
+interval; regret = true cost / oracle's - 1 over the picks that meet D (mean and median).
+
+    .venv/bin/python benchmarks/decision_quality.py [--quick]   # writes reports/benchmarks/
 """
 
 from __future__ import annotations
 
-import math
+import argparse
+import time
 import warnings
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from common import markdown_table, reference_measurements, write_report
-from model_accuracy import as_prior, node_move_priors, node_move_rows
+from model_accuracy import as_prior, node_move_priors, node_move_rows, run_pollux
+from statsmodels.stats.proportion import proportion_confint
 
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.decide.online import CONFIG_KEYS, MeasuredTable, online_search
-from srifty_kit.decide.planner import Constraints, Job, evaluate_configs, known_outcomes
+from srifty_kit.decide.job import Constraints, Job
+from srifty_kit.decide.planner import search
+from srifty_kit.decide.probes import LAUNCH_H, PROBE_STEPS, suggest_probes
 from srifty_kit.model.estimator import StepTimeModel
+from srifty_kit.model.physics import max_per_node, placement_max
+from srifty_kit.tables.contracts import validate_catalog
 
 LEVEL = 0.9
-# samples to the target = dataset size x epochs at the reference global batch (common recipes)
-WORK = {
-    "bert": (88_641, 2, 32),  # SQuAD v1.1 train set, 2 epochs of fine-tuning
-    "cifar10": (50_000, 200, 128),  # ResNet-18, 200 epochs
-    "deepspeech2": (28_539, 60, 32),  # LibriSpeech train-clean-100 utterances
-    "imagenet": (1_281_167, 90, 256),  # ResNet-50, 90 epochs
-    "ncf": (19_861_770, 10, 4096),  # MovieLens-20M training ratings (all but one per user)
-    "yolov3": (16_551, 100, 32),  # PASCAL VOC 2007+2012 trainval
+FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
+HOURS_ON_ONE = 10.0
+KEYS = ["num_nodes", "num_workers"]
+CLUSTERS = {  # name: (file, fitted rows, prior key in model_accuracy.node_move_priors)
+    "AWS g4dn.12xlarge <=3 -> 4": (
+        "aws_g4dn12xlarge_placements.csv",
+        lambda t: t["num_nodes"] <= 3,
+        "AWS g4dn.12xlarge",
+    ),
+    "Azure ND40rs_v2 <=2 -> 3-5": (
+        "sia_azure_nd40rsv2.csv",
+        lambda t: (t["campaign"] == "placements") & (t["num_nodes"] <= 2),
+        "Azure ND40rs_v2",
+    ),
+    "RTX 2080 Ti <=2 -> 3": (
+        "sia_rtx2080ti.csv",
+        lambda t: (t["campaign"] == "placements") & (t["num_nodes"] <= 2),
+        "RTX 2080 Ti",
+    ),
 }
-METHODS = ("ours", "scavenger", "online", "cheapest/h", "largest")
 
 
-def _measurements() -> pd.DataFrame:
-    path = reference_measurements()
-    if not path.is_file():
-        raise SystemExit(f"reference measurements not found at {path} (set SRIFTY_SHARED)")
-    return pd.read_csv(path)
-
-
-def _job(name: str, rows: pd.DataFrame) -> Job:
-    size, epochs, ref = WORK[name]
-    noise = float((rows["num_workers"] * rows["local_bsz"]).max())
-    return Job(name, epochs=epochs, dataset_size=size, reference_bsz=ref, noise_scale=noise)
-
-
-def _choose(table: pd.DataFrame, deadline: float | None) -> tuple[pd.Series, bool]:
-    """The search's rule: least cost upper end among those whose time upper end meets D;
-    else the nearest (least time upper end), flagged."""
-    ok = table if deadline is None else table[table["time_hi_h"] <= deadline]
-    if ok.empty:
-        return table.loc[table["time_hi_h"].idxmin()], True
-    return ok.loc[ok["cost_hi_usd"].idxmin()], False
-
-
-def _key(row: pd.Series) -> tuple:
-    return tuple(int(row[k]) for k in ("num_nodes", "num_workers", "local_bsz"))
-
-
-def _scavenger(env: MeasuredTable, truth: pd.DataFrame) -> tuple[pd.DataFrame, float]:
-    """Profile the extreme batches at 1 node (1 and 4 workers), OLS, predict every config."""
-    space = env.configurations()
-    small = space[space["num_nodes"] == 1]
-    picks = []
-    for w in (small["num_workers"].min(), small["num_workers"].max()):
-        rows = small[small["num_workers"] == w]
-        picks += [rows.loc[rows["local_bsz"].idxmin()], rows.loc[rows["local_bsz"].idxmax()]]
-    measured, spent = [], 0.0
-    for config in pd.DataFrame(picks).drop_duplicates(CONFIG_KEYS).itertuples(index=False):
-        rows, cost = env.measure(pd.Series(config._asdict()))
-        measured.append(rows)
-        spent += cost
-
-    def design(t: pd.DataFrame) -> pd.DataFrame:
-        n = t["num_workers"].to_numpy(float)
-        return pd.DataFrame(
-            {"const": 1.0, "local_bsz": t["local_bsz"].to_numpy(float), "ring": 2 * (n - 1) / n}
-        )
-
-    fit_rows = pd.concat(measured, ignore_index=True)
-    ols = sm.OLS(fit_rows["step_time_s"].to_numpy(), design(fit_rows)).fit()
-    frame = ols.get_prediction(design(truth)).summary_frame(alpha=1 - LEVEL)
-    floor = 1e-4  # a regression can go negative far from its data; a step takes some time
-    pred = truth[[*CONFIG_KEYS, "gpus_per_node"]].assign(
-        step_time_s=np.maximum(frame["mean"].to_numpy(), floor),
-        step_time_lo=np.maximum(frame["obs_ci_lower"].to_numpy(), floor),
-        step_time_hi=np.maximum(frame["obs_ci_upper"].to_numpy(), floor),
+def _catalog(table: pd.DataFrame) -> pd.DataFrame:
+    """The embedded catalog's row for an EC2 type, else one with a unit price per node-hour."""
+    itype = str(table["instance_type"].iloc[0])
+    full = load_catalog()
+    if itype in set(full["instance_type"]):
+        return full[full["instance_type"] == itype].head(1).reset_index(drop=True)
+    row = {c: None for c in full.columns}
+    row.update(
+        instance_type=itype,
+        region="us-east-1",
+        vcpus=1,
+        memory_gib=1.0,
+        gpu_count=int(table["gpus_per_node"].max()),
+        gpu_model="",
+        ondemand_usd_per_hr=1.0,
+        source="unit price, benchmarks/decision_quality.py",
     )
-    return pred, spent
+    return validate_catalog(pd.DataFrame([row]))
 
 
-def _evaluate_model(
-    name: str, rows: pd.DataFrame, catalog: pd.DataFrame, prior: tuple[float, float, float]
-) -> list[dict]:
-    """Every method's picks for one training model on the AWS rows; ``prior``: ours'
-    node-move prior, learned on the other clusters."""
-    env = MeasuredTable(rows, catalog)
-    truth_steps = env.truth()
-    job = _job(name, rows)
-    free = known_outcomes(catalog, job, Constraints(), truth_steps)
-    fastest, cheapest = free["time_h"].min(), free.loc[free["cost_usd"].idxmin(), "time_h"]
-    deadline = max(math.sqrt(fastest * cheapest), 1.25 * fastest)
-    truth = {_key(r): r for _, r in free.iterrows()}
+def _even(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose placement is the even spread the model predicts (or has none)."""
+    busiest = [
+        placement_max(p, int(k), int(n))
+        for p, k, n in zip(
+            table["placement"], table["num_nodes"], table["num_workers"], strict=True
+        )
+    ]
+    even = max_per_node(table["num_nodes"].to_numpy(), table["num_workers"].to_numpy())
+    return table[np.asarray(busiest) == even]
 
+
+def _space(table: pd.DataFrame, model: str, bsz: int) -> pd.DataFrame:
+    """Every measured configuration of one model and batch, with its true step (median)."""
+    rows = _even(table[(table["model"] == model) & (table["local_bsz"] == bsz)])
+    truth = rows.groupby(KEYS, as_index=False)["step_time_s"].median()
+    truth["instance_type"] = str(table["instance_type"].iloc[0])
+    truth["local_bsz"] = bsz
+    return truth
+
+
+def _pick(frame: pd.DataFrame, ok: np.ndarray, cost: np.ndarray) -> int | None:
+    """Position of the least ``cost`` among ``ok`` rows, None when none."""
+    if not ok.any():
+        return None
+    return int(np.flatnonzero(ok)[np.argmin(cost[ok])])
+
+
+class Problem:
+    """One training model x batch: its space, truth, work and deadlines."""
+
+    def __init__(self, table, model, bsz, small_nodes, price):
+        self.model, self.bsz, self.price = model, bsz, price
+        self.space = _space(table, model, bsz)
+        first = self.space.sort_values(KEYS).iloc[0]
+        samples = HOURS_ON_ONE * 3600 / first["step_time_s"] * first["num_workers"] * bsz
+        self.job = Job(model, samples=float(samples))
+        s = self.space
+        self.steps = samples / (s["num_workers"] * bsz)
+        self.true_h = (self.steps * s["step_time_s"] / 3600).to_numpy()
+        self.cost_rate = (s["num_nodes"] * price).to_numpy()
+        t_min = self.true_h.min()
+        t_small = self.true_h[s["num_nodes"].to_numpy() <= small_nodes].min()
+        self.deadlines = (
+            [t_min * (t_small / t_min) ** f for f in FRACTIONS] if t_small >= 1.05 * t_min else []
+        )
+        self.small_nodes = small_nodes
+
+    def candidates(self) -> pd.DataFrame:
+        return self.space[["instance_type", "num_nodes", "num_workers", "local_bsz"]]
+
+    def judge(self, pos: int | None, deadline: float, extra_usd: float = 0.0) -> dict:
+        """The truth about a pick: answered, met, regret against the oracle."""
+        cost = self.true_h * self.cost_rate
+        meets = self.true_h <= deadline * (1 + 1e-9)
+        oracle = cost[meets].min()
+        if pos is None:
+            return {"answered": False, "met": np.nan, "regret": np.nan, "probe_usd": extra_usd}
+        met = bool(meets[pos])
+        regret = (cost[pos] + extra_usd) / oracle - 1 if met else np.nan
+        return {"answered": True, "met": met, "regret": regret, "probe_usd": extra_usd}
+
+    def rule(self, step: np.ndarray, deadline: float) -> int | None:
+        """Least cost among configurations whose time from ``step`` meets the deadline."""
+        hours = self.steps.to_numpy() * step / 3600
+        return _pick(self.space, hours <= deadline, hours * self.cost_rate)
+
+
+def _ours(model, catalog, problem, deadline):
+    """search with the candidates list; the result and the pick's position in the space."""
+    result = search(
+        model,
+        catalog,
+        problem.job,
+        Constraints(deadline_h=deadline, confidence=LEVEL, max_nodes=64),
+        candidates=problem.candidates(),
+        top=1,
+    )
+    if result.pick is None:
+        return result, None
+    hit = (problem.space["num_nodes"] == result.pick["num_nodes"]) & (
+        problem.space["num_workers"] == result.pick["num_workers"]
+    )
+    return result, int(np.flatnonzero(hit.to_numpy())[0])
+
+
+def _fit(rows, prior) -> StepTimeModel:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        small = env.measurements[env.measurements["num_nodes"] <= 2]
-        model = StepTimeModel(level=LEVEL, node_move_prior=prior).fit(small, catalog)
-    ours_cost = sum(
-        env.measure(pd.Series(c._asdict()))[1]
-        for c in small[CONFIG_KEYS].drop_duplicates().itertuples(index=False)
-    )
-    space = env.configurations()
-    scav_pred, scav_cost = _scavenger(env, truth_steps)
+        return StepTimeModel(level=LEVEL, node_move_prior=prior).fit(rows)
 
+
+def _probe_rows(table, model, bsz, nodes, workers) -> pd.DataFrame:
+    rows = table[
+        (table["model"] == model)
+        & (table["local_bsz"] == bsz)
+        & (table["num_nodes"] == nodes)
+        & (table["num_workers"] == workers)
+    ]
+    return _even(rows)
+
+
+def _probe_cost(problem, pos) -> float:
+    s = problem.space.iloc[pos]
+    hours = PROBE_STEPS * s["step_time_s"] / 3600 + LAUNCH_H
+    return float(hours * s["num_nodes"] * problem.price)
+
+
+def run_cluster(name, folder, prior, quick: bool, rng) -> list[dict]:
+    """Every problem of one cluster under every policy."""
+    file, fitted, _ = CLUSTERS[name]
+    table = pd.read_csv(folder / file)
+    if "campaign" not in table:
+        table["campaign"] = "placements"
+    table["placement"] = table["placement"].astype("string")
+    train = table[fitted(table)].reset_index(drop=True)
+    small_nodes = int(train["num_nodes"].max())
+    catalog = _catalog(table)
+    price = float(catalog["ondemand_usd_per_hr"].iloc[0])
+    started = time.perf_counter()
+    model = _fit(train, prior)
+    fit_s = time.perf_counter() - started
+    larger = table[table["num_nodes"] > small_nodes]
+    pairs = sorted(set(zip(larger["model"], larger["local_bsz"], strict=True)))
+    if quick:
+        pairs = pairs[:: max(len(pairs) // 8, 1)]
     out = []
-    for question, d in (("cheapest", None), ("deadline", deadline)):
-        cons = Constraints(deadline_h=d, confidence=LEVEL)
-        ours_table = evaluate_configs(model, catalog, job, cons, space)
-        scav_table = known_outcomes(catalog, job, cons, scav_pred)
-        online = online_search(env, job, cons, max_profiles=16)
-        ok = free if d is None else free[free["time_h"] <= d]
-        oracle = ok.loc[ok["cost_usd"].idxmin()]
-        online_pick = (
-            (online.recommendation, False)
-            if online.recommendation is not None
-            else (online.nearest, True)
+    refits: dict[tuple, StepTimeModel] = {}
+    for m, bsz in pairs:
+        problem = Problem(table, m, int(bsz), small_nodes, price)
+        if not problem.deadlines:
+            continue
+        configs = problem.space.assign(model=m)
+        pred = model.predict(configs, level=LEVEL)
+        pollux = run_pollux(train[train["model"] == m], configs)
+        own_rows = train[train["model"] == m]
+
+        def refit(pos, own_rows=own_rows, m=m, bsz=bsz, problem=problem):
+            s = problem.space.iloc[pos]
+            key = (m, bsz, int(s["num_nodes"]), int(s["num_workers"]))
+            if key not in refits:
+                extra = _probe_rows(table, m, bsz, key[2], key[3])
+                refits[key] = _fit(pd.concat([own_rows, extra], ignore_index=True), prior)
+            return refits[key]
+
+        beyond = np.flatnonzero(problem.space["num_nodes"].to_numpy() > small_nodes)
+        random_pos = int(rng.choice(beyond))
+        largest_pos = int(
+            np.lexsort((problem.space["num_workers"], problem.space["num_nodes"]))[-1]
         )
-        picks = {
-            "ours": (*_choose(ours_table, d), ours_cost),
-            "scavenger": (*_choose(scav_table, d), scav_cost),
-            "online": (*online_pick, online.profiling_cost_usd),
-        }
-        one = free[free["num_nodes"] == 1]
-        largest = free[free["num_workers"] == free["num_workers"].max()]
-        picks["cheapest/h"] = (one.loc[one["cost_usd"].idxmin()], False, 0.0)
-        picks["largest"] = (largest.loc[largest["cost_usd"].idxmin()], False, 0.0)
-        for method in METHODS:
-            pick, near, spent = picks[method]
-            true = truth[_key(pick)]
-            met = bool(d is None or true["time_h"] <= d)
-            out.append(
-                {
-                    "model": name,
-                    "question": question,
-                    "deadline_h": "" if d is None else f"{d:.3g}",
-                    "method": method,
-                    "pick": f"{int(pick['num_nodes'])}n x {int(pick['num_workers'])}w x "
-                    f"b{int(pick['local_bsz'])}" + (" (nearest)" if near else ""),
-                    "true_cost_usd": float(true["cost_usd"]),
-                    "true_time_h": float(true["time_h"]),
-                    "meets_deadline": met,
-                    "nearest": near,
-                    "ratio_to_oracle": float(true["cost_usd"]) / float(oracle["cost_usd"])
-                    if met
-                    else np.nan,
-                    "profiling_usd": f"{spent:.2f}",
-                }
-            )
-        out.append(
-            {
-                "model": name,
-                "question": question,
-                "deadline_h": "" if d is None else f"{d:.3g}",
-                "method": "oracle",
-                "pick": f"{int(oracle['num_nodes'])}n x {int(oracle['num_workers'])}w x "
-                f"b{int(oracle['local_bsz'])}",
-                "true_cost_usd": float(oracle["cost_usd"]),
-                "true_time_h": float(oracle["time_h"]),
-                "meets_deadline": True,
-                "nearest": False,
-                "ratio_to_oracle": 1.0,
-                "profiling_usd": "",
-            }
-        )
+        for f, deadline in zip(FRACTIONS, problem.deadlines, strict=True):
+            base = {"cluster": name, "model": m, "local_bsz": bsz, "fraction": f}
+            result, pos = _ours(model, catalog, problem, deadline)
+            out.append({**base, "policy": "ours", **problem.judge(pos, deadline)})
+            upper = problem.rule(pred["step_time_hi"].to_numpy(), deadline)
+            out.append({**base, "policy": "ours, upper end", **problem.judge(upper, deadline)})
+            point = problem.rule(pred["step_time_s"].to_numpy(), deadline)
+            out.append({**base, "policy": "ours, point", **problem.judge(point, deadline)})
+            if pollux is not None:
+                pp = problem.rule(np.asarray(pollux[m], float), deadline)
+                out.append({**base, "policy": "pollux, point", **problem.judge(pp, deadline)})
+            probes = suggest_probes(result, k=1)
+            if probes.empty:
+                arms = {"ours + suggested probe": None}
+            else:
+                p = probes.iloc[0]
+                hit = (problem.space["num_nodes"] == p["num_nodes"]) & (
+                    problem.space["num_workers"] == p["num_workers"]
+                )
+                arms = {"ours + suggested probe": int(np.flatnonzero(hit.to_numpy())[0])}
+            arms["ours + random probe"] = random_pos
+            arms["ours + largest probe"] = largest_pos
+            for arm, probe_pos in arms.items():
+                if probe_pos is None:  # nothing worth measuring: the decision stands
+                    out.append({**base, "policy": arm, **problem.judge(pos, deadline)})
+                    continue
+                _, after = _ours(refit(probe_pos), catalog, problem, deadline)
+                cost = _probe_cost(problem, probe_pos)
+                out.append({**base, "policy": arm, **problem.judge(after, deadline, cost)})
+    for row in out:
+        row["fit_s"] = fit_s
     return out
 
 
-def _summary(frame: pd.DataFrame) -> pd.DataFrame:
+def summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per cluster and policy: unanswered, miss rate (Wilson 90%), regret."""
     rows = []
-    for method in (*METHODS, "oracle"):
-        part = frame[frame["method"] == method]
-        ratio = part["ratio_to_oracle"].dropna()
-        deadline = part[part["question"] == "deadline"]
-        rows.append(
-            {
-                "method": method,
-                "geomean cost / oracle (met)": f"{math.exp(np.log(ratio).mean()):.3f}"
-                if len(ratio)
-                else "",
-                "worst cost / oracle (met)": f"{ratio.max():.3f}" if len(ratio) else "",
-                "deadline met (true)": f"{int(deadline['meets_deadline'].sum())}/{len(deadline)}",
-                "nothing feasible at 90% (nearest given)": int(part["nearest"].sum()),
-                "profiling $ (mean)": ""
-                if method == "oracle"
-                else f"{pd.to_numeric(part['profiling_usd'], errors='coerce').mean():.2f}",
-            }
+    for (cluster, policy), g in frame.groupby(["cluster", "policy"], sort=False):
+        picks = g[g["answered"]]
+        misses = int((picks["met"] == False).sum())  # noqa: E712 (NaN-aware)
+        lo, hi = (
+            proportion_confint(misses, len(picks), alpha=0.1, method="wilson")
+            if len(picks)
+            else (np.nan, np.nan)
         )
-    return pd.DataFrame(rows)
-
-
-# Scale-out clusters (issue 13): fit on the small runs, choose among every measured run
-# including the larger scale-out ones the fit never saw. Their types are not EC2's; a unit
-# price of 1 per node-hour stands in: with one instance type a cost ratio to the oracle does
-# not depend on the price.
-SCALE_OUT = {
-    "Azure ND40rs_v2": "sia_azure_nd40rsv2.csv",
-    "RTX 2080 Ti": "sia_rtx2080ti.csv",
-}
-DEADLINE_FACTORS = (1.25, 1.5, 2.0, 3.0)  # deadlines: these multiples of the fastest true time
-
-
-def _unit_catalog(rows: pd.DataFrame) -> pd.DataFrame:
-    """A catalog row per non-EC2 type: its GPUs per node and a unit price (see SCALE_OUT)."""
-    from srifty_kit.tables.contracts import validate_catalog
-
-    types = rows.groupby("instance_type")["gpus_per_node"].max()
-    return validate_catalog(
-        pd.DataFrame(
-            {
-                "instance_type": types.index,
-                "region": "reference",
-                "vcpus": 1,
-                "memory_gib": 1.0,
-                "gpu_count": types.to_numpy(),
-                "gpu_model": "",
-                "gpu_memory_gib": None,
-                "network_gbps": None,
-                "efa_supported": None,
-                "ondemand_usd_per_hr": 1.0,
-                "spot_usd_per_hr": None,
-                "spot_interruption_bucket": None,
-                "gpu_fp16_tflops": None,
-                "gpu_fp32_tflops": None,
-                "gpu_mem_bw_gbps": None,
-                "source": "unit price, benchmarks/decision_quality.py",
-            }
-        )
-    )
-
-
-def _pollux_steps(name, train, space, ours: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Pollux's point estimates of every configuration (no interval), and the same points
-    with our relative margins (``ours``: our predictions of the same rows) as an interval:
-    what Pollux's model would pick with our uncertainty. Empty without .bench-env."""
-    from model_accuracy import run_pollux
-
-    pred = run_pollux(train, space)
-    if pred is None:
-        return {}
-    point = np.asarray(pred[name], float)
-    rel = ours[["step_time_lo", "step_time_hi"]].div(ours["step_time_s"], axis=0).to_numpy()
-    points = space.assign(step_time_s=point)
-    margined = points.assign(step_time_lo=point * rel[:, 0], step_time_hi=point * rel[:, 1])
-    return {"pollux (point)": points, "pollux + our margins": margined}
-
-
-def scale_out_decisions(folder, priors: dict) -> pd.DataFrame:
-    """Per cluster, model and deadline: our pick (upper ends at LEVEL), Pollux's (point
-    estimate), both judged by the measured steps, against the oracle. ``priors``: ours'
-    node-move prior per cluster, learned on the other clusters (model_accuracy)."""
-    out = []
-    for cluster, file in SCALE_OUT.items():
-        path = folder / file
-        if not path.is_file():
-            continue
-        data = pd.read_csv(path)
-        catalog = _unit_catalog(data)
-        for name in sorted(data["model"].unique()):
-            rows = data[data["model"] == name]
-            train = rows[(rows["campaign"] == "placements") & (rows["num_nodes"] <= 2)]
-            means = rows.groupby(CONFIG_KEYS, as_index=False)[["step_time_s", "sync_time_s"]]
-            truth_steps = means.mean()
-            job = _job(name, rows)
-            free = known_outcomes(catalog, job, Constraints(), truth_steps)
-            truth = {_key(r): r for _, r in free.iterrows()}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = StepTimeModel(level=LEVEL, node_move_prior=priors[cluster]).fit(
-                    train.drop(columns="campaign")
-                )
-            space = truth_steps[CONFIG_KEYS]
-            pollux = _pollux_steps(name, train, space, model.predict(space))
-            for factor in DEADLINE_FACTORS:
-                d = factor * free["time_h"].min()
-                cons = Constraints(deadline_h=d, confidence=LEVEL)
-                ok = free[free["time_h"] <= d]
-                oracle = ok.loc[ok["cost_usd"].idxmin()]
-                picks = {"ours": _choose(evaluate_configs(model, catalog, job, cons, space), d)}
-                for method, steps in pollux.items():
-                    picks[method] = _choose(known_outcomes(catalog, job, cons, steps), d)
-                for method, (pick, near) in picks.items():
-                    true = truth[_key(pick)]
-                    met = bool(true["time_h"] <= d)
-                    out.append(
-                        {
-                            "cluster": cluster,
-                            "model": name,
-                            "deadline x fastest": factor,
-                            "method": method,
-                            "pick": f"{int(pick['num_nodes'])}n x {int(pick['num_workers'])}w"
-                            f" x b{int(pick['local_bsz'])}" + (" (nearest)" if near else ""),
-                            "beyond the fit": int(pick["num_nodes"]) > 2,
-                            "meets_deadline": met,
-                            "regret": float(true["cost_usd"] / oracle["cost_usd"]) - 1.0
-                            if met
-                            else np.nan,
-                        }
-                    )
-    return pd.DataFrame(out)
-
-
-def scale_out_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Miss rate and cost regret (mean where met) per cluster and method."""
-    rows = []
-    for (cluster, method), part in frame.groupby(["cluster", "method"]):
-        regret = part["regret"].dropna()
+        regret = g["regret"].dropna()
         rows.append(
             {
                 "cluster": cluster,
-                "method": method,
-                "decisions": len(part),
-                "deadline missed (true)": f"{100 * (1 - part['meets_deadline'].mean()):.0f}%",
-                "mean cost regret where met": f"{100 * regret.mean():.1f}%" if len(regret) else "",
-                "worst regret where met": f"{100 * regret.max():.1f}%" if len(regret) else "",
-                "picks beyond 2 nodes": int(part["beyond the fit"].sum()),
+                "policy": policy,
+                "problems": len(g),
+                "unanswered": f"{1 - g['answered'].mean():.1%}",
+                "picks missing D": f"{misses / max(len(picks), 1):.1%} [{lo:.1%}, {hi:.1%}]",
+                "regret mean / median": f"{regret.mean():.1%} / {regret.median():.1%}",
+                "probe $ (mean)": f"{g['probe_usd'].mean():.2f}",
             }
         )
     return pd.DataFrame(rows)
 
 
 def main() -> None:
-    """Run every model and question, print and write the tables."""
+    """Run every cluster, print and write the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="every 8th problem pair only")
+    args = parser.parse_args()
     warnings.simplefilter("ignore")
-    data = _measurements()
-    catalog = load_catalog()
     folder = reference_measurements().parent
-    learned = node_move_priors(node_move_rows(folder))
-    priors = {cluster: as_prior(move) for cluster, move in learned.items()}
+    priors = {k: as_prior(v) for k, v in node_move_priors(node_move_rows(folder)).items()}
+    rng = np.random.default_rng(0)
     records = []
-    for name in sorted(data["model"].unique()):
-        rows = data[data["model"] == name]
-        records += _evaluate_model(name, rows, catalog, priors["AWS g4dn.12xlarge"])
+    for name, (file, _, key) in CLUSTERS.items():
+        if not (folder / file).is_file():
+            print(f"{name}: {file} absent, skipped")
+            continue
+        started = time.perf_counter()
+        records += run_cluster(name, folder, priors[key], args.quick, rng)
+        print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
     frame = pd.DataFrame(records)
-    summary = _summary(frame)
-    detail = frame.drop(columns=["nearest"])
-    for col in ("true_cost_usd", "true_time_h", "ratio_to_oracle"):
-        detail[col] = detail[col].map(lambda x: "" if pd.isna(x) else f"{x:.4g}")
-    scale = scale_out_decisions(folder, priors)
+    table = summary(frame)
+    fits = frame.groupby("cluster")["fit_s"].first().map(lambda s: f"{s:.1f} s")
     text = (
-        "## Summary over 6 training models x 2 questions\n\n"
-        + markdown_table(summary)
-        + "\n\n## Scale-out clusters: decisions beyond the fitted node counts\n\n"
-        "Azure ND40rs_v2 and RTX 2080 Ti (Sia artifact): fitted on the `placements` runs on at "
-        "most 2 nodes, choosing among every measured configuration (the `scalability` runs on "
-        "3-5 and 3 nodes included), deadlines at "
-        + ", ".join(f"{f:g}" for f in DEADLINE_FACTORS)
-        + "x the fastest true time, at 90% confidence. Ours: least cost upper end whose time "
-        "upper end meets the deadline, its prior on moves to more nodes learned on the other "
-        "two clusters only (model_accuracy's node_move_priors); Pollux: the same rule on its "
-        "point estimate (it gives no interval), and on its point estimate with our margins (our"
-        " upper and lower ends relative to our point, same configuration). Truth from the "
-        "measured steps; unit price per node-hour (a ratio to the oracle does not depend on "
-        "it). Regret = true cost / oracle's - 1 where the deadline was met.\n\n"
-        + (markdown_table(scale_out_summary(scale)) if not scale.empty else "(data absent)")
-        + "\n\n## Per model and question\n\n"
-        + markdown_table(detail)
-        + "\n"
+        "## Summary\n\n"
+        + markdown_table(table)
+        + "\n\nFit time of the model on each cluster's fitted rows (every training model, 2 "
+        "cores): "
+        + ", ".join(f"{c}: {s}" for c, s in fits.items())
+        + ".\n"
+        + ("\n(--quick: every 8th model x batch pair only)\n" if args.quick else "")
     )
     print(text)
     write_report(
