@@ -44,7 +44,13 @@ from srifty_kit.measure.torch_step import (
 )
 from srifty_kit.measure.zoo import ModelSpec, load_spec
 from srifty_kit.tables.contracts import validate_measurements
-from srifty_kit.tables.files import TABLE_SUFFIXES, check_writable, write_json, write_table
+from srifty_kit.tables.files import (
+    TABLE_SUFFIXES,
+    Staging,
+    check_writable,
+    write_json,
+    write_table,
+)
 
 NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps
 
@@ -100,6 +106,9 @@ class ProfileResult:
     facts: dict[str, Any] = field(default_factory=dict)  # FLOPs, params, noise scale, memory
     errors: dict[int, str] = field(default_factory=dict)  # batch size -> cause
     interrupted: bool = False
+    # where the table was written: ``out``, or beside an older ``out`` when interrupted
+    written: Path | None = None
+    kept: str = ""  # where an interrupted run's rows are, in words ("in p.partial.csv; ...")
 
     def __getattr__(self, name: str) -> Any:
         # result.noise_scale, result.flops_per_sample, ... read from the facts
@@ -311,7 +320,10 @@ def profile_model(
     is given (then on top); the noise scale compares ``noise_batch_sizes`` (default the
     smallest and largest batch sizes, a larger one accumulated from micro-batches);
     the model's weights are restored afterwards (it stays on ``device``). With ``out`` the
-    table and its facts JSON are written after each batch size and when interrupted.
+    table and its facts JSON are written after each batch size and when interrupted; where an
+    older ``out`` (or its facts) is there, they go beside it (``p.partial.csv``) until the run
+    finishes, so an interrupted run leaves the older files byte-identical
+    (``files.Staging``; ``result.written`` and ``result.kept`` say where the rows are).
     """
     sizes = check_batch_sizes(batch_sizes)
     check_budget(target_precision, max_seconds)
@@ -319,6 +331,7 @@ def profile_model(
         raise InputError(f"unknown interval {interval!r}", fix="use " + " or ".join(INTERVALS))
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
+    stage = None if out is None else Staging(out, lambda p: [facts_path(p)])
     dev = resolve_device(device)
     watch = host.CpuWatch()
     wall0 = time.perf_counter()
@@ -369,8 +382,8 @@ def profile_model(
                     raise
                 except Exception as err:  # one batch size failing must not lose the others
                     run.fail(b, err)
-                if out is not None and run.rows:
-                    _result(run, facts, False, wall0).save(out)
+                if stage is not None and run.rows:
+                    _result(run, facts, False, wall0).save(stage.working)
         phase("timing")
         facts["other_processes_cores"] = round(watch.others_cores(), 2)
         busy = watch.busy_message() if dev.type == "cpu" else None
@@ -399,8 +412,14 @@ def profile_model(
             + "; ".join(f"{b}: {e}" for b, e in run.errors.items()),
             fix="check the model, batch maker and optimizer on one batch by hand",
         )
-    if out is not None and not result.measurements.empty:
-        result.save(out)  # nothing measured, nothing written: an older file stays as it was
+    if stage is not None and not result.measurements.empty:
+        # nothing measured, nothing written: an older file stays as it was; an interrupted
+        # run's rows go beside an older file, a finished run's replace it
+        result.written = stage.working if interrupted else stage.final
+        result.save(result.written)
+        if not interrupted:
+            stage.finish()
+        result.kept = stage.kept() if interrupted else f"in {stage.final}"
     return result
 
 
@@ -415,7 +434,18 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
         except Exception as err:
             causes.append(f"{b}: {type(err).__name__}: {err}")
             continue
-        flops = count_flops(run.spec.model, batch, run.spec.loss_fn, b)
+        _check_rows(batch, b)
+        try:  # the first training step: a model, batch or loss that do not fit is the user's
+            flops = count_flops(run.spec.model, batch, run.spec.loss_fn, b)
+        except InputError:
+            raise
+        except Exception as err:
+            first = (str(err).strip().splitlines() or [""])[0][:300]
+            raise InputError(
+                f"a training step at batch size {b} failed: {type(err).__name__}: {first}",
+                fix="make make_batch(batch_size) return (inputs, targets) that the model and "
+                "loss_fn take; try one step by hand",
+            ) from err
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
     raise InputError(
         "make_batch raised at every batch size: " + "; ".join(causes),
