@@ -60,6 +60,7 @@ class _Block(nn.Module):
             )
 
     def forward(self, x):
+        """One forward pass over ``x`` (a batch), as the reference training step."""
         return torch.relu(self.body(x) + self.skip(x))
 
 
@@ -122,6 +123,7 @@ class _BertQA(nn.Module):
         self.span = nn.Linear(hidden, 2)
 
     def forward(self, ids):
+        """One forward pass over ``ids`` (a batch), as the reference training step."""
         pos = torch.arange(ids.shape[1], device=ids.device)
         x = self.norm(self.tokens(ids) + self.positions(pos) + self.segments(torch.zeros_like(ids)))
         start, end = self.span(self.encoder(x)).unbind(-1)
@@ -164,6 +166,7 @@ class _NeuMF(nn.Module):
         self.out = nn.Linear(factors + layers[-1], 1)
 
     def forward(self, pair):
+        """One forward pass over ``pair`` (a batch), as the reference training step."""
         u, i = pair[:, 0], pair[:, 1]
         gmf = self.gmf_user(u) * self.gmf_item(i)
         mlp = self.tower(torch.cat([self.mlp_user(u), self.mlp_item(i)], dim=1))
@@ -206,6 +209,7 @@ class _DarkRes(nn.Module):
         self.body = nn.Sequential(_conv_bn(c, c // 2, 1), _conv_bn(c // 2, c, 3))
 
     def forward(self, x):
+        """One forward pass over ``x`` (a batch), as the reference training step."""
         return x + self.body(x)
 
 
@@ -241,6 +245,7 @@ class _YoloV3(nn.Module):
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
 
     def forward(self, x):
+        """One forward pass over ``x`` (a batch), as the reference training step."""
         c3 = self.s3(self.s2(self.s1(self.stem(x))))
         c4 = self.s4(c3)
         p5 = self.h5(self.s5(c4))
@@ -292,6 +297,7 @@ class _DeepSpeech2(nn.Module):
         self.fc = nn.Sequential(nn.BatchNorm1d(hidden), nn.Linear(hidden, chars, bias=False))
 
     def forward(self, spec):
+        """One forward pass over ``spec`` (a batch), as the reference training step."""
         x = self.conv(spec)  # (batch, channels, freq, time)
         b, c, f, t = x.shape
         x = x.reshape(b, c * f, t).transpose(1, 2)  # (batch, time, features)

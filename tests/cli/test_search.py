@@ -128,7 +128,9 @@ def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
     )
     assert cheap["feasible"] and cheap["pick"]["time_hi_h"] <= deadline
     assert all(r["time_hi_h"] <= deadline for r in cheap["ranked"])
-    assert cheap["pick"]["cost_hi_usd"] == min(r["cost_hi_usd"] for r in cheap["ranked"])
+    # the pick has the least expected cost among those meeting the deadline at 90%
+    assert cheap["pick"]["p_meet"] >= 0.9
+    assert cheap["pick"]["cost_mean_usd"] == min(r["cost_mean_usd"] for r in cheap["ranked"])
     alt = cheap["cheapest_per_hour"]  # None when the pick is itself the cheapest per hour
     assert alt is None or alt["usd_per_hr"] <= cheap["pick"]["usd_per_hr"]
     assert cheap["binding"] is None
@@ -146,7 +148,7 @@ def test_cli_answers_the_three_questions(request, tmp_path, which, workload):
         "--spot",
     )
     assert fast["feasible"] and fast["pick"]["cost_hi_usd"] <= budget
-    assert fast["pick"]["time_hi_h"] == min(r["time_hi_h"] for r in fast["ranked"])
+    assert fast["pick"]["time_mean_h"] == min(r["time_mean_h"] for r in fast["ranked"])
     # "show me the whole tradeoff"
     whole = ask(model, tmp_path, workload, *work, "--objective", "knee", "--spot")
     front = pd.DataFrame(whole["pareto"])
@@ -171,7 +173,11 @@ def test_table_output_and_csv_file(synthetic_model, tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    assert "Pareto front" in done.stdout and "Why not the cheapest per hour" in done.stdout
+    assert "Pareto front" in done.stdout
+    assert (
+        "Why not the cheapest per hour" in done.stdout
+        or "also the cheapest cluster per hour" in done.stdout
+    )
     ranked = pd.read_csv(tmp_path / "ranked.csv")
     assert {
         "instance_type",

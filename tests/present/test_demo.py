@@ -37,6 +37,8 @@ def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
     # a static report (the panel needs a live kernel): the ranked table and the figure are in it
     assert "<table" in html and "data:image/png;base64" in html
     assert "Traceback" not in html
+    # the reader gets the answer, not the code that computed it
+    assert "from srifty_kit import" not in html and "import warnings" not in html
     index = out / "index.html"
     assert f"open: {index}" in done.stdout
     links = index.read_text()

@@ -116,9 +116,12 @@ def test_the_saving_is_what_was_paid_less_the_recommendation_within_its_interval
 
 
 def test_no_recommendation_when_nothing_is_sure_to_finish_in_time(resnet_model):
-    # the fastest type in the model already, no slack: its own upper end is past the 5 h
+    # the fastest type in the model already, no slack and no more nodes than it ran on: its
+    # own time is the deadline, and a run's mean is as likely above it as below
     job = a_job(instance_type="g6.12xlarge", cost_usd=4.6016 * 2 * 5.0)
-    out = recommend(pd.DataFrame([job]), {"resnet": resnet_model}, load_catalog(), slack=0.0)
+    full = load_catalog()
+    measured = full[full["instance_type"].isin(resnet_model.instance_types_)]
+    out = recommend(pd.DataFrame([job]), {"resnet": resnet_model}, measured, slack=0.0, max_nodes=2)
     assert (
         out["note"].iloc[0]
         == "nothing is sure at 90% to finish within 5.0 h (1x the 5.0 h it took)"
