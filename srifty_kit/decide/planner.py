@@ -1,20 +1,22 @@
 """Search EC2 configurations for a training job under a deadline and budget at a stated confidence.
 
 ``search(model, catalog, Job(...), Constraints(...))`` enumerates every candidate
-(``candidates``), checks the deadline and budget against the UPPER ends of predicted time and
-cost at the confidence level, ranks by the objective, and returns the ranked table, the Pareto
-front of (time, cost) upper ends, its knee, the pick, and why the pick beats the cheapest
+(``candidates``), or takes the list given, and keeps those whose probability of meeting the
+deadline and budget is at least the confidence under the model's joint belief
+(``model.posterior``; P is exact under it, ``candidates.meet_probability``), ranks them by the
+objective (for cost and time: the expectation), and returns the ranked table, the Pareto front
+of (time, cost) at the confidence, its knee, the pick, and why the pick beats the cheapest
 instance per hour. Infeasible constraints give an empty result that says which constraint
 binds and the nearest feasible point; they never raise.
 
 ``search`` is ``select(evaluate(...))``: ``evaluate`` does the expensive half once (every
-candidate predicted with its interval and priced), ``select`` re-filters and re-ranks those
+candidate predicted with its belief and priced), ``select`` re-filters and re-ranks those
 arrays for another deadline, budget or objective — what an interactive panel calls on each move.
 
-On the level: a deadline "at confidence 0.9" is checked against the upper end of the 90%
-prediction interval — the 95th percentile of a two-sided interval — so the stated confidence is
-a floor, not an estimate.
-"""
+On the level: a deadline "at confidence 0.9" means P(time <= deadline) >= 0.9 for the run's
+mean step; ``time_hi_h`` is that one-sided 90% quantile, so ``time_hi_h <= deadline`` is the
+same test. A run's step noise averages out over the run; the belief's spread is what the
+model does not know about the configuration, plus run-to-run noise."""
 
 from __future__ import annotations
 

@@ -18,18 +18,16 @@ form of conformalized quantile regression, Romano, Patterson & Candes, NeurIPS 2
 scores come from folds that add workers at node counts the fit has seen. The interval always
 holds the point and is never narrower than the noise floor.
 
-A node count beyond the fitted ones also moves the network: its synchronisation time, in log,
-is off by a ``NodeMove`` (a split normal: a centre and a spread per side), so the step's by
-share times that. It comes from folds that moved to a larger node count from one of at least
-``FIRST_TRUSTED_NODES`` nodes (the first multi-node count's campaign can be inconsistent with
-larger ones: ``network``), pooled over those rows; without enough of them, from the same
-folds of every training model on that instance type (one network), and without those, from
-the stated prior ``NODE_MOVE_PRIOR``, learned on other clusters' node-count moves. Those moves were
-whole (the added workers came with them), so there the group's own part is taken at the edge
-of what it measured (distance 1) and added in quadrature. Up to the largest move it was learned
-on (in doublings of the node count), the move's error stays as it was learned; beyond, its
-centre and spread grow in proportion to the doublings, as a network that slows with log2 of
-the nodes does (``NodeMove``). ``StepTimeModel`` warns beyond 8x the fitted scale.
+A node count beyond the fitted ones also moves the network (``NodeMove``): the step's log
+error there is N(u * centre, (u * sd)**2 + scatter**2), with u = sync share * doublings (log2
+of the node count over the largest fitted). ``centre`` is the network's rate per doubling,
+learned from held-out moves starting at 2 or more nodes (``move_rates``), pooled over every
+training model on that instance type and under the hyperprior ``NODE_MOVE_PRIOR`` learned on
+the reference clusters (``network_move``, ``learn_prior``); ``sd`` is how unsure that rate
+is, ``scatter`` how far one configuration strays from it. Those moves were whole (the added
+workers came with them), so there the group's own part is taken at the edge of what it
+measured (distance 1) and added in quadrature. ``StepTimeModel`` warns beyond 8x the fitted
+scale.
 """
 
 from __future__ import annotations
