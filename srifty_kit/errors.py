@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from srifty_kit.redact import redact
+from srifty_kit.tables.redact import redact
 
 
 class InputError(ValueError):
@@ -13,7 +13,7 @@ class InputError(ValueError):
 
     The CLI turns it into exit code 2 and one line; notebooks and widgets show ``str(err)``.
     Anything that is not an InputError is a bug and keeps its traceback. The line is redacted
-    (``srifty_kit.redact``): a message quoting AWS never carries a credential.
+    (``srifty_kit.tables.redact``): a message quoting AWS never carries a credential.
     """
 
     def __init__(

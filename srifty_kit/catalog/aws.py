@@ -24,10 +24,9 @@ from botocore import exceptions as bx
 from botocore.config import Config
 from tqdm.auto import tqdm
 
-from srifty_kit import redact
 from srifty_kit.catalog.query import EXTRA_COLUMNS, load_catalog
 from srifty_kit.errors import CommandFailed, InputError, did_you_mean
-from srifty_kit.tables import aws_errors
+from srifty_kit.tables import aws_errors, redact
 from srifty_kit.tables.contracts import CATALOG, validate_catalog
 from srifty_kit.tables.files import write_table
 

@@ -4,7 +4,7 @@
 command promptly and cleanly (whatever the shell left them as), bad input is one line and
 exit code 2, warnings are one line each, and an interrupt exits 130 (SIGINT) or 143
 (SIGTERM) after the command has kept what it measured. Every error line, warning, log record
-and traceback goes through ``srifty_kit.redact``: no credential leaves the process.
+and traceback goes through ``srifty_kit.tables.redact``: no credential leaves the process.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from srifty_kit.cli.flags import check_paths, for_command_line
 from srifty_kit.errors import CommandFailed, InputError
-from srifty_kit.redact import install as install_redaction
-from srifty_kit.redact import redact
+from srifty_kit.tables.redact import install as install_redaction
+from srifty_kit.tables.redact import redact
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from srifty_kit.errors import CommandFailed, InputError, did_you_mean
-from srifty_kit.redact import redact, scrub
 from srifty_kit.tables.files import atomic_write
+from srifty_kit.tables.redact import redact, scrub
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Every AWS failure a user can fix (credentials missing, rejected or expired, acce
 unknown workgroup, a query that failed or was cancelled) is one ``InputError`` whose text names
 the AWS error code and the fix; one the user cannot (a server error, throttling past the
 retries, an answer botocore cannot use) is a ``CommandFailed``. AWS's messages are redacted
-(``srifty_kit.redact``): credentials never appear in either.
+(``srifty_kit.tables.redact``): credentials never appear in either.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class AthenaLedger:
             import boto3
             from botocore.config import Config
 
-            from srifty_kit import redact
+            from srifty_kit.tables import redact
 
             # botocore's debug records hold signed headers; a profile's keys are masked too
             redact.install_logging()

@@ -1,6 +1,6 @@
 """What a boto3 failure means for the user, shared by every AWS caller (the catalog refresh,
 the Athena ledger). This module sorts errors into what the user can act on and gives the AWS
-error code and message redacted (``srifty_kit.redact``): an endpoint that echoes the signed
+error code and message redacted (``srifty_kit.tables.redact``): an endpoint that echoes the signed
 request must not put a credential in an error line. Each caller words its own fix.
 
 botocore is imported here: import this module only where AWS is about to be called.
@@ -13,7 +13,7 @@ import re
 from botocore import exceptions as bx
 from botocore.parsers import ResponseParserError
 
-from srifty_kit.redact import redact
+from srifty_kit.tables.redact import redact
 
 # error codes meaning "these credentials do not work": renew or replace them
 CREDENTIAL_CODES = frozenset(
@@ -125,7 +125,7 @@ def remember_profile(profile: str | None) -> None:
     import botocore.configloader
     import botocore.session
 
-    from srifty_kit import redact
+    from srifty_kit.tables import redact
 
     session = botocore.session.Session(profile=profile)
     name = profile or session.get_config_variable("profile") or "default"
