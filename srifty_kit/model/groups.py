@@ -94,17 +94,16 @@ def _with_measured(
     run adds its own noise. Where the fit is sure (V small) the measurement moves it little;
     where the physics strays from a measured configuration, the measurement wins.
     """
-    keys = {
-        (int(a), int(w), int(s)): float(y) for a, w, s, y in measured
-    }  # a few hundred rows: a dict beats a join
-    flat = np.broadcast_to(np.asarray(belief.point), np.shape(belief.centre))
-    hit = np.array(
-        [
-            keys.get((int(a), int(w), int(s)), np.nan)
-            for a, w, s in zip(np.ravel(k), np.ravel(n), np.ravel(b), strict=True)
-        ]
-    ).reshape(np.shape(belief.centre))
-    seen = np.isfinite(hit)
+    shape = np.shape(belief.centre)
+    flat = np.broadcast_to(np.asarray(belief.point), shape)
+    # a search asks for a million configurations: look them up by a sorted key, no Python loop
+    known = _config_key(measured[:, 0], measured[:, 1], measured[:, 2])
+    order = np.argsort(known)
+    asked = _config_key(*(np.broadcast_to(np.asarray(a), shape) for a in (k, n, b)))
+    at = np.clip(np.searchsorted(known[order], asked), 0, max(known.size - 1, 0))
+    seen = known.size > 0 and known[order][at] == asked
+    seen = np.broadcast_to(seen, shape)
+    hit = np.where(seen, measured[order, 3][at] if known.size else 0.0, np.nan)
     if not seen.any():
         return belief
     y = np.where(seen, hit - np.log(flat), 0.0)
@@ -115,6 +114,15 @@ def _with_measured(
     belief.group_sd = np.where(seen, np.sqrt(shared * (1.0 - gain)), belief.group_sd)
     belief.network_sd = np.where(seen, 0.0, belief.network_sd)
     return belief
+
+
+def _config_key(nodes, workers, local_bsz) -> np.ndarray:
+    """One integer per (nodes, workers, local batch): each field below 2**20 (contracts cap
+    nodes and workers at a million; larger batches never match a measured one)."""
+    parts = [np.asarray(v, float).astype(np.int64) for v in (nodes, workers, local_bsz)]
+    return (
+        (parts[0] << 42) | (np.minimum(parts[1], 2**21 - 1) << 21) | np.minimum(parts[2], 2**21 - 1)
+    )
 
 
 def single_worker_spread(
