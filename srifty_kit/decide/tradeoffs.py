@@ -15,7 +15,6 @@ numbers; the widgets (present.lessons) only display them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -444,6 +443,46 @@ class SpotTradeoff:
         return "\n".join(lines)
 
 
+class _OnDemand:
+    """Whole nodes of one type, on-demand, priced for any job that differs only in its
+    checkpointing: the model predicts the step once (``predicted``), each job re-prices."""
+
+    def __init__(
+        self,
+        model: StepTimeModel,
+        catalog: pd.DataFrame,
+        job: Job,
+        instance_type: str,
+        num_nodes: int,
+        local_bsz: int,
+        level: float,
+        gpus: int | None = None,
+    ) -> None:
+        if gpus is None:
+            gpus = int(_types(catalog, (instance_type,)).gpus[0])
+        configs = pd.DataFrame(
+            {
+                "model": [job.model],
+                "instance_type": [instance_type],
+                "num_nodes": [num_nodes],
+                "num_workers": [gpus * num_nodes],
+                "local_bsz": [int(local_bsz)],
+            }
+        )
+        self.constraints = Constraints(confidence=level)
+        self.types, self.cfg = predicted(model, catalog, job, self.constraints, configs)
+
+    def __call__(self, job: Job) -> pd.Series:
+        """The evaluate_configs row of ``job`` (what the answer's text reads)."""
+        return priced(job, self.constraints, self.types, self.cfg).iloc[0]
+
+    def time_cost(self, job: Job) -> tuple[float, float, float]:
+        """(time_h, cost_usd, usd_per_hr) of ``job``: the row's numbers without building a
+        DataFrame (a few ms each), so that a grid of intervals costs microseconds."""
+        p = cand.price(job, self.constraints, self.types, self.cfg)
+        return float(p["time_h"][0]), float(p["cost_usd"][0]), float(p["usd_per_hr"][0])
+
+
 def _ondemand(
     model: StepTimeModel,
     catalog: pd.DataFrame,
@@ -452,22 +491,9 @@ def _ondemand(
     num_nodes: int,
     local_bsz: int,
     level: float,
-) -> Callable[[Job], pd.Series]:
-    """The evaluate_configs row of whole nodes of one type, on-demand, as a function of the
-    job: the model predicts the step once, each job (another checkpoint interval) re-prices."""
-    gpus = int(_types(catalog, (instance_type,)).gpus[0])
-    configs = pd.DataFrame(
-        {
-            "model": [job.model],
-            "instance_type": [instance_type],
-            "num_nodes": [num_nodes],
-            "num_workers": [gpus * num_nodes],
-            "local_bsz": [int(local_bsz)],
-        }
-    )
-    constraints = Constraints(confidence=level)
-    types, cfg = predicted(model, catalog, job, constraints, configs)
-    return lambda j: priced(j, constraints, types, cfg).iloc[0]
+) -> _OnDemand:
+    """The on-demand row of whole nodes of one type as a function of the job (``_OnDemand``)."""
+    return _OnDemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)
 
 
 def spot_deadline(
@@ -494,7 +520,7 @@ def listed_bucket(catalog: pd.DataFrame, instance_type: str) -> str:
 
 SHORTEST_INTERVAL_H = 1 / 60  # the grid of checkpoint intervals starts at one minute
 LONGEST_INTERVAL_H = 8.0  # ... and ends here or past 3x Young/Daly, whichever is later
-GRID_POINTS = 20  # each point simulates the runs: ~30 ms apiece
+GRID_POINTS = 20  # each point simulates the runs: ~1 ms apiece at 2,000 runs
 
 
 def checkpoint_grid(young_daly_h: float) -> np.ndarray:
@@ -503,48 +529,114 @@ def checkpoint_grid(young_daly_h: float) -> np.ndarray:
     return np.geomspace(SHORTEST_INTERVAL_H, top, GRID_POINTS)
 
 
-def spot_tradeoff(
-    model: StepTimeModel,
-    catalog: pd.DataFrame,
-    job: Job,
-    instance_type: str,
-    num_nodes: int,
-    local_bsz: int,
-    bucket: str | None = None,
-    deadline_h: float | None = None,
-    slack: float = 0.03,
-    level: float = 0.9,
-    runs: int = 2000,
-    seed: int = 0,
-) -> SpotTradeoff:
-    """Whole nodes of ``instance_type`` on on-demand and on spot with ``job``'s checkpoint
-    interval, checkpoint size and restart; reclaims at the Spot Advisor ``bucket`` (default:
-    the catalog's). The expected run is spot.expected_run's closed form, the spread and the
-    deadline risk spot.simulate's runs, on the model's predicted (point) time; on-demand writes
-    the same checkpoints. Over checkpoint intervals (``checkpoint_grid``) the same, and the
-    cheapest interval by minimising the closed form. Without a ``deadline_h`` the deadline is
-    the on-demand time plus ``slack`` of it.
+@dataclass(frozen=True)
+class SpotCurve:
+    """Spot over checkpoint intervals for one configuration, job, reclaim rate, restart and
+    deadline: what does not depend on the job's own checkpoint interval (so that a panel
+    moving only that interval computes it once and passes it back to ``spot_tradeoff``)."""
 
-    Raises:
-        InputError: the type has no spot price or no GPU, or the model cannot predict it.
-    """
-    from scipy.optimize import minimize_scalar
+    # checkpoint interval -> spot's expected cost and time, its cost above the cheapest plan,
+    # its miss share; on-demand's time and cost with the same checkpoints
+    by_interval: pd.DataFrame
+    bucket: str
+    cluster_hazard: float  # reclaims per hour of the whole cluster
+    write_h: float  # c: hours to write one checkpoint
+    best: dict[str, float]  # the cheapest interval (closed form, minimised): interval_h, cost_usd
+    young_daly_h: float  # sqrt(2 c M)
+    all_miss_below_h: float  # shorter intervals: the writes alone pass the deadline (0: none)
+    # what it was computed for (spot_tradeoff refuses a curve of other arguments): the
+    # configuration, the job without its interval, bucket, deadline, level, runs, seed
+    key: tuple = ()
+    # the configuration's spot $/h and on-demand pricing, kept for spot_tradeoff to reuse
+    spot_usd: float = float("nan")
+    ondemand: _OnDemand | None = field(default=None, repr=False, compare=False)
 
+
+def _spot_prices(
+    catalog: pd.DataFrame, instance_type: str, num_nodes: int, bucket: str | None
+) -> tuple[str, float, float, int]:
+    """(bucket, the cluster's reclaims per hour, its spot $/h, GPUs per node) of whole nodes
+    of one type."""
     types = _types(catalog, (instance_type,))
     bucket = bucket or listed_bucket(catalog, instance_type)
     hazard = float(spot.hourly_hazard(bucket)[0]) * num_nodes
     spot_usd = float(types.spot[0]) * num_nodes
     if not np.isfinite(spot_usd):
         raise InputError(f"the catalog has no spot price for {instance_type!r}")
+    return bucket, hazard, spot_usd, int(types.gpus[0])
 
-    ondemand = _ondemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)
-    od = ondemand(job)
-    od_usd = float(od["usd_per_hr"])
-    if deadline_h is None:
-        deadline_h = float(od["time_h"]) * (1 + slack)
+
+def _curve_key(job, instance_type, num_nodes, local_bsz, bucket, deadline_h, level, runs, seed):
+    """What a SpotCurve depends on: every argument but the job's checkpoint interval."""
+    fields = replace(job, checkpoint_interval_h=1.0)
+    return (fields, instance_type, int(num_nodes), int(local_bsz), bucket, float(deadline_h),
+            float(level), int(runs), seed)  # fmt: skip
+
+
+def spot_curve(
+    model: StepTimeModel,
+    catalog: pd.DataFrame,
+    job: Job,
+    instance_type: str,
+    num_nodes: int,
+    local_bsz: int,
+    deadline_h: float,
+    bucket: str | None = None,
+    level: float = 0.9,
+    runs: int = 2000,
+    seed: int = 0,
+) -> SpotCurve:
+    """Spot's expected cost (spot.expected_run's closed form) and deadline risk (spot.simulate)
+    at each interval of ``checkpoint_grid``, on-demand's with the same checkpoints, the
+    cheapest interval (the closed form minimised between the grid's points), Young/Daly's and
+    the interval below which the writes alone pass ``deadline_h``. ``job``'s own checkpoint
+    interval is not used: the curve is the same for every one.
+
+    Args:
+        model, catalog, job: the fitted model, the catalog, the job (its restart and
+            checkpoint size count, not its interval).
+        instance_type, num_nodes, local_bsz: whole nodes of one type at one local batch.
+        deadline_h: the deadline the miss shares count against.
+        bucket: the Spot Advisor bucket; None: the catalog's.
+        level: the model's interval level.
+        runs, seed: the simulated runs per interval.
+
+    Returns:
+        A ``SpotCurve``.
+
+    Raises:
+        InputError: the type has no spot price or no GPU, or the model cannot predict it.
+    """
+    bucket, hazard, spot_usd, gpus = _spot_prices(catalog, instance_type, num_nodes, bucket)
+    ondemand = _OnDemand(model, catalog, job, instance_type, num_nodes, local_bsz, level, gpus)
+    key = _curve_key(job, instance_type, num_nodes, local_bsz, bucket, deadline_h, level, runs,
+                     seed)  # fmt: skip
+    return _curve(job, deadline_h, bucket, hazard, spot_usd, ondemand, runs, seed, key)
+
+
+def _curve(
+    job: Job,
+    deadline_h: float,
+    bucket: str,
+    hazard: float,
+    spot_usd: float,
+    ondemand: _OnDemand,
+    runs: int,
+    seed: int,
+    key: tuple,
+) -> SpotCurve:
+    """``spot_curve`` from the configuration's prices and on-demand pricing."""
+    from scipy.optimize import minimize_scalar
+
     write = job.checkpoint_write_h
-    # hours of training without writes: time_h = base x (1 + c / tau)
-    base = float(od["time_h"]) / (1 + write / job.checkpoint_interval_h)
+    young_daly = spot.young_daly_interval(write, hazard)
+    grid_h = checkpoint_grid(young_daly)
+    jobs = [replace(job, checkpoint_interval_h=float(tau)) for tau in grid_h]
+    od = np.array([ondemand.time_cost(j) for j in jobs])  # time_h, cost_usd, $/h per interval
+    od_usd = float(od[0, 2])
+    # hours of training without writes: time_h = base x (1 + c / tau); from the grid's first
+    # point, so that it is the same whatever the job's own interval
+    base = float(od[0, 0]) / (1 + write / grid_h[0])
 
     def expected_cost(tau: float) -> float:
         j = replace(job, checkpoint_interval_h=float(tau))
@@ -552,27 +644,18 @@ def spot_tradeoff(
                               spot_usd, od_usd)  # fmt: skip
         return float(e["cost_usd"][0])
 
-    expected = spot.expected_run(
-        np.array([od["time_h"]]), hazard, job.spot_policy, spot_usd, od_usd
-    )
-    sim = spot.simulate(float(od["time_h"]), hazard, job.spot_policy, spot_usd, od_usd, runs, seed)
-    young_daly = spot.young_daly_interval(write, hazard)
-    grid_h = checkpoint_grid(young_daly)
     grid = []
-    for tau in grid_h:
-        j = replace(job, checkpoint_interval_h=float(tau))
-        o = ondemand(j)
-        work = float(o["time_h"])
+    for j, (work, od_cost, _) in zip(jobs, od, strict=True):
         e = spot.expected_run(np.array([work]), hazard, j.spot_policy, spot_usd, od_usd)
-        s = spot.simulate(work, hazard, j.spot_policy, spot_usd, od_usd, runs, seed)
+        s = spot.simulate(float(work), hazard, j.spot_policy, spot_usd, od_usd, runs, seed)
         grid.append(
             {
-                "checkpoint_interval_h": float(tau),
+                "checkpoint_interval_h": j.checkpoint_interval_h,
                 "time_h": float(e["time_h"][0]),
                 "cost_usd": float(e["cost_usd"][0]),
-                "miss_share": float((s["time_h"] > deadline_h).mean()),
-                "ondemand_time_h": work,
-                "ondemand_cost_usd": float(o["cost_usd"]),
+                "miss_share": float((s["time_h"].to_numpy() > deadline_h).mean()),
+                "ondemand_time_h": float(work),
+                "ondemand_cost_usd": float(od_cost),
             }
         )
     table = pd.DataFrame(grid)
@@ -592,20 +675,82 @@ def spot_tradeoff(
     all_miss = write / (deadline_h / base - 1) if deadline_h > base and write > 0 else 0.0
     if deadline_h <= base:
         all_miss = float("inf")
+    return SpotCurve(
+        table, bucket, hazard, write, best, young_daly, float(all_miss), key, spot_usd, ondemand
+    )
+
+
+def spot_tradeoff(
+    model: StepTimeModel,
+    catalog: pd.DataFrame,
+    job: Job,
+    instance_type: str,
+    num_nodes: int,
+    local_bsz: int,
+    bucket: str | None = None,
+    deadline_h: float | None = None,
+    slack: float = 0.03,
+    level: float = 0.9,
+    runs: int = 2000,
+    seed: int = 0,
+    curve: SpotCurve | None = None,
+) -> SpotTradeoff:
+    """Whole nodes of ``instance_type`` on on-demand and on spot with ``job``'s checkpoint
+    interval, checkpoint size and restart; reclaims at the Spot Advisor ``bucket`` (default:
+    the catalog's). The expected run is spot.expected_run's closed form, the spread and the
+    deadline risk spot.simulate's runs, on the model's predicted (point) time; on-demand writes
+    the same checkpoints. Over checkpoint intervals (``spot_curve``) the same, and the
+    cheapest interval by minimising the closed form. Without a ``deadline_h`` the deadline is
+    the on-demand time plus ``slack`` of it.
+
+    Args:
+        curve: the ``spot_curve`` of these arguments (any checkpoint interval), computed
+            before: a panel that moves only the interval passes it back and the grid is not
+            recomputed; None: computed here.
+
+    Raises:
+        InputError: the type has no spot price or no GPU, the model cannot predict it, or
+            ``curve`` was computed for other arguments.
+    """
+    bucket = bucket or listed_bucket(catalog, instance_type)
+    if curve is not None and curve.ondemand is not None and curve.bucket == bucket:
+        # the curve's prices and prediction (the key check below says they are these)
+        hazard, spot_usd, ondemand = curve.cluster_hazard, curve.spot_usd, curve.ondemand
+    else:
+        _, hazard, spot_usd, gpus = _spot_prices(catalog, instance_type, num_nodes, bucket)
+        ondemand = _OnDemand(model, catalog, job, instance_type, num_nodes, local_bsz, level,
+                             gpus)  # fmt: skip
+    od = ondemand(job)
+    od_usd = float(od["usd_per_hr"])
+    if deadline_h is None:
+        deadline_h = float(od["time_h"]) * (1 + slack)
+    key = _curve_key(job, instance_type, num_nodes, local_bsz, bucket, deadline_h, level, runs,
+                     seed)  # fmt: skip
+    if curve is None:
+        curve = _curve(job, deadline_h, bucket, hazard, spot_usd, ondemand, runs, seed, key)
+    elif curve.key != key:
+        raise InputError(
+            "the spot curve was computed for other arguments",
+            fix="compute it with spot_curve for this configuration, bucket and deadline",
+        )
+    expected = spot.expected_run(
+        np.array([od["time_h"]]), hazard, job.spot_policy, spot_usd, od_usd
+    )
+    sim = spot.simulate(float(od["time_h"]), hazard, job.spot_policy, spot_usd, od_usd, runs, seed)
     return SpotTradeoff(
         od,
         {k: float(v[0]) for k, v in expected.items()},
         sim,
-        table,
+        curve.by_interval,
         bucket,
         job.checkpoint_interval_h,
         job.restart_h,
         deadline_h,
         hazard,
-        write,
-        best,
-        young_daly,
-        float(all_miss),
+        curve.write_h,
+        curve.best,
+        curve.young_daly_h,
+        curve.all_miss_below_h,
     )
 
 

@@ -444,6 +444,7 @@ class SpotLesson(Lesson):
                 model, catalog, job, instance_type, num_nodes, local_bsz, level=level
             )
         self.deadline_h = deadline_h
+        self._curves: dict[tuple, tradeoffs.SpotCurve] = {}
         bucket = tradeoffs.listed_bucket(catalog, instance_type)
         hours = tradeoffs.duration
         controls = {
@@ -511,7 +512,14 @@ class SpotLesson(Lesson):
             "level": self.level,
             "runs": self.runs,
         }
-        result = tradeoffs.spot_tradeoff(self.model, self.catalog, job, **args)
+        # the curve over intervals does not move with the checkpoint interval: computed once
+        # per (bucket, restart), a move of the interval prices one plan and simulates it
+        key = (v["bucket"], float(v["restart"]))
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = tradeoffs.spot_curve(self.model, self.catalog, job, **args)
+            self._curves[key] = curve
+        result = tradeoffs.spot_tradeoff(self.model, self.catalog, job, curve=curve, **args)
         return result, {"job": job_inputs(job), **args}
 
     def draw(self, result: tradeoffs.SpotTradeoff) -> None:

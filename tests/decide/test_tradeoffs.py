@@ -112,6 +112,31 @@ def test_spot_runs_only_ever_take_longer_and_cost_less_on_average(spot_case):
     )
 
 
+def test_a_curve_computed_once_answers_every_checkpoint_interval_alike(model, catalog):
+    job = replace(JOB, samples=2e9)
+    deadline = tradeoffs.spot_deadline(model, catalog, job, "g4dn.12xlarge", 8, 32)
+    args = {"deadline_h": deadline, "runs": 500}
+    curve = tradeoffs.spot_curve(model, catalog, job, "g4dn.12xlarge", 8, 32, **args)
+    for tau in (0.25, 1.0, 6.0):
+        moved = replace(job, checkpoint_interval_h=tau)
+        fresh = tradeoffs.spot_tradeoff(model, catalog, moved, "g4dn.12xlarge", 8, 32, **args)
+        again = tradeoffs.spot_tradeoff(
+            model, catalog, moved, "g4dn.12xlarge", 8, 32, curve=curve, **args
+        )
+        assert again.text() == fresh.text()
+        pd.testing.assert_frame_equal(again.by_interval, fresh.by_interval)
+    # a curve of another reclaim rate or restart is refused, not silently reused
+    with pytest.raises(InputError, match="other arguments"):
+        tradeoffs.spot_tradeoff(
+            model, catalog, replace(job, restart_h=1.0), "g4dn.12xlarge", 8, 32, curve=curve,
+            **args,
+        )  # fmt: skip
+    with pytest.raises(InputError, match="other arguments"):
+        tradeoffs.spot_tradeoff(
+            model, catalog, job, "g4dn.12xlarge", 8, 32, bucket=">20%", curve=curve, **args
+        )
+
+
 def test_checkpointing_rarely_risks_the_deadline_and_often_costs_writes(spot_case):
     grid = spot_case.by_interval
     at_one_hour = grid.loc[(grid["checkpoint_interval_h"] - 1.0).abs().idxmin(), "miss_share"]
