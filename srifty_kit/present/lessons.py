@@ -69,9 +69,14 @@ CAPTIONS = {
         "On-demand, with the same checkpoints, is priced in the answer."
     ),
     "controller": (
-        "Top: each worker's local batch (blue: the first type, orange: the second; red, "
-        "thick: worker 0, the one that slows down). Bottom: the step time (the slowest "
-        "worker's); dashed: what keeping the split of the step before the slowdown would cost."
+        "Left, top: each worker's local batch (blue: the first type's workers, orange: the "
+        "second's; red dashed: worker 0, the one that slows down). Left, bottom: the step time "
+        "(the slowest worker's); dashed: what keeping the split of the step before the "
+        "slowdown would cost. Right: one worker's step against its local batch, the model's "
+        "point estimate (line) and interval (shaded) beside the measured steps of the "
+        "reference campaigns (dots; a type never measured has none); red dashed: worker 0 "
+        "slowed; diamonds: where the controller leaves each worker (red: worker 0), all near "
+        "the last step's time (dotted)."
     ),
     "variance": (
         "Share of simulated runs by hours to the target: red, the pick judged by the point "
@@ -238,7 +243,9 @@ class Lesson:
         return self.widget._repr_mimebundle_(**kwargs)
 
 
-def _figure(marks: list, axes: list, title: str, height: int = 360) -> Any:
+def _figure(
+    marks: list, axes: list, title: str, height: int = 360, width: int = 560, **kw: Any
+) -> Any:
     import bqplot as bq
 
     return bq.Figure(
@@ -246,19 +253,20 @@ def _figure(marks: list, axes: list, title: str, height: int = 360) -> Any:
         axes=axes,
         title=title,
         fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 70},
-        layout={"width": "560px", "height": f"{height}px"},
+        layout={"width": f"{width}px", "height": f"{height}px"},
         animation_duration=0,
+        **kw,
     )
 
 
 def _selection(values: list[tuple[str, Any]], value: Any, description: str, **kw: Any) -> Any:
     import ipywidgets as w
 
+    kw.setdefault("style", {"description_width": "160px"})
     return w.SelectionSlider(
         options=values,
         value=value,
         description=description,
-        style={"description_width": "160px"},
         layout=w.Layout(width="430px"),
         readout=True,
         **kw,
@@ -287,9 +295,16 @@ def _log_range(scale: Any, axis: Any, values: Any, extra: tuple = (), margin: fl
     ticks = log_ticks(low, high, extra)
     if len(ticks) > 9:
         ticks = log_ticks(low, high, extra, steps=(1,))
+    for finer in ((1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8)):
+        if len(ticks) >= 4:
+            break
+        # a range under a decade: 1-2-5 leaves one tick or two
+        ticks = log_ticks(low, high, extra, steps=finer)
     with scale.hold_sync():
         scale.min, scale.max = low, high
-    axis.tick_values = np.asarray(ticks, float)
+    ticks = np.asarray(ticks, float)
+    if not np.array_equal(axis.tick_values, ticks):  # unchanged ticks: nothing sent
+        axis.tick_values = ticks
 
 
 def _line(scales: dict, color: str, label: str, **style: Any) -> Any:
@@ -484,7 +499,8 @@ class SpotLesson(Lesson):
                 tick_values=np.linspace(0, 0.2, 5),
             ),
             "miss": bq.Axis(
-                scale=ms, label="share missing the deadline", side="right", tick_format=".0%"
+                scale=ms, label="share missing the deadline", side="right", tick_format=".0%",
+                label_offset="48px",  # clear of the tick labels
             ),
         }  # fmt: skip
         self.scales = sc
@@ -548,8 +564,9 @@ class SpotLesson(Lesson):
 
 
 class ControllerLesson(Lesson):
-    """(c) A two-type cluster balanced by OmniLearn's proportional controller, step by step;
-    the question slows worker 0 down mid-run."""
+    """(c) A two-type cluster balanced by OmniLearn's proportional controller, step by step,
+    beside each type's one-worker step against its batch (the model's and the measured); the
+    question slows worker 0 down mid-run."""
 
     question = "slow_factor"
 
@@ -564,6 +581,7 @@ class ControllerLesson(Lesson):
         steps: int = 40,
         slow_at: int = 20,
         measurements: pd.DataFrame | None = None,
+        level: float = 0.9,
     ) -> None:
         import bqplot as bq
         import ipywidgets as w
@@ -571,16 +589,21 @@ class ControllerLesson(Lesson):
         self.model, self.catalog, self.job = model, catalog, job
         self.instance_types, self.num_nodes = tuple(instance_types), tuple(num_nodes)
         self.local_bsz, self.steps, self.slow_at = local_bsz, steps, slow_at
-        self.measurements = measurements
+        self.measurements, self.level = measurements, level
+        a, b = self.instance_types
         controls = {
-            "slow_factor": _selection(stops(SLOWDOWNS, 1.0, "{:g}x"), 1.0, "worker 0 slows by")
-        }
+            "slow_factor": _selection(
+                stops(SLOWDOWNS, 1.0, "{:g}x"), 1.0, f"worker 0 ({a}) slows by",
+                style={"description_width": "230px"},
+            )
+        }  # fmt: skip
         xs, bs, ts = bq.LinearScale(), bq.LinearScale(min=0), bq.LinearScale(min=0)
         self.marks = {
             "batches": bq.Lines(
                 x=[], y=[], scales={"x": xs, "y": bs}, labels=["local batch per worker"],
             ),
-            "worker0": _line({"x": xs, "y": bs}, RED, "worker 0", stroke_width=4),
+            "worker0": _line({"x": xs, "y": bs}, RED, "worker 0", stroke_width=4,
+                             line_style="dashed"),
             "step": _line({"x": xs, "y": ts}, "black", "step time", stroke_width=3),
             "kept": _line({"x": xs, "y": ts}, "black", "old split kept", line_style="dashed"),
         }  # fmt: skip
@@ -599,11 +622,62 @@ class ControllerLesson(Lesson):
                 bq.Axis(scale=xs, label="step", tick_format="d"),
                 bq.Axis(scale=ts, label="step time (ms)", side="left", tick_format=".3~g"),
             ],
-            "Step time",
+            "Step time (the slowest worker's)",
             height=240,
         )
+        # one worker's step against its batch: the model's lines and band, the measured points
+        measured = set(tradeoffs.measured_types(model, job.model))
+        lx, ly = bq.LinearScale(min=0), bq.LinearScale(min=0)
+        sc = {"x": lx, "y": ly}
+        self.line_scales = sc
+
+        def kind(t: str) -> str:
+            return "model" if t in measured else "model (never measured)"
+
+        def band(color: str) -> Any:
+            return bq.Lines(
+                x=[], y=[], scales=sc, colors=[color], stroke_width=0, fill="between",
+                fill_colors=[color], fill_opacities=[0.15],
+            )  # fmt: skip
+
+        def seen(color: str, label: str) -> Any:
+            return bq.Scatter(
+                x=[], y=[], scales=sc, colors=[color], stroke="black", default_size=40,
+                labels=[label], display_legend=True,
+            )  # fmt: skip
+
+        self.line_marks = {
+            "band_a": band(BLUE),
+            "band_b": band(ORANGE),
+            "model_a": _line(sc, BLUE, f"{a}: {kind(a)}", stroke_width=2, display_legend=True),
+            "model_b": _line(sc, ORANGE, f"{b}: {kind(b)}", stroke_width=2, display_legend=True),
+            "slowed": _line(sc, RED, "worker 0 slowed", line_style="dashed", stroke_width=2,
+                            display_legend=True),
+            "measured_a": seen(BLUE, f"{a}: measured"),
+            "measured_b": seen(ORANGE, f"{b}: measured"),
+            "level": _line(sc, GREY, "last step's time", line_style="dotted"),
+            "settled": bq.Scatter(
+                x=[], y=[], scales=sc, marker="diamond", stroke="black", default_size=110,
+                colors=[BLUE], labels=["each worker at the last step"], display_legend=True,
+            ),
+        }  # fmt: skip
+        lines = _figure(
+            list(self.line_marks.values()),
+            [
+                bq.Axis(scale=lx, label="local batch (samples per worker)", tick_format="d"),
+                bq.Axis(scale=ly, label="one worker's step (ms)", side="left", tick_format="d"),
+            ],
+            "One worker's step against its batch",
+            height=420,
+            width=500,
+            legend_location="top-left",
+            legend_style={"fill": "white", "opacity": 0.9},
+        )
         super().__init__(
-            controls, w.VBox([top, bottom]), "srifty-lesson-controller", CAPTIONS["controller"]
+            controls,
+            w.HBox([w.VBox([top, bottom]), lines]),
+            "srifty-lesson-controller",
+            CAPTIONS["controller"],
         )
         self.refresh()
 
@@ -617,6 +691,7 @@ class ControllerLesson(Lesson):
             "steps": self.steps,
             "slow_at": self.slow_at,
             "slow_factor": factor,
+            "level": self.level,
         }
         result = tradeoffs.controller_lesson(
             self.model, self.catalog, self.job, measurements=self.measurements, **args
@@ -625,7 +700,8 @@ class ControllerLesson(Lesson):
 
     def draw(self, result: tradeoffs.ControllerLesson) -> None:
         """One line per worker (worker 0 highlighted), the step time in ms and, after the
-        slowdown, what the old split would cost."""
+        slowdown, what the old split would cost; each type's one-worker step against its batch
+        (model, band, measured), worker 0's slowed line and where each worker ends."""
         wide = result.trace.pivot(index="step", columns="worker", values="local_bsz")
         colors = [BLUE if t == result.instance_types[0] else ORANGE for t in
                   result.trace.drop_duplicates("worker")["instance_type"]]  # fmt: skip
@@ -638,6 +714,34 @@ class ControllerLesson(Lesson):
             set_data(self.marks["kept"], [result.slow_at, step.index.max()], [kept, kept])
         else:
             set_data(self.marks["kept"], [], [])
+        m, ms = self.line_marks, 1000
+        for key, name in zip("ab", result.instance_types, strict=True):
+            c = result.curves[result.curves["instance_type"] == name]
+            x = c["local_bsz"].to_numpy(float)
+            set_data(m[f"model_{key}"], x, c["step_s"] * ms)
+            set_data(m[f"band_{key}"], x, np.vstack([c["step_lo_s"], c["step_hi_s"]]) * ms)
+            seen = result.measured[result.measured["instance_type"] == name]
+            set_data(m[f"measured_{key}"], seen["local_bsz"], seen["measured_s"] * ms)
+            if key == "a" and result.slow_factor != 1:
+                set_data(m["slowed"], x, c["step_s"] * ms * result.slow_factor,
+                         labels=[f"worker 0 slowed {result.slow_factor:g}x"])  # fmt: skip
+            elif key == "a":
+                set_data(m["slowed"], [], [])
+        last = result.settled
+        worker0 = last["worker"].to_numpy() == 0
+        first = last["instance_type"].to_numpy() == result.instance_types[0]
+        colors = np.where(worker0, RED, np.where(first, BLUE, ORANGE))
+        order = np.argsort(worker0, kind="stable")  # worker 0 drawn last, on top
+        set_data(
+            m["settled"], last["local_bsz"].to_numpy(float)[order],
+            last["compute_s"].to_numpy(float)[order] * ms, colors=list(colors[order]),
+        )  # fmt: skip
+        top = float(last["step_time_s"].iloc[0]) * ms
+        set_data(m["level"], [0, float(result.curves["local_bsz"].max())], [top, top])
+        # the top third stays empty for the legend; the slowed line may run off the top
+        high = max(result.curves["step_hi_s"].max(), result.measured["measured_s"].max()
+                   if len(result.measured) else 0.0) * ms  # fmt: skip
+        self.line_scales["y"].max = float(high) * 1.5
 
 
 class VarianceLesson(Lesson):
@@ -651,7 +755,7 @@ class VarianceLesson(Lesson):
         model: StepTimeModel,
         catalog: pd.DataFrame,
         job: Job,
-        deadline_h: float = 1.0,
+        deadline_h: float | None = None,
         confidence: float = 0.9,
         max_nodes: int = 16,
         runs: int = 10_000,
@@ -664,6 +768,9 @@ class VarianceLesson(Lesson):
         # once: arrays; over the types with an on-demand price (the picks are judged by cost)
         priced = catalog[catalog["ondemand_usd_per_hr"].notna()]
         self.evaluated = evaluate(model, priced, job, self.constraints)
+        if deadline_h is None:  # start where both rules pick and disagree most (else 1 h)
+            found = tradeoffs.disagreeing_deadline(self.evaluated, DEADLINES_H)
+            deadline_h = found if found is not None else 1.0
         controls = {
             "deadline": _selection(
                 stops(DEADLINES_H, deadline_h, tradeoffs.duration), float(deadline_h), "deadline"
@@ -708,7 +815,7 @@ class VarianceLesson(Lesson):
         """Each pick's distribution of simulated run times, and the deadline (with a tick)."""
         edges, shares = result.histogram()
         top = max((float(s.max()) for s in shares.values()), default=1.0)
-        _log_range(self.scales["x"], self.axes["x"], edges, (result.deadline_h,), margin=1.0)
+        _log_range(self.scales["x"], self.axes["x"], edges, (result.deadline_h,), margin=1.05)
         for rule in ("point", "upper"):
             share = shares.get(rule)
             if share is None:

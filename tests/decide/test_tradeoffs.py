@@ -204,6 +204,48 @@ def test_without_a_slowdown_nothing_happens_at_the_slow_step(model, catalog):
     assert "slower at step" not in lesson.text()
 
 
+def test_the_controller_puts_the_measured_steps_beside_the_models_lines(model, catalog):
+    from tests.builders import synthetic_measurements
+
+    seen = synthetic_measurements()
+    seen = seen[seen["instance_type"] == "g4dn.12xlarge"]  # as if g6 had no campaign
+    lesson = tradeoffs.controller_lesson(
+        model, catalog, JOB, local_bsz=32, slow_factor=2.0, measurements=seen
+    )
+    m, c = lesson.measured, lesson.curves
+    # one worker's measured means at every measured batch in the curve's range, none for g6
+    assert set(m["instance_type"]) == {"g4dn.12xlarge"}
+    assert m["local_bsz"].tolist() == [8, 16, 32, 64]
+    one = seen[seen["num_workers"] == 1].groupby("local_bsz")["step_time_s"].mean()
+    assert np.allclose(m["measured_s"], one.loc[[8, 16, 32, 64]])
+    assert c["local_bsz"].min() == 4 and c["local_bsz"].max() == 128
+    assert (c["step_lo_s"] <= c["step_s"]).all() and (c["step_s"] <= c["step_hi_s"]).all()
+    # the synthetic steps are linear with 2% noise: the model's line lies beside them
+    line = c[c["instance_type"] == "g4dn.12xlarge"]
+    model_at = np.interp(np.log(m["local_bsz"]), np.log(line["local_bsz"]), line["step_s"])
+    assert np.allclose(model_at, m["measured_s"], rtol=0.05)
+    # the controller's line is the secant of the model's compute time where the batches move
+    r = lesson.lines.iloc[0]
+    b = np.array([16.0, 32.0, 64.0])
+    compute = model.predict_arrays("resnet", "g4dn.12xlarge", np.ones(3), np.ones(3), b,
+                                   catalog=catalog)["compute_s"]  # fmt: skip
+    line_at = r["alpha_s"] + r["beta_s"] * b
+    assert np.allclose(line_at[[0, 2]], compute[[0, 2]]) and line_at[1] == pytest.approx(
+        compute[1], rel=0.05
+    )  # exact at half and twice the batch, close between
+    assert "over the 4 batches measured (8-64)" in lesson.text()
+    # the last step leaves every worker's compute within the deadband of the mean
+    last = lesson.settled["compute_s"]
+    assert (abs(last / last.mean() - 1) <= lesson.deadband + 1e-9).all()
+
+
+def test_the_controller_says_when_two_types_are_too_alike_to_balance(model, catalog):
+    lesson = tradeoffs.controller_lesson(
+        model, catalog, JOB, ("g4dn.12xlarge", "g4dn.12xlarge"), local_bsz=32
+    )
+    assert "inside the controller's +-5% deadband: it has nothing to balance" in lesson.text()
+
+
 @pytest.mark.parametrize("bad", [{"slow_at": 0}, {"slow_at": 40}, {"slow_factor": 0.0}])
 def test_controller_lesson_says_what_is_wrong(model, catalog, bad):
     with pytest.raises(InputError):
@@ -251,3 +293,19 @@ def test_judging_needs_on_demand_candidates_and_a_positive_deadline(model, catal
         )
     with pytest.raises(InputError, match="deadline"):
         tradeoffs.deadline_judgement(evaluated, 0.0)
+
+
+def test_the_variance_lesson_starts_where_both_picks_exist_and_disagree(model, catalog):
+    ev = evaluate(model, catalog, JOB, Constraints(confidence=0.9, max_nodes=8))
+    stops = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 24.0)
+    start = tradeoffs.disagreeing_deadline(ev, stops, runs=300)
+    assert start in stops
+    table = tradeoffs.deadline_judgement(ev, start, runs=300).table.set_index("rule")
+    assert set(table.index) == {"point", "upper"}
+    gap = table.loc["point", "miss_share"] - table.loc["upper", "miss_share"]
+    for d in stops:  # no other stop with both picks has them further apart
+        other = tradeoffs.deadline_judgement(ev, d, runs=300).table
+        if {"point", "upper"} <= set(other.get("rule", ())):
+            share = other.set_index("rule")["miss_share"]
+            assert share["point"] - share["upper"] <= gap
+    assert tradeoffs.disagreeing_deadline(ev, (1e-3,), runs=300) is None

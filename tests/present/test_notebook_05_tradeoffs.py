@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import nbformat
+import numpy as np
 import pytest
 
 from srifty_kit import Constraints, Job
@@ -123,3 +124,23 @@ def test_log_ticks_are_round_and_keep_the_deadline_readable():
     ticks = log_ticks(1 / 60, 16.5, (5.51, 1.0))
     assert ticks == [0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.51, 10.0]  # 5 gives way to 5.51
     assert log_ticks(0.3, 1.4, (1.0,)) == [0.5, 1.0]
+
+
+def test_lesson_c_draws_the_measured_steps_beside_the_models_lines(model):
+    from srifty_kit import load_catalog
+    from srifty_kit.present.lessons import ControllerLesson
+    from tests.builders import synthetic_measurements
+
+    seen = synthetic_measurements()
+    seen = seen[seen["instance_type"] == "g4dn.12xlarge"]  # g6 as never campaigned
+    lesson = ControllerLesson(model, load_catalog(), JOB, local_bsz=32, measurements=seen)
+    m = lesson.line_marks
+    assert list(m["measured_a"].x) == [8, 16, 32, 64] and len(m["measured_b"].x) == 0
+    assert m["model_a"].labels == ["g4dn.12xlarge: model"] and len(m["model_b"].x) > 0
+    assert m["measured_a"].labels == ["g4dn.12xlarge: measured"]
+    assert len(m["slowed"].x) == 0  # worker 0 is not slowed yet
+    lesson.ask(2.0)
+    assert m["slowed"].labels == ["worker 0 slowed 2x"]
+    assert np.allclose(m["slowed"].y, np.asarray(m["model_a"].y) * 2)
+    # worker 0's diamond is red and drawn last (on top of its type's others)
+    assert m["settled"].colors[-1] == "#d62728" and len(m["settled"].x) == 8
