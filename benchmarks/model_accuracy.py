@@ -470,7 +470,7 @@ def loco_decay(tables):
     the prior that split would get had its own cluster never been seen."""
     import pandas as pd
 
-    from srifty_kit.model.network import estimate_decay
+    from srifty_kit.model.fit import estimate_decay
 
     whole = {s: pd.concat(v) for s, v in tables.items() if v is not None}
     return {
@@ -739,10 +739,10 @@ def main() -> int:
         "scored (`nodes` all = every held-out row). Azure ND40rs_v2 and RTX 2080 Ti: the Sia "
         "artifact's `placements` rows on at most 2 nodes against its `scalability` rows; AWS "
         "g4dn.12xlarge: 1-3 nodes against 4. `ours, decay prior from other clusters` uses a "
-        "network decay estimated (`network.estimate_decay`) on the other two clusters' rows "
+        "network decay estimated (`fit.estimate_decay`) on the other two clusters' rows "
         "only: "
         + ", ".join(f"{s}: {v:g}" for s, v in priors.items())
-        + ". It is the validation that chose the default prior `network.DECAY_PRIOR` "
+        + ". It is the validation that chose the default prior `fit.DECAY_PRIOR` "
         "(no growth unless a type's own runs show it): the column shows what a growth "
         "carried from other clusters does to the held-out error. `best other / ours`: the "
         "lowest MAPE of Pollux, Ernest and linear over ours (above 1: ours is more accurate)."

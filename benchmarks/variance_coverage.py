@@ -12,7 +12,7 @@ watch the same steps of the same run, so they are compared on identical data:
 - **batch means (new)**: MSER-5 warm-up cut, batch means with a batch size read from the data
   (``stopping`` says how), stopping only on a settled interval within the target;
 - **batch means + between-run**: the new rule's interval widened, in quadrature, by the spread
-  of run means between runs (``model.run_variance``), estimated on the *other* runs of the
+  of run means between runs (``model.intervals.run_variance``), estimated on the *other* runs of the
   same configuration (leave one run out): the interval for "a new run".
 
 Two truths, two coverages:
@@ -58,7 +58,7 @@ from srifty_kit.measure import variance
 from srifty_kit.measure.stopping import MeanEstimate, PrecisionTracker, batch_means_estimate
 from srifty_kit.measure.torch_step import device_batch, timed_step, train_step
 from srifty_kit.measure.zoo import load_spec
-from srifty_kit.model import run_variance
+from srifty_kit.model import intervals
 
 CONFIGS = {"mlp": 16, "cnn": 8, "transformer": 8}  # model -> local batch size
 TARGET = 0.01
@@ -167,7 +167,7 @@ def _one_model(name: str, bsz: int, runs: int, budget: float, go_on: float, ref:
     out["truth"] = float(kept.mean())
     out["covered"] = (out["lo"] <= out["truth"]) & (out["truth"] <= out["hi"])
     out["covered_own"] = (out["lo"] <= out["truth_own"]) & (out["truth_own"] <= out["hi"])
-    tau2, _, _ = run_variance.between_run_variance(run_variance.run_means(steps))
+    tau2, _, _ = intervals.between_run_variance(intervals.run_means(steps))
     half = kept.size // 2
     facts = {
         "model": name,
@@ -186,11 +186,11 @@ def _one_model(name: str, bsz: int, runs: int, budget: float, go_on: float, ref:
 
 def _between_rows(rows: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Each run's new-rule interval widened by the between-run spread of the other runs."""
-    means = run_variance.run_means(steps)
+    means = intervals.run_means(steps)
     out = []
     for row in rows[rows["rule"] == RULES[1]].itertuples(index=False):
-        tau2, _, _ = run_variance.between_run_variance(means[means["run"] != f"r{row.run}"])
-        lo, hi = run_variance.widen(
+        tau2, _, _ = intervals.between_run_variance(means[means["run"] != f"r{row.run}"])
+        lo, hi = intervals.widen(
             np.array([row.mean]), np.array([row.lo]), np.array([row.hi]), LEVEL, np.sqrt(tau2)
         )
         out.append({**row._asdict(), "rule": RULES[2], "lo": lo[0], "hi": hi[0]})

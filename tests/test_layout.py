@@ -100,3 +100,13 @@ def test_every_public_function_has_a_docstring():
                 if public and ast.get_docstring(item) is None:
                     missing.append(f"{path.relative_to(PACKAGE.parent)}:{item.lineno} {item.name}")
     assert missing == []
+
+
+def test_model_layer_is_smaller_and_each_module_states_its_equation():
+    """Issue 20's item 6: fewer modules than the 16 the layer had, each with its equation."""
+    modules = sorted(p for p in (PACKAGE / "model").glob("*.py") if p.name != "__init__.py")
+    assert len(modules) < 16, [p.name for p in modules]
+    for path in modules:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        # an equation is a line of the docstring that sets something equal to something
+        assert any(" = " in line or " ~ " in line for line in doc.splitlines()), path.name

@@ -4,7 +4,14 @@
 (``fit``), picks its structure by validation on held-out larger scales (``holdout``),
 calibrates intervals on the same folds (``intervals``), keeps each group's result in
 ``groups``, and moves to instance types never measured through ``transfer``. It saves to
-versioned, checksummed JSON through ``persist``.
+versioned, checksummed JSON through ``persist``. For a configuration x of group g = (training
+model, instance type t):
+
+    T_hat(x)   = physics.step_time(params_g, x)     params_g by ``fit.fit_group``, structure
+                                                    by ``holdout.choose_structure``
+    log T(x)   ~ N(log T_hat(x) + c(x), s(x)**2)     the belief (``posterior``), errors shared
+                                                    per group and per network t
+    predict    = T_hat(x), and its ``level`` interval; ``predict_draws`` joint draws
 """
 
 from __future__ import annotations
@@ -16,16 +23,22 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
 
+from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.model import intervals, persist, posterior, run_variance
-from srifty_kit.model.batch_correction import learn
+from srifty_kit.model import intervals, persist, posterior
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
-from srifty_kit.model.figures import kept_rows, speeds, with_kept
-from srifty_kit.model.fit import aggregate, fit_group, unidentified, with_per_node
+from srifty_kit.model.fit import (
+    DECAY_PRIOR,
+    aggregate,
+    fit_group,
+    learn_batch_correction,
+    network_decay,
+    unidentified,
+    with_per_node,
+)
 from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
 from srifty_kit.model.holdout import VARIANTS, HeldOut, choose_structure, with_variant
-from srifty_kit.model.network import DECAY_PRIOR, network_decay
 from srifty_kit.model.physics import max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
 from srifty_kit.tables.contracts import validate_configs, validate_measurements
@@ -167,8 +180,8 @@ class StepTimeModel(BaseEstimator):
         )
         # the between-run spread, from runs' own steps (warm-up marks included), then the
         # steps the profiler marked as warm-up leave the fit (they stay in the user's table)
-        self.run_variance_ = run_variance.estimate(table)
-        table = run_variance.without_warmup(table)
+        self.run_variance_ = intervals.run_variance(table)
+        table = intervals.without_warmup(table)
         prior = DECAY_PRIOR if self.decay_prior is None else float(self.decay_prior)
         self.network_decay_ = {
             str(t): network_decay(rows, prior) for t, rows in table.groupby("instance_type")
@@ -335,7 +348,7 @@ class StepTimeModel(BaseEstimator):
             rows, configs, variants, _CORRECTIONS[self.correction], decay
         )
         params = fit_group(configs, with_variant(base, structure, loss))
-        correction = learn(params, rows) if correct else None
+        correction = learn_batch_correction(params, rows) if correct else None
         within = held.within()
         moved = held.node_moves(intervals.FIRST_MULTI_NODE)
         spread = intervals.calibrate(
@@ -390,7 +403,7 @@ class StepTimeModel(BaseEstimator):
         b = np.asarray(local_bsz)
         pred = _broadcast(fit.predict(k, n, b, max_per_node(k, n), self._level(level)))
         between = getattr(self, "run_variance_", None)
-        return run_variance.apply_kind_arrays(
+        return intervals.apply_kind_arrays(
             pred, interval_kind, self._level(level), instance_type, between
         )
 
@@ -486,10 +499,10 @@ class StepTimeModel(BaseEstimator):
         """
         if catalog is not None:
             self.check_catalog(catalog)  # a conflict is refused before any work
-        run_variance.check_kind(interval_kind)
+        intervals.check_kind(interval_kind)
         pred = self._predict_table(configs, self._level(level), _PREDICTION_COLUMNS, catalog)
         between = getattr(self, "run_variance_", None)
-        return run_variance.apply_kind(pred, interval_kind, self._level(level), between)
+        return intervals.apply_kind(pred, interval_kind, self._level(level), between)
 
     def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
         """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s."""
@@ -646,7 +659,7 @@ class StepTimeModel(BaseEstimator):
 
     def _catalog(self, catalog: pd.DataFrame | None) -> pd.DataFrame:
         """``catalog`` (default: the embedded one) with the rows the model was fitted with
-        (``figures.with_kept``: a conflict is an InputError), built once per catalog."""
+        (``catalog.kept.with_kept``: a conflict is an InputError), built once per catalog."""
         held = self.__dict__.get("_with_kept")
         if held is None or held[0] is not catalog:
             held = self.__dict__["_with_kept"] = (catalog, with_kept(self.catalog_rows_, catalog))

@@ -2,6 +2,13 @@
 
 ``GroupFit`` holds the fitted constants, the calibrated spread and the batch correction of a
 group; ``borrow`` fills the terms a group could not identify from groups on the same machine.
+A group predicts
+
+    T_hat(x) = step_time(params, x) with compute times exp(corr(b))   (physics, fit)
+    [lo, hi] = T_hat(x) * exp([-down(x), up(x)])                      (intervals.Spread)
+
+and, where x itself was measured with run mean y (``measured``), believes its level
+theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.model import intervals, posterior
-from srifty_kit.model.batch_correction import BatchCorrection
+from srifty_kit.model.fit import BatchCorrection
 from srifty_kit.model.holdout import predict_rows
 from srifty_kit.model.physics import INTER_TERMS, INTRA_TERMS, StepParams, step_time, sync_share
 from srifty_kit.model.transfer import TransferFit

@@ -3,6 +3,12 @@
 Random rows would reward interpolation; the model is used to predict clusters larger than any
 measured, so every fold (``scale_folds``) trains on the smaller configurations and
 scores the larger ones. The same held-out residuals calibrate the prediction intervals.
+
+For fold j with scale cut (k_j, n_j) (nodes, then workers):
+
+    train_j = {x : (k(x), n(x)) < (k_j, n_j)}      test_j = the rest
+    r(x)    = log(T_measured(x) / T_hat_j(x))       T_hat_j fitted on train_j only
+    error   = mean over folds and test rows of |r|  (``choose_structure`` keeps the least)
 """
 
 from __future__ import annotations
@@ -13,8 +19,14 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from srifty_kit.model.batch_correction import BatchCorrection, learn
-from srifty_kit.model.fit import CONFIG_KEYS, Fixed, fit_group, unidentified
+from srifty_kit.model.fit import (
+    CONFIG_KEYS,
+    BatchCorrection,
+    Fixed,
+    fit_group,
+    learn_batch_correction,
+    unidentified,
+)
 from srifty_kit.model.intervals import extrapolation
 from srifty_kit.model.physics import StepParams, step_time, sync_share
 
@@ -213,7 +225,7 @@ def held_out(
     for fold in folds:
         params = fit_group(fold.part, with_variant(unidentified(fold.part, decay), variant, loss))
         for correct in corrections:
-            correction = learn(params, fold.train_rows) if correct else None
+            correction = learn_batch_correction(params, fold.train_rows) if correct else None
             pred, share = predict_rows(params, fold.test_rows, correction)
             ratios[correct].append(np.log(fold.test_rows["step_time_s"].to_numpy() / pred))
             shares[correct].append(share)

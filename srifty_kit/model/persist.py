@@ -3,7 +3,12 @@
 All serialisation of the model layer lives here: the fitted objects (``GroupFit``,
 ``TransferFit`` and their parts) are plain dataclasses that know nothing of files. The
 estimator hands this module its parameters and learned state; nothing here imports the
-estimator.
+estimator. A file is
+
+    file = {"format": FORMAT, "version": VERSION, ...body..., "sha256": sha256(JSON of body)}
+
+read only when its version is in ``READS`` and the checksum matches; any other is refused with
+the command that refits it.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from srifty_kit.catalog.kept import KEPT_COLUMNS
 from srifty_kit.errors import InputError
-from srifty_kit.model.batch_correction import BatchCorrection
-from srifty_kit.model.beliefs import LogBeliefs
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape
-from srifty_kit.model.figures import KEPT_COLUMNS
+from srifty_kit.model.fit import BatchCorrection
 from srifty_kit.model.groups import GroupFit
 from srifty_kit.model.intervals import NodeMove, Spread
 from srifty_kit.model.physics import StepParams
+from srifty_kit.model.posterior import LogBeliefs
 from srifty_kit.model.transfer import FACTORS, HOST_GAMMA, STEP_NOISE, TransferFit
 from srifty_kit.tables.files import write_json
 
@@ -64,7 +69,7 @@ class Learned:
     curves: dict[Key, DeviceCurve] = field(default_factory=dict)
     shape: DeviceShape | None = None  # how curves move between accelerators
     catalog: pd.DataFrame | None = None  # the catalog rows it was fitted with (figures)
-    # between-run spread per instance type (run_variance.estimate); None in older files
+    # between-run spread per instance type (intervals.run_variance); None in older files
     run_variance: pd.DataFrame | None = None
 
 
@@ -449,7 +454,7 @@ def _variance_doc(table: pd.DataFrame | None) -> list[dict] | None:
 def _variance_of(records: list | None) -> pd.DataFrame | None:
     if records is None:
         return None  # written before the between-run spread was kept: refit to get it
-    from srifty_kit.model.run_variance import COLUMNS
+    from srifty_kit.model.intervals import RUN_COLUMNS as COLUMNS
 
     table = pd.DataFrame.from_records(records, columns=list(COLUMNS))
     return table.astype({c: float for c in ("between_sd", "within_sd")})

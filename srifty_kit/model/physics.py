@@ -32,7 +32,7 @@ through the NIC.
 (shared links and switches, incast, the slowest of k links): 1 at two nodes, where the
 inter-node constants are measured, growing ever more slowly beyond. It is a property of the
 instance type's network, one value shared by every training model measured on it
-(``network.network_decay``), never a per-model constant the rows of one model cannot identify.
+(``fit.network_decay``), never a per-model constant the rows of one model cannot identify.
 """
 
 from __future__ import annotations

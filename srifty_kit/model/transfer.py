@@ -33,7 +33,7 @@ D1 moves by one of three routes, the best one available taken:
          accelerator, at small ones the host floor stays.
   flops: the profile counted FLOPs per sample (a CPU source has no device part to carry):
          D1 = flops_per_sample * b / peak_dst.
-h, e and n are a joint lognormal belief (``beliefs.LogBeliefs``): wide before the target type
+h, e and n are a joint lognormal belief (``posterior.LogBeliefs``): wide before the target type
 is measured, narrowed by its measured steps (``TransferFit.update``, the Bayesian posterior
 under the same belief: each step informs the factor it is sensitive to, a step on the floor the
 host factor and a step past the knee the efficiency, so predictions at batches never measured
@@ -61,10 +61,8 @@ import pandas as pd
 
 from srifty_kit.errors import InputError
 from srifty_kit.model import posterior
-from srifty_kit.model.batch_correction import BatchCorrection
-from srifty_kit.model.beliefs import LogBeliefs
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape, speed
-from srifty_kit.model.fit import CONFIG_KEYS, aggregate, with_per_node
+from srifty_kit.model.fit import CONFIG_KEYS, BatchCorrection, aggregate, with_per_node
 from srifty_kit.model.intervals import two_sided_z
 from srifty_kit.model.physics import (
     StepParams,
@@ -74,6 +72,7 @@ from srifty_kit.model.physics import (
     sync_time,
     underlap,
 )
+from srifty_kit.model.posterior import LogBeliefs
 
 PEAK_COLUMN = "gpu_fp32_tflops"  # dense fp32 peak per GPU: training without mixed precision
 MEMORY_COLUMN = "gpu_mem_bw_gbps"  # memory bandwidth per GPU

@@ -27,7 +27,7 @@ import pandas as pd
 from srifty_kit.catalog.query import instance_family, load_catalog
 from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.model.spend import SpendForecast, forecast_next_week
+from srifty_kit.present.spend import SpendForecast, forecast_next_week
 from srifty_kit.tables.files import json_safe, read_table
 from srifty_kit.tables.ledger import (
     DuckDBLedger,

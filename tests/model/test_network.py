@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from srifty_kit import StepTimeModel
-from srifty_kit.model.fit import with_per_node
-from srifty_kit.model.network import DECAY_PRIOR, estimate_decay, network_decay
+from srifty_kit.model.fit import DECAY_PRIOR, estimate_decay, network_decay, with_per_node
 from srifty_kit.model.physics import StepParams, network_slowdown, simulate, sync_time
 
 # no network latency: a latency paid per node grows the per-byte sync too, and would be read
@@ -55,10 +54,12 @@ def test_the_decay_is_recovered_from_runs_on_several_larger_node_counts(decay):
     assert estimate_decay(table) == pytest.approx(decay, abs=0.06)
 
 
-def test_an_inconsistent_two_node_campaign_does_not_set_the_growth():
+@pytest.mark.parametrize("odd", [2, 4, 8])
+def test_one_inconsistent_campaign_does_not_set_the_growth(odd):
+    # slower per byte at one node count (as the reference g4dn.12xlarge runs are at 2): no
+    # node count is special, the robust loss gives whichever campaign strays little weight
     table = runs(0.4)
-    two = table["num_nodes"] == 2
-    table.loc[two, ["step_time_s", "sync_time_s"]] *= 1.8  # slower per byte at 2, as on AWS
+    table.loc[table["num_nodes"] == odd, ["step_time_s", "sync_time_s"]] *= 1.8
     assert estimate_decay(with_per_node(table)) == pytest.approx(0.4, abs=0.06)
 
 

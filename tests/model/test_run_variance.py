@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from srifty_kit import InputError, StepTimeModel
-from srifty_kit.model import run_variance
+from srifty_kit.model import intervals
 from tests.builders import ar1_steps as ar1
 from tests.builders import synthetic_measurements
 
@@ -81,11 +81,11 @@ def mixed():
 
 def test_between_run_spread_is_told_from_correlated_steps_noise():
     table = runs_table(0, between=0.05, within=0.02, steps=60, rho=0.6)
-    est = run_variance.estimate(table).iloc[0]
+    est = intervals.run_variance(table).iloc[0]
     assert est["runs_by"] == "run" and est["configs"] == 24 and est["runs"] == 72
     assert est["between_sd"] == pytest.approx(0.05, rel=0.3)
     assert est["within_sd"] == pytest.approx(0.02, rel=0.3)
-    none = run_variance.estimate(runs_table(1, between=0.0, steps=60, rho=0.6)).iloc[0]
+    none = intervals.run_variance(runs_table(1, between=0.0, steps=60, rho=0.6)).iloc[0]
     assert none["between_sd"] < 0.01
 
 
@@ -114,7 +114,7 @@ def test_mixedlm_reads_autocorrelation_as_between_run_variance_and_this_does_not
             ],
             ignore_index=True,
         )
-        ours.append(run_variance.estimate(table).iloc[0]["between_sd"] ** 2)
+        ours.append(intervals.run_variance(table).iloc[0]["between_sd"] ** 2)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "on the boundary": ours is, theirs is not
             fitted = smf.mixedlm(
@@ -190,7 +190,7 @@ def test_one_row_per_repeat_is_not_taken_for_runs_but_groups_of_steps_are():
 
 
 def run_labels_of(table: pd.DataFrame):
-    return run_variance.run_labels(table)
+    return intervals.run_labels(table)
 
 
 def test_warmup_rows_stay_out_of_the_fit():

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from srifty_kit import InputError, StepTimeModel, load_catalog
-from srifty_kit.model.beliefs import LogBeliefs
 from srifty_kit.model.device_curve import (
     DEFAULT_SHAPE,
     DeviceCurve,
@@ -24,6 +23,7 @@ from srifty_kit.model.device_curve import (
 )
 from srifty_kit.model.groups import GroupFit
 from srifty_kit.model.physics import StepParams, simulate, step_time
+from srifty_kit.model.posterior import LogBeliefs
 from srifty_kit.model.transfer import (
     HOST_FLOOR_MIN_S,
     HOST_FLOPS,

@@ -18,8 +18,8 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.savings import recommend
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
-from srifty_kit.model.spend import MIN_DAYS, forecast_next_week
 from srifty_kit.present.reports import ReportFailed, run_report, run_weekly_report
+from srifty_kit.present.spend import MIN_DAYS, forecast_next_week
 from srifty_kit.present.weekly import last_full_week, parse_week, week_note
 from srifty_kit.tables.usage_sql import OTHER_USAGE, TAX
 from tests.builders import (
