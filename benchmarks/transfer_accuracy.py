@@ -21,10 +21,14 @@ section of the last report that had one is kept (it rests on the StepTimeModel b
 rewritten).
 
 Run it (from the repository root): .venv/bin/python benchmarks/transfer_accuracy.py
+With ``--write-constants`` it also learns the constants on all five GPUs (keyed by the
+catalog's ``gpu_model``) and writes them to data/roofline_reference.json, which
+``StepTimeModel`` reads to carry a model with an op mix to a type never measured.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -54,6 +58,7 @@ INSTANCE = {
     "RTX 2080 Ti": "onprem-8xrtx2080ti",
 }
 GPU_CATALOG = Path(__file__).with_name("gpu_catalog.csv")
+CONSTANTS = Path(__file__).parents[1] / "data" / roofline.REFERENCE_FILE
 TARGETS = {"cold": 0.25, "1 step": 0.12, "cover": (0.85, 0.95)}  # issue 22, as fractions
 LABELS = ("cold", "fallback", "1 step", "2 steps", "fp32 peak", "memory bw")
 COVERED = ("cold", "fallback", "1 step", "2 steps")
@@ -247,8 +252,8 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
     )
     ok = {
         "cold never worse than fp32 on any pair": (
-            pairs["cold mape"] <= pairs["fp32 peak mape"]
-        ).all(),
+            pairs["cold mape"] <= pairs["fp32 peak mape"] * (1 + 1e-9)
+        ).all(),  # as misses(): the same rule computed two ways differs in the last digits
         "cold mean <= 25%": m["cold mape"] <= TARGETS["cold"],
         "one step mean <= 12%": m["1 step mape"] <= TARGETS["1 step"],
         "cold cov90 in 85-95%": 0.85 <= m["cold cover"] <= 0.95,
@@ -279,7 +284,10 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         "after looking: the floor's exponent on the fp32 ratio (phi) was searched and, "
         "learned with the T4 held out, picked 1 (the V100's host-bound ncf rows chose it) "
         "and made the pairs into the T4 worse; it is held at 0 for every target "
-        "(`roofline.PHI_GRID`), so that decision is not a clean hold-out.\n\n"
+        "(`roofline.PHI_GRID`), so that decision is not a clean hold-out. The op mix's weight "
+        "lambda against the fallback is chosen, like the fallback, for its worst held-in pair "
+        "against the fp32 rule (`roofline.learn(criterion='minimax')`); chosen instead for "
+        "the mean error it made cold worse than the rule on 8 of these 20 pairs.\n\n"
         + markdown_table(shown)
         + f"\n\nTargets (issue 22): {verdict}. Means over the {len(pairs)} pairs: cold "
         f"{_pct(m['cold mape'])} (fallback {_pct(m['fallback mape'])}), one step "
@@ -363,8 +371,42 @@ def kept_cpu_section(path: Path) -> str:
     return "\n" + text[text.index(CPU_HEADING.strip()) :]
 
 
+def gpu_models() -> dict[str, str]:
+    """Each accelerator's catalog ``gpu_model`` (what StepTimeModel looks efficiencies up by)."""
+    table = pd.concat(
+        [pd.read_csv(GPU_CATALOG), load_catalog().query("instance_type == 'g4dn.12xlarge'")]
+    ).set_index("instance_type")
+    return {g: str(table.loc[i, "gpu_model"]) for g, i in INSTANCE.items()}
+
+
+def write_constants(curves, mixes, figs, path: Path) -> roofline.Learned:
+    """Learn on all five GPUs (nothing held out: these are the constants shipped) and write
+    them as JSON with their source."""
+    names = gpu_models()
+    learned = roofline.learn(
+        curves.assign(gpu=curves["gpu"].map(names)),
+        mixes,
+        {names[g]: f for g, f in figs.items()},
+        machines={names[g]: INSTANCE[g] for g in figs},
+    )
+    doc = {
+        "about": "Roofline constants of srifty_kit.model.roofline, learned on the one-GPU "
+        "steps of six training models on five GPUs (../shared/reference/measurements: the "
+        "Pollux and Sia artifacts, see its README) with the op mixes of "
+        "srifty_kit.measure.reference_models; written by benchmarks/transfer_accuracy.py "
+        "--write-constants. Efficiencies are keyed by the catalog's gpu_model; a host factor "
+        "applies only on the machine in 'machines'.",
+        "learned": roofline.learned_doc(learned),
+    }
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    print(f"constants written to {path}", file=sys.stderr)
+    return learned
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Carry between the five reference GPUs and write the report."""
+    """Carry between the five reference GPUs and write the report (``--write-constants``:
+    and the shipped constants)."""
+    argv = sys.argv[1:] if argv is None else argv
     data = reference_measurements()
     if not data.is_file():
         print(
@@ -373,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     curves, figs, mixes = one_gpu_curves(data.parent), gpu_figures(), op_mixes()
+    if "--write-constants" in argv:
+        write_constants(curves, mixes, figs, CONSTANTS)
     results, learned = cross_gpu(curves, mixes, figs)
     results["pair"] = results["source"] + " -> " + results["target"]
     pairs = scores(results, ["source", "target", "pair"])

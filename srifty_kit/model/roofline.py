@@ -94,6 +94,12 @@ class Learned:
     mix_weight: float = 1.0
     sharpness: float = SHARPNESS
     basis: str = ""  # which rows chose the constants
+    # log sd of a slope predicted outright from the op mix at the population's efficiencies
+    # (no source GPU to take a ratio to: a CPU profile), over every reference GPU and model
+    absolute_sd: float = 1.0
+    # the machine (instance type) each reference GPU was measured on: its host factor is that
+    # machine's, so another machine with the same GPU gets the population's host factor
+    machines: Mapping[str, str] = field(default_factory=dict)
 
 
 # -- the curve: floor, then linear ---------------------------------------------------------
@@ -305,6 +311,8 @@ def carry(
     learned: Learned,
     source_gpu: str | None = None,
     target_gpu: str | None = None,
+    source_machine: str | None = None,
+    target_machine: str | None = None,
 ) -> Carry:
     """Carry one model's measured steps on ``source`` to ``target``.
 
@@ -315,6 +323,9 @@ def carry(
         learned: :func:`learn`'s result.
         source_gpu, target_gpu: names in ``learned.per_gpu`` (a GPU not there gets the
             population's efficiencies).
+        source_machine, target_machine: the instance types, when known: a machine other
+            than the one its GPU was learned on (``learned.machines``) gets the population's
+            host factor (None: the GPU's own).
 
     Returns:
         A :class:`Carry`; ``.at(batches)`` gives location/scale/step_time_s and the route.
@@ -327,7 +338,7 @@ def carry(
         raise InputError("the source needs at least one measured step (positive seconds)")
     p = learned.sharpness
     floor_s, slope_s = fit_curve(b, t, p)
-    e_s, e_t = _eff(learned, source_gpu), _eff(learned, target_gpu)
+    e_s, e_t = _eff(learned, source_gpu, source_machine), _eff(learned, target_gpu, target_machine)
     known = [n for n in (source_gpu, target_gpu) if n in learned.per_gpu]
     who = f"learned efficiencies of {', '.join(known)}" if known else "population efficiencies"
     # the fallback: s_t = s_s * fallback ratio,  O_t = O_s * (h_t/h_s)^(1-phi) * (P32_s/P32_t)^phi
@@ -365,7 +376,10 @@ def carry(
         route = "no op mix: " + route
         slope_sd = learned.fallback_slope_sd
     k = learned.scale
-    same = source_gpu is not None and source_gpu == target_gpu
+    same = source_gpu is not None and (source_gpu, source_machine) == (target_gpu, target_machine)
+    # the floor's and slope's errors are taken as independent: a correlation learned on the
+    # held-out carries (0.4-0.8) made the one-step update worse (24% against 23%), the V100's
+    # host-bound rows pulling the slope with the floor where other machines' do not move
     cov = np.diag([(k * learned.floor_sd) ** 2, (k * slope_sd) ** 2]) * (1e-6 if same else 1)
     return Carry(
         floor=float(floor_t),
@@ -386,8 +400,49 @@ def _fp32_ratio(src: GpuFigures, dst: GpuFigures) -> float:
     return src.fp32_tflops / dst.fp32_tflops
 
 
-def _eff(learned: Learned, gpu: str | None) -> Efficiency:
-    return learned.per_gpu.get(gpu, learned.population) if gpu else learned.population
+def _eff(learned: Learned, gpu: str | None, machine: str | None = None) -> Efficiency:
+    """A GPU's efficiencies (the population's when not learned); the host factor only on
+    the machine it was learned on, when ``machine`` is given."""
+    eff = learned.per_gpu.get(gpu, learned.population) if gpu else learned.population
+    if machine is not None and learned.machines.get(gpu or "") != machine:
+        eff = eff._replace(log_host=learned.population.log_host)
+    return eff
+
+
+def absolute(
+    op_mix: Mapping[str, Mapping[str, float]],
+    target: GpuFigures,
+    learned: Learned,
+    target_gpu: str | None = None,
+) -> tuple[float, float, str]:
+    """A slope from the op mix alone, with no source GPU to take a ratio to (a CPU profile).
+
+        s_t = sum_c max(F_c / (eta_a P_c), B_c / (eta_m BW))   at the target's efficiencies
+
+    Args:
+        op_mix: the facts' ``op_mix``.
+        target: the target GPU's figures.
+        learned: :func:`learn`'s result (efficiencies, ``absolute_sd``, ``scale``).
+        target_gpu: the target's name in ``learned.per_gpu`` (else the population's).
+
+    Returns:
+        (seconds per sample, its log sd, the route in words).
+
+    Raises:
+        InputError: the op mix has no GPU work.
+    """
+    eff = _eff(learned, target_gpu)
+    slope = _roofline_s(op_mix, target, eff)
+    if not slope > 0:
+        raise InputError("the op mix has no per-sample GPU work to carry")
+    sd = learned.scale * learned.absolute_sd
+    arith = arithmetic_share(op_mix, target, eff)
+    who = "learned" if target_gpu in learned.per_gpu else "the population's"
+    route = (
+        f"roofline of the op mix alone ({arith:.0%} arithmetic-bound, {who} efficiencies; "
+        f"x/÷ {np.exp(1.645 * sd):.1f} at 90% on the per-sample time: no GPU step measured)"
+    )
+    return slope, sd, route
 
 
 def predict_step(
@@ -573,6 +628,8 @@ def learn(
     figs: Mapping[str, GpuFigures],
     sharpness: float = SHARPNESS,
     level: float = 0.9,
+    machines: Mapping[str, str] | None = None,
+    criterion: str = "minimax",
 ) -> Learned:
     """Learn efficiencies, host factors and carry spreads from reference GPUs' curves.
 
@@ -586,6 +643,9 @@ def learn(
         figs: gpu -> :class:`GpuFigures`.
         sharpness: p of the curve.
         level: the interval level the scale is calibrated for.
+        machines: gpu -> the instance type it was measured on (``Learned.machines``).
+        criterion: how the op mix's weight lambda is chosen on the held-out carries:
+            ``"minimax"`` (its worst pair against the fp32-peak rule) or ``"mean"``.
 
     Returns:
         :class:`Learned`, ``basis`` naming the GPUs and rows behind every constant.
@@ -608,17 +668,26 @@ def learn(
     w, fb_phi = _minimax_setting(fallback, keys, (0.0, 1.0))
     fallback = fallback[(fallback[keys[0]] == w) & (fallback[keys[1]] == fb_phi)]
     mix = _inner_carries(curves, facts, figs, sharpness, "mix", (w, fb_phi))
-    # the op-mix route is chosen for the mean error over pairs (the fallback guards the worst)
-    lam = _best_mean(mix, "mix_weight") if len(mix) else 1.0
+    # the op-mix route's weight: by default, like the fallback, for its worst held-out pair
+    # against the rule (criterion "mean": for the mean error over pairs, which let the roofline
+    # be worse than the rule on 8 of the 20 held-out pairs)
+    if not len(mix):
+        lam = 1.0
+    elif criterion == "minimax":  # lambda = 0 is the fallback, itself never worse than the rule
+        lam = float(_minimax_setting(mix, ["mix_weight"], (0.0,))[0])
+    else:
+        lam = _best_mean(mix, "mix_weight")
     if len(mix):
         mix = mix[mix["mix_weight"] == lam]
 
     def rms(x: pd.Series) -> float:
         return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 1.0
 
-    floor_sd = rms((mix if len(mix) else fallback)["floor_err"])
+    used = mix if len(mix) else fallback
+    floor_sd = rms(used["floor_err"])
     fb_sd = rms(fallback["slope_err"])
     slope_sd = rms(mix["slope_err"]) if len(mix) else fb_sd
+    # second moments about 0, as the sds: the correlation the update's prior carries
     z = stats.norm.ppf(0.5 + level / 2)
     ratios = []
     for frame, sd in ((mix, slope_sd), (fallback, fb_sd)):
@@ -626,8 +695,8 @@ def learn(
             continue
         share = np.concatenate(frame["share"].values)
         resid = np.concatenate(frame["resid"].values)
-        scale = np.sqrt((share * floor_sd) ** 2 + ((1 - share) * sd) ** 2 + base.step_sd**2)
-        ratios.append(np.abs(resid) / (z * scale))
+        var = (share * floor_sd) ** 2 + ((1 - share) * sd) ** 2 + base.step_sd**2
+        ratios.append(np.abs(resid) / (z * np.sqrt(var)))
     k = float(np.quantile(np.concatenate(ratios), level))
     return replace(
         base,
@@ -638,6 +707,135 @@ def learn(
         bandwidth_weight=float(w),
         fallback_floor_exponent=float(fb_phi),
         mix_weight=float(lam),
+        absolute_sd=_absolute_sd(curves, facts, figs, sharpness),
+        machines=dict(machines or {}),
         basis=base.basis
         + f"; spreads, w, phi, lambda and scale from {len(mix)} held-out carries between them",
     )
+
+
+def _absolute_sd(curves, facts, figs, p: float) -> float:
+    """Log rms of each GPU's fitted slopes against the op mix's roofline at the population
+    efficiencies learned without that GPU (what a CPU profile's carry to a new GPU faces)."""
+    errs = []
+    fits = _fits(curves, p)
+    for gpu in sorted(curves["gpu"].unique()):
+        base = _base_learn(curves[curves["gpu"] != gpu], facts, figs, p)
+        for _, row in fits[fits["gpu"] == gpu].iterrows():
+            mix = facts.get(row["model"])
+            if mix is not None:
+                pred = _roofline_s(mix, figs[gpu], base.population)
+                errs.append(np.log(max(pred, 1e-300) / row["slope"]))
+    return float(np.sqrt(np.mean(np.square(errs)))) if errs else 1.0
+
+
+# -- the learned constants as JSON (data/roofline_reference.json) ---------------------------
+
+REFERENCE_FILE = "roofline_reference.json"  # in srifty_kit's data folder
+_EFFS = ("per_gpu", "population", "between_sd")
+
+
+def learned_doc(learned: Learned) -> dict[str, Any]:
+    """A JSON-ready dict of ``learned`` (the inverse of :func:`learned_of`)."""
+    doc = {k: v for k, v in vars(learned).items() if k not in _EFFS}
+    doc["machines"] = dict(learned.machines)
+    doc["per_gpu"] = {g: list(map(float, e)) for g, e in learned.per_gpu.items()}
+    doc["population"] = list(map(float, learned.population))
+    doc["between_sd"] = list(map(float, learned.between_sd))
+    return doc
+
+
+def learned_of(doc: Mapping[str, Any]) -> Learned:
+    """The :class:`Learned` of a :func:`learned_doc` dict.
+
+    Raises:
+        InputError: a field is missing or not a number.
+    """
+    try:
+        scalars = {
+            k: (str(doc[k]) if k == "basis" else float(doc[k]))
+            for k in Learned.__dataclass_fields__
+            if k not in (*_EFFS, "machines") and k in doc
+        }
+        return Learned(
+            per_gpu={str(g): Efficiency(*map(float, e)) for g, e in doc["per_gpu"].items()},
+            population=Efficiency(*map(float, doc["population"])),
+            between_sd=Efficiency(*map(float, doc["between_sd"])),
+            machines={str(g): str(t) for g, t in doc.get("machines", {}).items()},
+            **scalars,
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"malformed roofline constants: {err}") from err
+
+
+def reference_learned() -> Learned | None:
+    """The constants learned on every reference GPU (``data/roofline_reference.json``,
+    written by ``benchmarks/transfer_accuracy.py --write-constants``), or None without it."""
+    import json
+    from importlib import resources
+
+    path = resources.files("srifty_kit.data").joinpath(REFERENCE_FILE)
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, OSError):
+        return None
+    doc = json.loads(text)
+    return learned_of(doc["learned"])
+
+
+# -- op mixes from profile facts ------------------------------------------------------------
+
+
+def check_op_mix(op_mix: Any, model: str = "") -> dict[str, dict[str, float]]:
+    """An op mix as ``measure.opgraph`` writes it, checked: {class: {flops_per_sample,
+    bytes_per_sample, ...}} with finite numbers at or above 0.
+
+    Raises:
+        InputError: not a mapping of classes to mappings of such numbers.
+    """
+    where = f" of {model!r}" if model else ""
+    fix = "give the facts JSON `srifty profile` (or `--facts-only`) wrote"
+    if not isinstance(op_mix, Mapping) or not op_mix:
+        raise InputError(f"the op mix{where} is not a mapping of operator classes", fix=fix)
+    out = {}
+    for cls, row in op_mix.items():
+        if not isinstance(row, Mapping):
+            raise InputError(f"op mix{where}: class {cls!r} is not a mapping", fix=fix)
+        values = {}
+        for key, value in row.items():
+            number = _num(value)
+            if not (np.isfinite(number) and number >= 0):
+                raise InputError(
+                    f"op mix{where}: {cls}.{key} is {value!r}, not a number >= 0", fix=fix
+                )
+            values[str(key)] = number
+        out[str(cls)] = values
+    return out
+
+
+def op_mixes_of(facts: Mapping[str, Any] | None) -> dict[str, dict[str, dict[str, float]]]:
+    """Per training model, the op mix in profile facts.
+
+    Args:
+        facts: one profile's facts (a dict with ``model`` and ``op_mix``, as ``srifty profile``
+            writes NAME.facts.json), or a mapping of model name to such facts; None: none.
+
+    Returns:
+        {model: op mix}; models whose facts hold no op mix (``op_mix: None``) are left out.
+
+    Raises:
+        InputError: facts that are not mappings, or a malformed op mix.
+    """
+    if facts is None:
+        return {}
+    if not isinstance(facts, Mapping):
+        raise InputError("facts must be a mapping", fix="a profile's facts JSON, read as a dict")
+    if "op_mix" in facts or "model" in facts:  # one profile's facts
+        facts = {str(facts.get("model", "")): facts}
+    out = {}
+    for model, one in facts.items():
+        if not isinstance(one, Mapping):
+            raise InputError(f"the facts of {model!r} are not a mapping")
+        if one.get("op_mix") is not None:
+            out[str(model)] = check_op_mix(one["op_mix"], str(model))
+    return out

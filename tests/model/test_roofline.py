@@ -180,3 +180,36 @@ def test_fallback_is_never_worse_than_the_fp32_rule_on_the_reference_pairs():
     pairs = bench.scores(results, ["pair"])
     worse = pairs[pairs["fallback mape"] > pairs["fp32 peak mape"] * (1 + 1e-9)]
     assert worse.empty, worse[["pair", "fallback mape", "fp32 peak mape"]].to_string()
+
+
+def test_learned_constants_survive_json_and_the_shipped_ones_load():
+    import json
+
+    fit = learned(machines={"T4": "g4dn.12xlarge"}, absolute_sd=0.7, basis="test")
+    again = roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(fit))))
+    assert again == fit
+    shipped = roofline.reference_learned()
+    assert shipped is not None and "GPUs" in shipped.basis
+    assert set(shipped.machines) == set(shipped.per_gpu)
+    with pytest.raises(InputError, match="malformed"):
+        roofline.learned_of({"per_gpu": {}})
+
+
+def test_a_host_factor_applies_only_on_the_machine_it_was_learned_on():
+    slow_host = Efficiency(np.log(0.6), np.log(0.3), np.log(3.0))
+    fit = learned(per_gpu={"T4": slow_host}, machines={"T4": "g4dn.12xlarge"}, mix_weight=1.0)
+    t, fast = steps(), GpuFigures(16.0, 16.0, 600.0)
+    own = roofline.carry(MIX, SRC, BSZ, t, fast, fit, "T4", None, "g4dn.12xlarge")
+    other = roofline.carry(MIX, SRC, BSZ, t, fast, fit, "T4", None, "g4dn.xlarge")
+    # carried from the slow host it was learned on, the floor drops by its factor 3
+    assert own.floor == pytest.approx(other.floor / 3.0)
+
+
+def test_an_op_mix_alone_gives_a_slope_and_a_stated_width():
+    slope, sd, words = roofline.absolute(MIX, SRC, learned())
+    assert slope == pytest.approx(roofline._roofline_s(MIX, SRC, learned().population))
+    assert sd > 0 and "no GPU step measured" in words
+    with pytest.raises(InputError):
+        roofline.absolute({"host": {"bytes_per_sample": 1.0}}, SRC, learned())
+    assert roofline.op_mixes_of({"model": "m", "op_mix": MIX}) == {"m": MIX}
+    assert roofline.op_mixes_of({"m": {"op_mix": None}}) == {}
