@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator
 from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.model import intervals, persist, posterior
+from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.fit import (
     DECAY_PRIOR,
@@ -147,6 +147,7 @@ class StepTimeModel(BaseEstimator):
         measurements: pd.DataFrame,
         catalog: pd.DataFrame | None = None,
         device_shape: DeviceShape | None = None,
+        facts: dict | None = None,
     ) -> StepTimeModel:
         """Fit every (model, instance_type) group of a measurement table.
 
@@ -165,14 +166,18 @@ class StepTimeModel(BaseEstimator):
             device_shape: how device curves move between accelerators (``device_curve``);
                 default: learned from these measurements when they span enough
                 accelerators, else ``device_curve.DEFAULT_SHAPE``.
+            facts: profile facts with an op mix (one profile's NAME.facts.json as a dict, or
+                {model: facts}): types never measured are carried by the roofline of the
+                op mix (``transfer``, route "roofline (op mix)"); kept in ``op_mix_``.
 
         Returns:
             self, fitted.
 
         Raises:
-            InputError: a bad table, level, structure or correction.
+            InputError: a bad table, level, structure or correction, or a malformed op mix.
         """
         self._check_options()
+        op_mix = roofline.op_mixes_of(facts)
         table = with_per_node(
             validate_measurements(
                 measurements, catalog=load_catalog if catalog is None else catalog
@@ -215,6 +220,7 @@ class StepTimeModel(BaseEstimator):
                 shape=shape,
                 catalog=rows_used,
                 run_variance=self.run_variance_,
+                op_mix={m: x for m, x in op_mix.items() if m in set(table["model"].astype(str))},
             )
         )
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
@@ -292,6 +298,7 @@ class StepTimeModel(BaseEstimator):
         self.device_curves_ = learned.curves
         self.device_shape_ = learned.shape
         self.catalog_rows_ = learned.catalog
+        self.op_mix_ = learned.op_mix  # per model, the profile facts' op mix (roofline route)
         if learned.run_variance is not None:
             self.run_variance_ = learned.run_variance
         else:
@@ -505,9 +512,19 @@ class StepTimeModel(BaseEstimator):
         return intervals.apply_kind(pred, interval_kind, self._level(level), between)
 
     def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
-        """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s."""
+        """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s
+        and ``route``: "measured" for a fitted group, else how its compute was carried to a
+        type never measured ("roofline (op mix)", "fp32-peak rule", ...; ``transfer``)."""
         out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
         out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
+        routes = {
+            key: getattr(self._group(*key, None), "route", "") or "carried"
+            for key in set(zip(out["model"], out["instance_type"], strict=True))
+        }
+        out["route"] = [
+            "measured" if isinstance(self.groups_.get(k), GroupFit) else routes[k]
+            for k in zip(out["model"], out["instance_type"], strict=True)
+        ]
         return out
 
     def _predict_table(
@@ -586,7 +603,7 @@ class StepTimeModel(BaseEstimator):
                 {
                     "model": m,
                     "instance_type": t,
-                    "fitted_as": f"carried {fit.source}"
+                    "fitted_as": f"carried {fit.source} by {fit.route or 'catalog figures'}"
                     if carried
                     else fit.structure
                     + (" + batch correction" if fit.correction else "")
@@ -643,6 +660,8 @@ class StepTimeModel(BaseEstimator):
             self.local_bsz_range_[(model, source_type)][0],
             self.device_curves_.get((model, source_type)),
             self.device_shape_,
+            op_mix=getattr(self, "op_mix_", {}).get(model),
+            bsz_range=self.local_bsz_range_[(model, source_type)],
         )
 
     def check_catalog(self, catalog: pd.DataFrame) -> None:
@@ -739,6 +758,7 @@ class StepTimeModel(BaseEstimator):
                 self.device_shape_,
                 self.catalog_rows_,
                 getattr(self, "run_variance_", None),
+                getattr(self, "op_mix_", {}),
             ),
         )
 

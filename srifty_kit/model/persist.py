@@ -24,6 +24,7 @@ import pandas as pd
 
 from srifty_kit.catalog.kept import KEPT_COLUMNS
 from srifty_kit.errors import InputError
+from srifty_kit.model import roofline
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape
 from srifty_kit.model.fit import BatchCorrection
 from srifty_kit.model.groups import GroupFit
@@ -71,6 +72,8 @@ class Learned:
     catalog: pd.DataFrame | None = None  # the catalog rows it was fitted with (figures)
     # between-run spread per instance type (intervals.run_variance); None in older files
     run_variance: pd.DataFrame | None = None
+    # per training model, the profile facts' op mix (roofline route); absent in older files
+    op_mix: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 def save(path: str | os.PathLike, init: dict, learned: Learned) -> Path:
@@ -112,6 +115,8 @@ def document(init: dict, learned: Learned) -> dict:
         "catalog_rows": _rows_doc(learned.catalog),
         "run_variance": _variance_doc(learned.run_variance),
     }
+    if learned.op_mix:  # only then: a file without facts reads as it did
+        body["op_mix"] = learned.op_mix
     return {**body, "sha256": _checksum(body)}
 
 
@@ -241,6 +246,7 @@ def _learned(doc: dict) -> Learned:
         shape=None if shape is None else _shape_of(shape),
         catalog=_rows_of(doc.get("catalog_rows")),
         run_variance=_variance_of(doc.get("run_variance")),
+        op_mix=_op_mix_of(doc.get("op_mix", {})),
         groups=groups,
         gpus_per_node={str(k): int(v) for k, v in doc["gpus_per_node"].items()},
         local_bsz_range=ranges,
@@ -249,6 +255,14 @@ def _learned(doc: dict) -> Learned:
             for m, f in doc["profile_facts"].items()
         },
     )
+
+
+def _op_mix_of(data: dict) -> dict[str, dict[str, dict[str, float]]]:
+    """The op mix per model; ValueError (a malformed file) when one is not an op mix."""
+    try:
+        return {str(m): roofline.check_op_mix(x, str(m)) for m, x in data.items()}
+    except InputError as err:
+        raise ValueError(err.problem) from err
 
 
 # -- one group ------------------------------------------------------------------------------
@@ -273,6 +287,8 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
             "host_gamma": fit.host_gamma,
             "noise": fit.noise,
             "sync_missing": list(fit.sync_missing),
+            "route": fit.route,
+            "source_curve": None if fit.source_curve is None else list(fit.source_curve),
         }
     spread = fit.spread
     return {
@@ -374,7 +390,19 @@ def _transfer_of(data: dict) -> TransferFit:
         host_gamma=float(data.get("host_gamma", HOST_GAMMA)),
         noise=float(data.get("noise", STEP_NOISE)),
         sync_missing=tuple(str(x) for x in data.get("sync_missing", ("", ""))),
+        route=str(data.get("route", "")),
+        source_curve=_source_curve_of(data.get("source_curve")),
     )
+
+
+def _source_curve_of(data) -> tuple[float, float, float, float] | None:
+    """A roofline route's (alpha_c, beta_c, floor, slope) of the source; None before it."""
+    if data is None:
+        return None
+    values = tuple(float(v) for v in data)
+    if len(values) != 4 or not all(np.isfinite(v) and v >= 0 for v in values):
+        raise ValueError("source_curve must be four numbers >= 0: alpha_c, beta_c, O, s")
+    return values
 
 
 def _params_of(data: dict) -> StepParams:

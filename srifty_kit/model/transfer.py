@@ -15,23 +15,37 @@ A carried step splits compute into a host part and a device part (symbols as in 
     T_s = S1 / n                           the ring all-reduce at efficiency 1 over the network
                                            efficiency n; T = (T_c**gamma + T_s**gamma)**(1/gamma)
 
-D1 moves by one of three routes, the best one available taken:
-  curve: the source type has catalog figures and a device curve (``device_curve``: a floor F,
-         then c seconds per sample once the batch fills the device, measured on at least
-         three batch sizes). The curve moves to the target by its speed and size
-         (``DeviceShape.carry``): H = F' (the floor, with its belief h), D = c' * b (with e),
-         and g is the shape's sharpness, so below the knee F'/c' the step sits on the floor and
-         above it grows linearly; the beliefs' spreads are the shape's, learned by carrying
-         every measured accelerator's curves to every other one, plus the source curve's own
-         uncertainty.
-  ratio: the source type has catalog figures. Its measured alpha_c + beta_c*b already overlaps
-         host and device: the device part is what is left once the host floor is taken out by
-         the same smooth max, D_src = ((alpha_c + beta_c*b)**g - alpha_c**g)**(1/g), and it moves
-         by the accelerator speed-up, D1 = D_src * peak_src / peak_dst (geometric mean with the
+T_c moves by one of five routes, the first one available taken (``TransferFit.route`` names
+it, ``StepTimeModel.explain`` shows it per prediction):
+  roofline (op mix): the profile facts hold an op mix (``measure.opgraph``), both types have
+         fp32 peak and memory bandwidth, and the shipped roofline constants are there
+         (``roofline.reference_learned``). The source's compute curve over its measured batches
+         is refitted as t(b) = (O**p + (b s)**p)**(1/p) and carried by ``roofline.carry``:
+         the slope by the ratio of the two GPUs' rooflines of the op mix, the floor by their
+         machines' host factors; H = O', D = s' b, g = p, beliefs from the carry's held-out
+         spreads. A CPU source (no figures): s' from the op mix alone at the population's
+         efficiencies (``roofline.absolute``), H as on the flops route: a CPU's step time says
+         nothing of a GPU's, so only the op mix and the learned efficiencies reach it.
+  fp32-peak rule: the same without an op mix: ``roofline.carry``'s fallback, whose weights
+         are chosen so that its worst held-out pair is no worse than the fp32-peak ratio
+         (with the shipped constants it is that ratio, floor and slope alike).
+  curve: (without the roofline constants) the source type has catalog figures and a device
+         curve (``device_curve``: a floor F, then c seconds per sample once the batch fills the
+         device, measured on at least three batch sizes). The curve moves to the target by its
+         speed and size (``DeviceShape.carry``): H = F' (the floor, with its belief h),
+         D = c' * b (with e), and g is the shape's sharpness, so below the knee F'/c' the step
+         sits on the floor and above it grows linearly; the beliefs' spreads are the shape's,
+         learned by carrying every measured accelerator's curves to every other one, plus the
+         source curve's own uncertainty.
+  ratio: the source type has an fp32 peak (the curve and roofline routes need both types'
+         bandwidth too). Its measured alpha_c + beta_c*b already overlaps host and device:
+         the device part is what is left once the host floor is taken out by the same smooth
+         max, D_src = ((alpha_c + beta_c*b)**g - alpha_c**g)**(1/g), and it moves by the
+         accelerator speed-up, D1 = D_src * peak_src / peak_dst (geometric mean with the
          memory-bandwidth ratio when both are known). A type with the source's figures gets
          the source's prediction back; at large batches the whole line moves with the
          accelerator, at small ones the host floor stays.
-  flops: the profile counted FLOPs per sample (a CPU source has no device part to carry):
+  flops: the profile counted FLOPs per sample, no op mix (a CPU source has no device part):
          D1 = flops_per_sample * b / peak_dst.
 h, e and n are a joint lognormal belief (``posterior.LogBeliefs``): wide before the target type
 is measured, narrowed by its measured steps (``TransferFit.update``, the Bayesian posterior
@@ -60,7 +74,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.errors import InputError
-from srifty_kit.model import posterior
+from srifty_kit.model import posterior, roofline
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape, speed
 from srifty_kit.model.fit import CONFIG_KEYS, BatchCorrection, aggregate, with_per_node
 from srifty_kit.model.intervals import two_sided_z
@@ -153,18 +167,30 @@ class TransferFit:
     # why sync inside one node / across nodes cannot be carried ('' when it can): those
     # configurations predict inf (refused), one-worker ones are carried
     sync_missing: tuple[str, str] = ("", "")
+    route: str = ""  # how T_c was carried, in words (explain's route column)
+    # roofline routes from a GPU: (alpha_c, beta_c, O, s) of the source, its compute line and
+    # the curve refitted to it. T_c = (H**g + D**g)**(1/g) * m(b), m = line(b) / curve(b)
+    # (``correction`` applies to the line): the source's own compute at the target's speed,
+    # so a target identical to the source gets the source's compute back at any batch
+    source_curve: tuple[float, float, float, float] | None = None
 
     def _parts(self, theta: np.ndarray, num_nodes, num_workers, local_bsz, per_node) -> tuple:
         """(H, D, T_s) at log factors ``theta`` (numpy broadcasting)."""
         b = np.asarray(local_bsz, float)
         line = self.device_intercept + self.base.beta_c * b
-        if self.correction is not None:
-            line = line * self.correction.factor(b)
+        factor = 1.0 if self.correction is None else self.correction.factor(b)
+        m = 1.0
+        if self.source_curve is not None:  # the source's line over its refitted curve
+            a_s, b_s, floor_s, slope_s = self.source_curve
+            g = self.host_gamma
+            m = (a_s + b_s * b) * factor / (floor_s**g + (b * slope_s) ** g) ** (1 / g)
+        else:
+            line = line * factor
         scale = np.exp(_SIGN * theta)
-        host = self.base.alpha_c * scale[0]
+        host = self.base.alpha_c * scale[0] * m
         if self.device_hidden > 0:
             line = underlap(line, self.device_hidden, HOST_GAMMA)
-        device = line * scale[1]
+        device = line * scale[1] * m
         sync = sync_time(self.base, num_nodes, num_workers, per_node) * scale[2]
         return host, device, sync
 
@@ -248,6 +274,7 @@ class TransferFit:
             beliefs=self.beliefs.update(residuals, self.noise),
             n_observed=self.n_observed + len(rows),
             notes=[*self.notes, f"updated with {len(rows)} measured steps of the target type"],
+            route=f"{self.route}, updated by {len(rows)} measured steps",
             max_nodes=max(self.max_nodes, int(k.max())),
             max_workers=max(self.max_workers, int(n.max())),
         )
@@ -387,6 +414,87 @@ def _host_floor(
     return max(params.alpha_c, HOST_FLOOR_MIN_S)
 
 
+# how many batch sizes of the source's fitted compute line the roofline curve is refitted on
+ROOFLINE_POINTS = 8
+
+
+def _gpu_figures(row: pd.Series | None) -> roofline.GpuFigures | None:
+    """A catalog row's roofline figures, or None (no row, not a CUDA GPU, a figure missing)."""
+    if row is None:
+        return None
+    try:
+        return roofline.figures(row.to_dict())
+    except InputError:
+        return None
+
+
+def _roofline_route(
+    params: StepParams,
+    correction: BatchCorrection | None,
+    bsz_range: tuple[float, float],
+    src: pd.Series | None,
+    dst: pd.Series,
+    op_mix: dict | None,
+    constants: roofline.Learned | None,
+    names: tuple[str, str],
+) -> tuple | None:
+    """(floor O', slope s', 2x2 cov of (host, compute) factors, noise sd, sharpness, route,
+    notes, ``TransferFit.source_curve``) carried by ``roofline``, or None where it cannot (no
+    constants, no figures of the target, a CPU source without an op mix)."""
+    fig_dst = _gpu_figures(dst)
+    if constants is None or fig_dst is None:
+        return None
+    fig_src = _gpu_figures(src)
+    gpu_dst = str(dst.get("gpu_model"))
+    if fig_src is None:  # a CPU (or a type without figures): only the op mix reaches a GPU
+        if not op_mix:
+            return None
+        slope, sd, words = roofline.absolute(op_mix, fig_dst, constants, gpu_dst)
+        host = _host_floor(params, correction, bsz_range[0])
+        cov = np.diag([HOST_FLOPS[1] ** 2, sd**2])
+        notes = [
+            f"host floor: the source's fitted intercept {params.alpha_c:.3g} s (at least "
+            f"{HOST_FLOOR_MIN_S:g} s), x/÷ {np.exp(1.645 * HOST_FLOPS[1]):.1f} at 90%",
+            words,
+        ]
+        noise = constants.scale * constants.step_sd
+        route = "roofline (op mix, CPU profile)"
+        return host, slope, cov, noise, constants.sharpness, route, notes, None
+    lo, hi = (float(b) for b in bsz_range)
+    b = np.unique(np.geomspace(lo, max(hi, lo), ROOFLINE_POINTS).round(6))
+    t = compute_time(params, b) * (1.0 if correction is None else correction.factor(b))
+    c = roofline.carry(
+        op_mix or None,
+        fig_src,
+        b,
+        np.maximum(t, 1e-9),
+        fig_dst,
+        constants,
+        source_gpu=str(src.get("gpu_model")),
+        target_gpu=gpu_dst,
+        source_machine=names[0],
+        target_machine=names[1],
+    )
+    if op_mix and constants.mix_weight > 0:
+        route = "roofline (op mix)"
+    elif op_mix:  # the held-out pairs gave the op mix no weight against the fallback
+        route = "fp32-peak rule (op mix given weight 0 by the held-out pairs)"
+    elif (constants.bandwidth_weight, constants.fallback_floor_exponent) == (0.0, 1.0):
+        route = "fp32-peak rule"
+    else:
+        route = "fallback rule (fp32/bandwidth blend, never worse than fp32 held out)"
+    # H = O' exp(+host): the floor's error; D = s' b exp(-compute): minus the slope's
+    cov = c.prior_cov * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    notes = [
+        f"compute curve of the source refitted on {b.size} batches {lo:g}-{hi:g}: a floor of "
+        f"{1e3 * c.source_floor:.3g} ms, {1e3 * c.source_slope:.3g} ms per sample",
+        f"carried: {c.route}: a floor of {1e3 * c.floor:.3g} ms, {1e3 * c.slope:.3g} ms per sample",
+        f"roofline constants: {constants.basis}",
+    ]
+    src_curve = (params.alpha_c, params.beta_c, c.source_floor, c.source_slope)
+    return c.floor, c.slope, cov, c.step_sd, c.sharpness, route, notes, src_curve
+
+
 def build_transfer(
     params: StepParams,
     source_type: str,
@@ -398,14 +506,33 @@ def build_transfer(
     min_bsz: float | None = None,
     curve: DeviceCurve | None = None,
     shape: DeviceShape | None = None,
+    op_mix: dict | None = None,
+    bsz_range: tuple[float, float] | None = None,
+    constants: roofline.Learned | None | str = "reference",
 ) -> TransferFit:
     """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
 
-    ``min_bsz``, the smallest local batch measured on the source, caps the assumed smallest
-    host floor: host work never exceeds a measured step. ``curve`` (the source's device curve)
-    and ``shape`` (how curves move between accelerators) open the curve route. Raises
-    InputError naming the missing figure when no compute route is possible; synchronisation
-    that cannot be carried only refuses the configurations that need it.
+    Args:
+        params, correction: the source's fitted constants and per-batch correction.
+        source_type, target_type, catalog: the two types and the catalog with their figures.
+        flops_per_sample, grad_bytes: profile facts (the flops route; sync by gradient size).
+        min_bsz: the smallest local batch measured on the source: caps the assumed smallest
+            host floor (host work never exceeds a measured step).
+        curve, shape: the source's device curve and how curves move (the curve route).
+        op_mix: the profile facts' op mix (``measure.opgraph``): opens the roofline route.
+        bsz_range: the source's smallest and largest measured local batch (the batches its
+            compute curve is refitted on for the roofline routes; default ``min_bsz`` alone).
+        constants: the roofline's learned constants; ``"reference"`` (default) the shipped
+            ones (``roofline.reference_learned``), None to leave the roofline routes out.
+
+    Returns:
+        A :class:`TransferFit` whose ``route`` names how compute was carried.
+
+    Raises:
+        InputError: the target is not in the catalog, or no compute route is possible (the
+            message names the missing figure and, where the catalog says it, why it is
+            unknown); synchronisation that cannot be carried only refuses the configurations
+            that need it.
     """
     dst = _figures(catalog, target_type)
     src = _figures(catalog, source_type)
@@ -419,8 +546,10 @@ def build_transfer(
         )
     peak_dst = _number(dst, PEAK_COLUMN)
     if peak_dst is None:
+        why = dst.get("gpu_figures_source") if "gpu_figures_source" in dst.index else None
+        why = f" ({why})" if isinstance(why, str) and why else ""
         raise InputError(
-            f"the catalog has no {PEAK_COLUMN} for {target_type!r}: cannot "
+            f"the catalog has no {PEAK_COLUMN} for {target_type!r}{why}: cannot "
             "carry compute time there",
             column=PEAK_COLUMN,
             fix=fix,
@@ -431,6 +560,41 @@ def build_transfer(
     if grad_bytes:  # the links are the target's: so are their latencies
         params = params._replace(**RING_STEP_LATENCY_S)
     extra = {"sync_missing": missing}
+    if isinstance(constants, str):
+        constants = roofline.reference_learned()
+    lo = min_bsz if min_bsz is not None else 1.0
+    roof = _roofline_route(
+        params,
+        correction,
+        bsz_range or (lo, lo),
+        src,
+        dst,
+        op_mix,
+        constants,
+        (source_type, target_type),
+    )
+    if roof is not None:
+        floor, slope, cov, noise, sharpness, route, notes, src_curve = roof
+        base = params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter)
+        full = np.zeros((3, 3))
+        full[:2, :2] = cov
+        full[2, 2] = network[1] ** 2
+        beliefs = LogBeliefs(FACTORS, np.log([1.0, 1.0, network[0]]), full)
+        return TransferFit(
+            base,
+            0.0,
+            0.0,
+            beliefs,
+            f"{source_type} -> {target_type}",
+            0,
+            [*notes, sync_note],
+            correction=correction,
+            host_gamma=sharpness,
+            noise=noise,
+            route=route,
+            source_curve=src_curve,
+            **extra,
+        )
     carried = _curve_route(curve, shape, src, dst)
     if carried is not None:
         floor, slope, cov, notes = carried
@@ -449,6 +613,7 @@ def build_transfer(
             [*notes, sync_note],
             host_gamma=shape.sharpness,
             noise=shape.noise_sd,
+            route="device curve",
             **extra,
         )
     compute = _compute_route(params, src, peak_dst, dst, flops_per_sample)
@@ -480,5 +645,6 @@ def build_transfer(
         0,
         notes,
         correction=correction,
+        route="fp32/bandwidth ratio" if scale else "FLOPs count (CPU profile)",
         **extra,
     )
