@@ -35,11 +35,17 @@ of information, K=1) is looked up in the reference table, its rows appended to t
 ones, the model refitted on that training model's rows and the decision made again; beside it
 the same with a random configuration beyond the fitted node counts, and with the largest
 configuration. Regret includes the probe's cost (200 steps plus 5 minutes of start-up at its
-price). When the suggestion is "no probe is worth its cost", no probe is run.
+price). When the suggestion is "no probe is worth its cost", no probe is run. The probe arms
+run twice: for the job above (10 h on one worker, so minutes on the larger clusters, where a
+probe alone can cost a third of the job) and for one 100x larger (1,000 h on one worker, a few
+GPU-weeks), where the same probe is a small share of the cost. The decisions without a probe
+do not depend on the job's size (times and costs scale with the work).
 
 Metrics: unanswered = share of problems with no pick (every problem has an answer: the fastest
-configuration meets D); miss = share of picks whose true time exceeds D, with a 90% Wilson
-interval; regret = true cost / oracle's - 1 over the picks that meet D (mean and median).
+configuration meets D); of answerable = the same among problems some configuration answers at
+90% (its true time clears D by more than a new run's spread, the 3% noise floor); miss = share
+of picks whose true time exceeds D, with a 90% Wilson interval; regret = true cost / oracle's -
+1 over the picks that meet D (mean and median).
 
     .venv/bin/python benchmarks/decision_quality.py [--quick]   # writes reports/benchmarks/
 """
@@ -54,6 +60,7 @@ import numpy as np
 import pandas as pd
 from common import markdown_table, reference_measurements, write_report
 from model_accuracy import as_prior, node_move_priors, node_move_rows, run_pollux
+from scipy.stats import norm
 from statsmodels.stats.proportion import proportion_confint
 
 from srifty_kit.catalog.query import load_catalog
@@ -61,12 +68,19 @@ from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import search
 from srifty_kit.decide.probes import LAUNCH_H, PROBE_STEPS, suggest_probes
 from srifty_kit.model.estimator import StepTimeModel
+from srifty_kit.model.fit import NOISE_FLOOR
 from srifty_kit.model.physics import max_per_node, placement_max
 from srifty_kit.tables.contracts import validate_catalog
 
 LEVEL = 0.9
 FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
 HOURS_ON_ONE = 10.0
+# the probe arms again for a job 100x larger (1,000 hours on one worker): a probe's cost is fixed
+# (200 steps and a start-up) while the job's grows, so its share of the regret shrinks
+LARGE_JOB = 100.0
+# a configuration answers a deadline at LEVEL only if it beats it by more than a run's own
+# spread: a new run of it lands within NOISE_FLOOR (log sd) of the measured one
+CLEAR = float(np.exp(norm.ppf(LEVEL) * NOISE_FLOOR))
 KEYS = ["num_nodes", "num_workers"]
 CLUSTERS = {  # name: (file, fitted rows, prior key in model_accuracy.node_move_priors)
     "AWS g4dn.12xlarge <=3 -> 4": (
@@ -138,11 +152,12 @@ def _pick(frame: pd.DataFrame, ok: np.ndarray, cost: np.ndarray) -> int | None:
 class Problem:
     """One training model x batch: its space, truth, work and deadlines."""
 
-    def __init__(self, table, model, bsz, small_nodes, price):
+    def __init__(self, table, model, bsz, small_nodes, price, scale: float = 1.0):
         self.model, self.bsz, self.price = model, bsz, price
         self.space = _space(table, model, bsz)
         first = self.space.sort_values(KEYS).iloc[0]
-        samples = HOURS_ON_ONE * 3600 / first["step_time_s"] * first["num_workers"] * bsz
+        hours = HOURS_ON_ONE * scale
+        samples = hours * 3600 / first["step_time_s"] * first["num_workers"] * bsz
         self.job = Job(model, samples=float(samples))
         s = self.space
         self.steps = samples / (s["num_workers"] * bsz)
@@ -163,11 +178,25 @@ class Problem:
         cost = self.true_h * self.cost_rate
         meets = self.true_h <= deadline * (1 + 1e-9)
         oracle = cost[meets].min()
+        # answerable: some configuration clears D by more than a new run's spread
+        answerable = bool((self.true_h * CLEAR <= deadline).any())
         if pos is None:
-            return {"answered": False, "met": np.nan, "regret": np.nan, "probe_usd": extra_usd}
+            return {
+                "answered": False,
+                "met": np.nan,
+                "regret": np.nan,
+                "probe_usd": extra_usd,
+                "answerable": answerable,
+            }
         met = bool(meets[pos])
         regret = (cost[pos] + extra_usd) / oracle - 1 if met else np.nan
-        return {"answered": True, "met": met, "regret": regret, "probe_usd": extra_usd}
+        return {
+            "answered": True,
+            "met": met,
+            "regret": regret,
+            "probe_usd": extra_usd,
+            "answerable": answerable,
+        }
 
     def rule(self, step: np.ndarray, deadline: float) -> int | None:
         """Least cost among configurations whose time from ``step`` meets the deadline."""
@@ -215,6 +244,33 @@ def _probe_cost(problem, pos) -> float:
     return float(hours * s["num_nodes"] * problem.price)
 
 
+LARGE_TAG = f", {HOURS_ON_ONE * LARGE_JOB:,.0f} h job"
+
+
+def _probe_arms(base, problem, result, pos, deadline, arms, refit, catalog, tag) -> list[dict]:
+    """The decision after one probe: the suggested one (none when no probe is worth its cost:
+    the decision stands), and each of ``arms`` (name: position in the space), refitted and
+    decided again; regret includes the probe's cost."""
+    probes = suggest_probes(result, k=1)
+    suggested = None
+    if not probes.empty:
+        p = probes.iloc[0]
+        hit = (problem.space["num_nodes"] == p["num_nodes"]) & (
+            problem.space["num_workers"] == p["num_workers"]
+        )
+        suggested = int(np.flatnonzero(hit.to_numpy())[0])
+    out = []
+    for arm, probe_pos in {"suggested probe": suggested, **arms}.items():
+        name = f"ours + {arm}{tag}"
+        if probe_pos is None:
+            out.append({**base, "policy": name, **problem.judge(pos, deadline)})
+            continue
+        _, after = _ours(refit(probe_pos), catalog, problem, deadline)
+        cost = _probe_cost(problem, probe_pos)
+        out.append({**base, "policy": name, **problem.judge(after, deadline, cost)})
+    return out
+
+
 def run_cluster(name, folder, prior, quick: bool, rng) -> list[dict]:
     """Every problem of one cluster under every policy."""
     file, fitted, _ = CLUSTERS[name]
@@ -237,6 +293,7 @@ def run_cluster(name, folder, prior, quick: bool, rng) -> list[dict]:
     refits: dict[tuple, StepTimeModel] = {}
     for m, bsz in pairs:
         problem = Problem(table, m, int(bsz), small_nodes, price)
+        big = Problem(table, m, int(bsz), small_nodes, price, scale=LARGE_JOB)
         if not problem.deadlines:
             continue
         configs = problem.space.assign(model=m)
@@ -268,24 +325,13 @@ def run_cluster(name, folder, prior, quick: bool, rng) -> list[dict]:
             if pollux is not None:
                 pp = problem.rule(np.asarray(pollux[m], float), deadline)
                 out.append({**base, "policy": "pollux, point", **problem.judge(pp, deadline)})
-            probes = suggest_probes(result, k=1)
-            if probes.empty:
-                arms = {"ours + suggested probe": None}
-            else:
-                p = probes.iloc[0]
-                hit = (problem.space["num_nodes"] == p["num_nodes"]) & (
-                    problem.space["num_workers"] == p["num_workers"]
-                )
-                arms = {"ours + suggested probe": int(np.flatnonzero(hit.to_numpy())[0])}
-            arms["ours + random probe"] = random_pos
-            arms["ours + largest probe"] = largest_pos
-            for arm, probe_pos in arms.items():
-                if probe_pos is None:  # nothing worth measuring: the decision stands
-                    out.append({**base, "policy": arm, **problem.judge(pos, deadline)})
-                    continue
-                _, after = _ours(refit(probe_pos), catalog, problem, deadline)
-                cost = _probe_cost(problem, probe_pos)
-                out.append({**base, "policy": arm, **problem.judge(after, deadline, cost)})
+            arms = {"random probe": random_pos, "largest probe": largest_pos}
+            out += _probe_arms(base, problem, result, pos, deadline, arms, refit, catalog, "")
+            big_deadline = big.deadlines[FRACTIONS.index(f)]
+            big_result, big_pos = _ours(model, catalog, big, big_deadline)
+            out += _probe_arms(
+                base, big, big_result, big_pos, big_deadline, arms, refit, catalog, LARGE_TAG
+            )
     for row in out:
         row["fit_s"] = fit_s
     return out
@@ -309,12 +355,33 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
                 "policy": policy,
                 "problems": len(g),
                 "unanswered": f"{1 - g['answered'].mean():.1%}",
+                "unanswered, of answerable": f"{1 - g.loc[g['answerable'], 'answered'].mean():.1%}",
                 "picks missing D": f"{misses / max(len(picks), 1):.1%} [{lo:.1%}, {hi:.1%}]",
                 "regret mean / median": f"{regret.mean():.1%} / {regret.median():.1%}",
                 "probe $ (mean)": f"{g['probe_usd'].mean():.2f}",
             }
         )
     return pd.DataFrame(rows)
+
+
+def by_fraction(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per cluster and deadline fraction f: how many problems are answerable at LEVEL, and the
+    share unanswered by ours and by ours after the suggested probe (of all, of answerable)."""
+    rows = []
+    for (cluster, f), g in frame.groupby(["cluster", "fraction"], sort=False):
+        row = {"cluster": cluster, "f": f}
+        ours = g[g["policy"] == "ours"]
+        row["answerable"] = f"{ours['answerable'].mean():.0%}"
+        for policy in ("ours", "ours + suggested probe", f"ours + suggested probe{LARGE_TAG}"):
+            h = g[g["policy"] == policy]
+            fair = h[h["answerable"]]
+            row[f"{policy}: unanswered (of answerable)"] = (
+                f"{1 - h['answered'].mean():.0%} ({1 - fair['answered'].mean():.0%})"
+                if len(fair)
+                else f"{1 - h['answered'].mean():.0%} (-)"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["cluster", "f"], kind="stable")
 
 
 def main() -> None:
@@ -340,6 +407,12 @@ def main() -> None:
     text = (
         "## Summary\n\n"
         + markdown_table(table)
+        + "\n\n## Unanswered by deadline\n\n"
+        + f"Answerable: some configuration's true time is below D / {CLEAR:.3f}, i.e. clears it "
+        "by more than a new run's own spread at 90% (the 3% noise floor): a configuration "
+        "whose measured mean sits closer to D than that misses it in more than one run of "
+        "ten, so no rule that keeps its 90% promise may pick it, measured or not.\n\n"
+        + markdown_table(by_fraction(frame))
         + "\n\nFit time of the model on each cluster's fitted rows (every training model, 2 "
         "cores): "
         + ", ".join(f"{c}: {s}" for c, s in fits.items())

@@ -36,7 +36,7 @@ import pandas as pd
 from srifty_kit.decide import candidates as cand
 from srifty_kit.errors import InputError
 from srifty_kit.model.efficiency import SECONDS_PER_HOUR
-from srifty_kit.model.posterior import Belief
+from srifty_kit.model.posterior import Belief, stray_sd
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.planner import SearchResult
@@ -102,14 +102,17 @@ def _loss(pool: _Pool, pick: np.ndarray, truth: np.ndarray, fallback: int) -> np
 
 
 def _truths(belief: Belief, n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple]:
-    """(n, N) truths of run time, and the shared normals they were drawn with."""
+    """(n, N) truths of run time, and each configuration's level they were drawn around: its
+    shared errors and its own stray (persistent), to which a run adds its own noise."""
     groups, g_of = np.unique(belief.group, return_inverse=True)
     nets, t_of = np.unique(belief.network, return_inverse=True)
     z_g = rng.standard_normal((n, groups.size))[:, g_of]
     z_t = rng.standard_normal((n, nets.size))[:, t_of]
-    eps = rng.standard_normal((n, len(belief)))
-    shared = belief.centre + belief.group_sd * z_g + belief.network_sd * z_t
-    return belief.point * np.exp(shared + belief.noise_sd * eps), (shared,)
+    stray = stray_sd(belief.noise_sd)
+    run = np.sqrt(np.maximum(belief.noise_sd**2 - stray**2, 0.0))
+    level = belief.centre + belief.group_sd * z_g + belief.network_sd * z_t
+    level = level + stray * rng.standard_normal((n, len(belief)))
+    return belief.point * np.exp(level + run * rng.standard_normal((n, len(belief)))), (level, run)
 
 
 def _probe_choices(result: SearchResult, pool: _Pool) -> np.ndarray:
@@ -187,7 +190,7 @@ def suggest_probes(
         return pd.DataFrame(columns=columns)
     pool = _pool(result)
     rng = np.random.default_rng(seed)
-    truth, (shared,) = _truths(pool.belief, outcomes, rng)
+    truth, (level, run) = _truths(pool.belief, outcomes, rng)
     now = _decide(pool, pool.belief)
     p_now = pool.belief.prob_below(pool.bound())
     fallback = int(np.lexsort((pool.belief.mean * pool.per_hour, -p_now))[0])
@@ -196,8 +199,8 @@ def suggest_probes(
     rows = []
     for j in _probe_choices(result, pool):
         b = pool.belief
-        # the probe's run: the truth's shared errors, its own run effect
-        y = shared[:, j] + b.noise_sd[j] * rng.standard_normal(outcomes)
+        # the probe's run: the truth's level of that configuration, and the run's own noise
+        y = level[:, j] + run[j] * rng.standard_normal(outcomes)
         after = _decide(pool, b.condition(int(j), y, 0.0))
         loss_after = _loss(pool, after, truth, fallback)
         i = pool.index[j]

@@ -10,14 +10,17 @@ step time is believed to be
                + e(x) * eps_x                   what is left: independent per configuration
 
 with z_g, z_t, eps_x independent standard normals. ``w`` is the calibrated spread of the
-group's held-out errors at the scales it measured (``intervals.Spread``, less the noise
-floor); ``v`` the spread the network's move adds beyond the largest measured node count
-(its sync share times how far beyond); ``e`` the noise floor: two campaigns of the same
-configurations differ by about 3% (reference measurements README), so no belief about a
-configuration is narrower than that. Because z_g and z_t are shared, every configuration of
-one type is judged under the same unknown: if this network scales worse than believed at 8
-nodes, it does at 16 too. A search that reads each configuration's own interval treats those
-errors as independent; one that reads draws of this belief does not.
+group's held-out errors at the scales it measured (``intervals.Spread``, less the noise floor);
+``v`` the spread the network's move adds beyond the largest measured node count (its sync share
+times how far beyond); ``e`` the noise floor (two campaigns of the same configurations differ
+by about 3%, reference measurements README, so no belief about a configuration is narrower than
+that) and, at a node count never measured, the configuration's own stray from the network's
+rate. The stray is the configuration's (the same in every run of it), the floor the run's: e^2
+= stray^2 + floor^2, so a measured run reveals its own stray (``condition``) and a new run
+still adds the floor. Because z_g and z_t are shared, every configuration of one type is judged
+under the same unknown: if this network scales worse than believed at 8 nodes, it does at 16
+too. A search that reads each configuration's own interval treats those errors as independent;
+one that reads draws of this belief does not.
 
 ``Belief`` holds the arrays and answers the chance constraint in closed form (a Gaussian
 marginal, exact under this belief); ``Belief.draws`` samples it jointly (shared z per group and
@@ -119,38 +122,53 @@ class Belief:
     def condition(self, at: int, log_ratio: float | np.ndarray, noise: float) -> Belief:
         """The belief after one run of configuration ``at`` measured log(T / T_hat) =
         ``log_ratio`` (a scalar, or an array of simulated outcomes: then every field gains a
-        leading axis), each with measurement noise sd ``noise``.
+        leading axis), each with measurement noise sd ``noise`` beyond a run's own.
 
-        Gaussian conditioning: a configuration shares z_g with ``at`` when it is of the same
-        group and z_t when of the same network; its own eps is independent of the probe's.
+        Gaussian conditioning. A configuration's independent part e(x) eps_x is its own stray
+        (persistent: the same configuration strays the same way in every run) and a run's
+        noise (the noise floor, new in every run): ``stray_sd``. The run measured at ``at``
+        reveals its shared errors and its own stray; another configuration shares z_g with it
+        when of the same group and z_t when of the same network, and keeps its own stray.
         """
         same_g = self.group == self.group[at]
         same_t = self.network == self.network[at]
         wg, wt = self.group_sd[at], self.network_sd[at]
         var_y = wg**2 + wt**2 + self.noise_sd[at] ** 2 + noise**2
-        # loadings of each configuration on the two shared normals, and their update
-        cov_g = np.where(same_g, self.group_sd * wg, 0.0)
-        cov_t = np.where(same_t, self.network_sd * wt, 0.0)
+        # covariance of each configuration's level with the measured run: the shared normals,
+        # and for ``at`` itself also its stray
+        own = np.arange(len(self)) == at
+        stray = np.where(own, stray_sd(self.noise_sd), 0.0)
+        cov = np.where(same_g, self.group_sd * wg, 0.0) + np.where(
+            same_t, self.network_sd * wt, 0.0
+        )
+        cov = cov + stray**2
         y = np.asarray(log_ratio, float)[..., None] - self.centre[at]
-        # posterior of the shared normals given y: E[z_g | y] = wg * y / var_y, and so on
-        gain = y / var_y
-        centre = self.centre + (cov_g + cov_t) * gain
-        # each row's shared variance falls by what y explained: w^2 + v^2 - cov^2 / var_y
-        # (exact for the marginal; the rest of that row's shared part is kept as its group's)
+        centre = self.centre + cov * y / var_y
+        # each row's level variance falls by what y explained: w^2 + v^2 (+ stray^2 for
+        # ``at``) - cov^2 / var_y (exact for the marginal; the rest of that row's shared part
+        # is kept as its group's); ``at`` keeps only a new run's noise as its own
         touched = same_g | same_t
-        left = self.group_sd**2 + self.network_sd**2 - (cov_g + cov_t) ** 2 / var_y
+        left = self.group_sd**2 + self.network_sd**2 + stray**2 - cov**2 / var_y
         group_sd = np.where(touched, np.sqrt(np.maximum(left, 0.0)), self.group_sd)
         network_sd = np.where(touched, 0.0, self.network_sd)
+        noise_sd = np.where(own, np.minimum(self.noise_sd, NOISE_FLOOR), self.noise_sd)
         shape = centre.shape
         return Belief(
             np.broadcast_to(self.point, shape),
             centre,
             np.broadcast_to(group_sd, shape),
             np.broadcast_to(network_sd, shape),
-            np.broadcast_to(self.noise_sd, shape),
+            np.broadcast_to(noise_sd, shape),
             np.broadcast_to(self.group, shape),
             np.broadcast_to(self.network, shape),
         )
+
+
+def stray_sd(noise_sd: np.ndarray) -> np.ndarray:
+    """The persistent part of each configuration's independent error: what its e(x) holds
+    beyond a run's own noise (the noise floor), sqrt(e^2 - floor^2), 0 where none."""
+    noise_sd = np.asarray(noise_sd, float)
+    return np.sqrt(np.maximum(noise_sd**2 - NOISE_FLOOR**2, 0.0))
 
 
 _FIELDS = ("point", "centre", "group_sd", "network_sd", "noise_sd", "group", "network")

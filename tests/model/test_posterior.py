@@ -84,6 +84,29 @@ def test_one_measured_run_narrows_what_it_shares_and_nothing_else():
     assert np.all(np.diff(many.centre[:, 1]) > 0)
 
 
+def test_a_measured_run_reveals_its_own_configurations_stray_but_not_anothers():
+    # two configurations at a node count never measured: each strays from the network's rate
+    # by its own 10% (persistent), and a run adds the 3% noise floor
+    b = Belief(
+        point=np.ones(2),
+        centre=np.zeros(2),
+        group_sd=np.full(2, 0.1),
+        network_sd=np.full(2, 0.2),
+        noise_sd=np.full(2, np.hypot(0.1, 0.03)),
+        group=np.array([1, 1]),
+        network=np.array([7, 7]),
+    )
+    after = b.condition(0, 0.3, 0.0)
+    # the measured configuration is now known to about its run noise: another run of it lands
+    # within the floor and its own stray, plus what is left of the shared part
+    assert after.noise_sd[0] == pytest.approx(0.03)
+    assert after.sd[0] < 0.05 < after.sd[1]
+    # it moves almost all the way to what was measured; its neighbour less, its stray unknown
+    assert after.centre[0] == pytest.approx(0.3, abs=0.02)
+    assert 0 < after.centre[1] < after.centre[0]
+    assert after.noise_sd[1] == b.noise_sd[1]
+
+
 def test_a_belief_matches_the_prediction_interval_it_was_read_from(small_model):
     cfg = _scale_out((2, 4, 8))
     b = small_model.predict_belief(
