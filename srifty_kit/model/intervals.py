@@ -25,9 +25,14 @@ learned from held-out moves starting at 2 or more nodes (``move_rates``), pooled
 training model on that instance type and under the hyperprior ``NODE_MOVE_PRIOR`` learned on
 the reference clusters (``network_move``, ``learn_prior``); ``sd`` is how unsure that rate
 is, ``scatter`` how far one configuration strays from it. Those moves were whole (the added
-workers came with them), so there the group's own part is taken at the edge of what it
-measured (distance 1) and added in quadrature. ``StepTimeModel`` warns beyond 8x the fitted
-scale.
+workers came with them), and ``scatter`` is measured about them, so it already holds the
+group's own error at the edge of what it measured (distance 1): a configuration's own part there
+is the larger of the two, not their sum, and the rate's uncertainty adds in quadrature,
+
+    half-width = sqrt(max(h_1, z * scatter)**2 + (z * u * sd)**2),   h_1 the group's own
+                                                                      half-width at distance 1
+
+``StepTimeModel`` warns beyond 8x the fitted scale.
 
 **Run-to-run variance** (``run_variance``): how far a configuration's mean moves between runs,
 VMs or hosts. The step-time model's interval describes another step measured the way the fitted
@@ -388,9 +393,15 @@ class Spread:
         lower, upper = q_lo * sigma, q_hi * sigma  # signed log offsets of the two ends
         centre, half = (upper + lower) / 2, (upper - lower) / 2
         if self.node is not None:
-            shift, extra = self.node.band(level, share, doublings)
-            lower = np.where(moved, centre + shift - np.sqrt(half**2 + extra**2), lower)
-            upper = np.where(moved, centre + shift + np.sqrt(half**2 + extra**2), upper)
+            # scatter was measured about whole moves: it holds the group's own error at the
+            # edge, so the larger of the two counts, not both
+            shift, _ = self.node.band(level, share, doublings)
+            z = two_sided_z(level)
+            rate = z * np.asarray(share, float) * doublings * self.node.sd
+            own = np.maximum(half, z * self.node.scatter)
+            wide = np.sqrt(own**2 + rate**2)
+            lower = np.where(moved, centre + shift - wide, lower)
+            upper = np.where(moved, centre + shift + wide, upper)
         elif self.node_prior:
             extra = np.where(moved, two_sided_z(level) * share * NODE_COUNT_SD, 0.0)
             wide = np.sqrt(half**2 + extra**2)
