@@ -1078,6 +1078,13 @@ class Judgement:
         return "\n".join(lines)
 
 
+# the columns that name a configuration: two picks alike in them are the same pick
+PICK_KEY = (
+    "instance_type", "region", "num_nodes", "local_bsz", "pricing",
+    "instance_type_2", "num_nodes_2", "local_bsz_2",
+)  # fmt: skip
+
+
 def deadline_judgement(
     evaluated: Evaluated, deadline_h: float, runs: int = 10_000, seed: int = 0
 ) -> Judgement:
@@ -1132,15 +1139,20 @@ def deadline_judgement(
 def disagreeing_deadline(
     evaluated: Evaluated, deadlines_h: tuple[float, ...], runs: int = 2000, seed: int = 0
 ) -> float | None:
-    """Of ``deadlines_h``, the one where both rules find a pick and the point estimate's pick
-    misses most often beyond the upper end's (``deadline_judgement``): where the lesson's
-    question has both answers to compare, whatever the model. None where no deadline has
-    both picks."""
+    """Of ``deadlines_h``, the one where both rules find a pick, the two picks are different
+    configurations, and the point estimate's pick misses most often beyond the upper end's
+    (``deadline_judgement``): where the lesson's question has two answers to compare,
+    whatever the model. None where no deadline has two different picks."""
     best, gap = None, -np.inf
     for d in deadlines_h:
         j = deadline_judgement(evaluated, float(d), runs=runs, seed=seed)
-        if {"point", "upper"} <= set(j.table.get("rule", ())):
-            share = j.table.set_index("rule")["miss_share"]
-            if share["point"] - share["upper"] > gap:
-                best, gap = float(d), share["point"] - share["upper"]
+        if not {"point", "upper"} <= set(j.table.get("rule", ())):
+            continue
+        table = j.table.set_index("rule")
+        key = [c for c in PICK_KEY if c in table.columns]
+        if table.loc["point", key].astype(str).equals(table.loc["upper", key].astype(str)):
+            continue  # one configuration: nothing to compare
+        share = table["miss_share"]
+        if share["point"] - share["upper"] > gap:
+            best, gap = float(d), share["point"] - share["upper"]
     return best

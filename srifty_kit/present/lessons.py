@@ -49,6 +49,16 @@ CHECKPOINT_H = (5 / 60, 10 / 60, 0.25, 0.5, 1, 2, 4, 6, 8, 12, 24)
 RESTART_H = (1 / 60, 0.1, 0.25, 0.5, 1, 2)
 SLOWDOWNS = (1, 1.5, 2, 3, 4)
 DEADLINES_H = (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 24)
+# where lesson (d) looks for its start when no stop above has two different picks: round
+# deadlines finer than the stops (5 min to 1 h, 0.1 h to 3 h, 0.5 h to 8 h, 1 h to 24 h); a
+# pick's interval is narrow where it was measured, so its point and its upper end can both
+# fall between two stops
+DEADLINE_SEARCH_H = tuple(
+    [m / 60 for m in range(5, 60, 5)]
+    + [round(1 + i / 10, 1) for i in range(20)]
+    + [3 + i / 2 for i in range(10)]
+    + list(range(8, 25))
+)
 
 BLUE, ORANGE, RED, GREY = "#4c78a8", "#f58518", "#d62728", "#999999"
 
@@ -768,8 +778,11 @@ class VarianceLesson(Lesson):
         # once: arrays; over the types with an on-demand price (the picks are judged by cost)
         priced = catalog[catalog["ondemand_usd_per_hr"].notna()]
         self.evaluated = evaluate(model, priced, job, self.constraints)
-        if deadline_h is None:  # start where both rules pick and disagree most (else 1 h)
+        if deadline_h is None:  # start where the two rules pick apart and disagree most:
+            # of the stops, else of finer round deadlines (it becomes a stop), else 1 h
             found = tradeoffs.disagreeing_deadline(self.evaluated, DEADLINES_H)
+            if found is None:
+                found = tradeoffs.disagreeing_deadline(self.evaluated, DEADLINE_SEARCH_H)
             deadline_h = found if found is not None else 1.0
         controls = {
             "deadline": _selection(

@@ -109,6 +109,14 @@ def test_lesson_d_answers_at_a_deadline_where_both_picks_exist(run, setup):
     want = tradeoffs.deadline_judgement(ev, 8.0, runs=500)
     assert _moved(out, "deadline", "8 h") == want.text()
     assert set(want.table["rule"]) == {"point", "upper"}  # both picks exist at this stop
+    # and it starts where the two rules pick two different configurations
+    start = out.split("\n-- deadline moved", 1)[0]
+    picks = [
+        line.split(": ", 1)[1].split(", predicted")[0]
+        for line in start.splitlines()
+        if line.startswith("Judged by")
+    ]
+    assert "no configuration" not in start and len(picks) == 2 and picks[0] != picks[1], start
 
 
 def test_interactive_shows_four_panels(run):
