@@ -378,3 +378,49 @@ def test_each_lesson_answers_as_the_decide_layer_does_when_its_control_moves(pag
 
         _eventually(page, figure_moved)
         page.locator(f".{panel}").screenshot(path=str(SCREENSHOTS / f"05_{panel[14:]}.png"))
+
+
+# a figure of a panel by its title: per mark (in the figure's order; the legend is no mark),
+# how many points it drew
+TITLED_POINTS_JS = """
+([cls, title]) => {
+  const heads = Array.from(document.querySelectorAll('.' + cls + ' text.mainheading'));
+  const head = heads.find((h) => h.textContent === title);
+  if (!head) return null;
+  const marks = head.closest('svg.svg-figure').querySelector(':scope > g > g').children;
+  return Array.from(marks).filter((g) => !g.classList.contains('g_legend')).map(
+      (g) => g.querySelectorAll('g.object_grp').length);
+}
+"""
+
+
+def test_the_controller_lesson_draws_each_types_measured_steps(
+    page, fitted, reference_measurements
+):
+    """The controller lesson's third figure on the reference fit (the session model's workload
+    was never campaigned): one dot per measured batch of each type, as the decide layer has."""
+    from srifty_kit.present.lessons import ControllerLesson, lesson_setup
+
+    root, _ = fitted
+    nb = load_notebook_node(str(REPO / "notebooks" / "05_tradeoffs.ipynb"))
+    nb = parameterize_notebook(nb, {"lessons": "c", "interactive": True})  # the reference fit
+    nbformat.write(nb, root / "05_c.ipynb")
+    panel = "srifty-lesson-controller"
+    run_notebook_in_lab(page, page.lab, "05_c.ipynb", f".{panel} .srifty-answer")
+    inputs = page.evaluate(ANSWER_JS, panel)["inputs"]
+    model, catalog, measured, _ = lesson_setup(None, None)
+    args = (model, catalog, _job(inputs["job"]), tuple(inputs["instance_types"]),
+            tuple(inputs["num_nodes"]), inputs["local_bsz"])  # fmt: skip
+    seen = tradeoffs.controller_lesson(
+        *args, steps=inputs["steps"], slow_at=inputs["slow_at"], measurements=measured
+    ).measured
+    want = [int((seen["instance_type"] == t).sum()) for t in inputs["instance_types"]]
+    assert min(want) > 0  # both reference types were measured at the lesson's batches
+    names = list(ControllerLesson(*args, measurements=measured).line_marks)  # the marks' order
+
+    def dots_drawn():
+        counts = page.evaluate(TITLED_POINTS_JS, [panel, "One worker's step against its batch"])
+        assert counts is not None and len(counts) == len(names), counts
+        assert [counts[names.index(m)] for m in ("measured_a", "measured_b")] == want
+
+    _eventually(page, dots_drawn)
