@@ -267,10 +267,14 @@ def test_simulated_runs_put_the_interval_ends_at_their_quantiles(evaluated):
     assert two_sided_z(0.9) == pytest.approx(1.6449, abs=1e-4)
 
 
-@pytest.mark.parametrize("deadline", [2.0, 5.0, 20.0])
+@pytest.mark.parametrize("stretch", [1.2, 3.0, 10.0])
 def test_the_upper_end_pick_is_the_search_pick_and_rarely_misses(
-    model, catalog, evaluated, deadline
+    model, catalog, evaluated, stretch
 ):
+    # deadlines the upper end can meet: a little, a lot and far beyond the fastest on-demand
+    # configuration's upper end (the question is which pick, not whether there is one)
+    c = evaluated.candidates
+    deadline = stretch * float(c["time_hi_h"][~c["spot"]].min())
     j = tradeoffs.deadline_judgement(evaluated, deadline, runs=20_000)
     rows = {r["rule"]: r for _, r in j.table.iterrows()}
     want = search(model, catalog, JOB, Constraints(deadline_h=deadline, max_nodes=8), top=1)
