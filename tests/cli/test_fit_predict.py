@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from srifty_kit.model.physics import StepParams, simulate
-from tests.builders import run_srifty
+from tests.builders import REPO, run_srifty
 
 TRUE = StepParams(0.03, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 
@@ -292,3 +292,99 @@ def test_a_catalog_that_contradicts_the_model_file_exits_2_naming_type_and_colum
     )
     assert done.returncode == 2, done.stderr
     assert "onprem-t4-box" in done.stderr and "gpu_fp32_tflops" in done.stderr
+
+
+# -- profile facts: the op mix carries the model to GPUs never measured -------------------------
+GPU_NEVER_MEASURED = "g4dn.xlarge"
+
+
+@pytest.fixture(scope="module")
+def cpu_profile(tmp_path_factory) -> Path:
+    """mlp's CPU steps (this project's own profile) and its facts from a meta-device pass."""
+    folder = tmp_path_factory.mktemp("facts")
+    steps = pd.read_csv(REPO / "data" / "sample_profile_single.csv")
+    steps[steps["model"] == "mlp"].to_csv(folder / "steps.csv", index=False)
+    done = srifty(
+        "profile", "--facts-only", "--model", "mlp", "--out", "mlp.facts.json", cwd=folder
+    )
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def _route(model_file: Path) -> str:
+    from srifty_kit.model.estimator import StepTimeModel
+
+    configs = pd.DataFrame(
+        {
+            "model": ["mlp"],
+            "instance_type": [GPU_NEVER_MEASURED],
+            "num_nodes": [1],
+            "num_workers": [1],
+            "local_bsz": [32],
+        }
+    )
+    return StepTimeModel.load(model_file).explain(configs)["route"].iloc[0]
+
+
+@pytest.mark.slow
+def test_fit_with_facts_carries_an_unmeasured_gpu_by_the_op_mix(cpu_profile):
+    args = ("fit", "--measurements", "steps.csv")
+    done = srifty(*args, "--facts", "mlp.facts.json", "--out", "with.json", cwd=cpu_profile)
+    assert done.returncode == 0, done.stderr
+    assert "op mix of mlp from mlp.facts.json" in done.stdout
+    assert _route(cpu_profile / "with.json").startswith("roofline (op mix")
+    # the same steps without facts go by the FLOP count: the facts are what changed the route
+    done = srifty(*args, "--out", "without.json", cwd=cpu_profile)
+    assert done.returncode == 0, done.stderr
+    assert "op mix" not in _route(cpu_profile / "without.json")
+
+
+@pytest.mark.slow
+def test_fit_reads_the_facts_profile_wrote_beside_the_table(cpu_profile, tmp_path):
+    (tmp_path / "steps.csv").write_bytes((cpu_profile / "steps.csv").read_bytes())
+    (tmp_path / "steps.facts.json").write_bytes((cpu_profile / "mlp.facts.json").read_bytes())
+    done = srifty("fit", "--measurements", "steps.csv", "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "op mix of mlp from steps.facts.json" in done.stdout
+    assert _route(tmp_path / "m.json").startswith("roofline (op mix")
+    done = srifty(
+        "fit", "--measurements", "steps.csv", "--no-facts", "--out", "n.json", cwd=tmp_path
+    )
+    assert done.returncode == 0 and "op mix" not in done.stdout
+    assert "op mix" not in _route(tmp_path / "n.json")
+    # the facts beside the table are an input: the model may not be written over them
+    done = srifty("fit", "--measurements", "steps.csv", "--out", "steps.facts.json", cwd=tmp_path)
+    assert done.returncode == 2 and "--out" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert json.loads((tmp_path / "steps.facts.json").read_text())["model"] == "mlp"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (None, "No such file"),
+        ("{not json", "cannot read the profile facts"),
+        ("[1, 2]", "found a list"),
+        ('{"op_mix": {"tensor": {"flops_per_sample": 1}}}', "name no training model"),
+        ('{"model": "mlp", "op_mix": {"tensor": {"flops_per_sample": -1}}}', "not a number"),
+        ('{"mlp": 3}', "not a JSON object"),
+    ],
+)
+def test_a_bad_facts_file_exits_2_with_one_line(cpu_profile, tmp_path, text, needle):
+    if text is not None:
+        (tmp_path / "bad.facts.json").write_text(text)
+    done = srifty(
+        "fit",
+        "--measurements",
+        str(cpu_profile / "steps.csv"),
+        "--facts",
+        "bad.facts.json",
+        "--out",
+        "m.json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "bad.facts.json" in done.stderr and needle in done.stderr
+    assert "to fix:" in done.stderr and not (tmp_path / "m.json").exists()
