@@ -8,6 +8,7 @@ import math
 import os
 import sys
 import warnings
+from dataclasses import replace
 
 import pandas as pd
 
@@ -141,6 +142,55 @@ def _constraints(args: argparse.Namespace) -> Constraints:
     )
 
 
+def _filtered(args: argparse.Namespace, catalog: pd.DataFrame, listed) -> tuple:
+    """(the instance types the filters name, how they read in a message), or (None, "") for
+    a search over the whole catalog. --gpu becomes its GPUs' instance types (in --families,
+    among --instance-types)."""
+    from srifty_kit.catalog.query import instance_family
+    from srifty_kit.decide.choices import gpu_instance_types
+
+    if args.gpu:
+        types = gpu_instance_types(catalog, args.gpu, args.families or ())
+        if args.instance_types:
+            types = tuple(t for t in types if t in set(args.instance_types))
+            if not types:
+                raise InputError(
+                    f"none of --instance-types {','.join(args.instance_types)} has "
+                    f"{' or '.join(args.gpu)} GPUs",
+                    fix="drop --instance-types or --gpu, or name types with those GPUs",
+                )
+        return types, f"--gpu {','.join(args.gpu)}"
+    names = catalog["instance_type"].astype(str)
+    if args.instance_types:
+        if not set(args.instance_types) <= set(names):
+            return None, ""  # the search names the unknown one, with "did you mean"
+        return args.instance_types, f"--instance-types {','.join(args.instance_types)}"
+    if args.families:
+        types = tuple(names[instance_family(names).isin(list(args.families)).to_numpy()])
+        return types, f"--families {','.join(args.families)}"
+    if listed is not None and "instance_type" in listed:  # else the search names the column
+        return tuple(listed["instance_type"].astype(str)), f"--candidates {args.candidates}"
+    return None, ""
+
+
+def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:
+    """The lines on what the search left out: the GPUs without figures in one line each
+    (which GPU, the catalog's reason, the fix), then the other types, four at most."""
+    from srifty_kit.decide.choices import gpus_without_figures, no_figures_note
+
+    missing = gpus_without_figures(catalog, list(result.skipped), model, workload)
+    gone = {t for types, _ in missing.values() for t in types}
+    others = [(t, why) for t, why in result.skipped.items() if t not in gone]
+    lines = [no_figures_note(missing, workload, "--catalog FILE")] if missing else []
+    if others:
+        lines.append(
+            f"left out {len(others)} instance type(s): "
+            + "; ".join(f"{t} ({why.split(';')[0]})" for t, why in others[:4])
+            + (" ..." if len(others) > 4 else "")
+        )
+    return lines
+
+
 def _document(result) -> dict:
     def rows(frame: pd.DataFrame) -> list[dict]:
         return json.loads(frame.to_json(orient="records"))
@@ -188,11 +238,20 @@ def _run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
         listed = None if args.candidates is None else read_table(args.candidates)
+        constraints = _constraints(args)
+        types, asked = _filtered(args, catalog, listed)
+        if types is not None:
+            from srifty_kit.decide.choices import check_gpu_figures
+
+            # a filter that reaches only GPUs without figures would find nothing: say why
+            check_gpu_figures(catalog, types, model, args.workload, asked)
+        if args.gpu:
+            constraints = replace(constraints, instance_types=types)
         result = search(
             model,
             catalog,
             _job(args),
-            _constraints(args),
+            constraints,
             objective=args.objective,
             top=args.top,
             candidates=listed,
@@ -248,14 +307,8 @@ def _run(args: argparse.Namespace) -> int:
         print(result.explanation)
         if probes is not None:
             print(probe_sentence(probes))
-        if result.skipped:
-            print(
-                f"left out {len(result.skipped)} instance type(s): "
-                + "; ".join(
-                    f"{t} ({why.split(';')[0]})" for t, why in list(result.skipped.items())[:4]
-                )
-                + (" ..." if len(result.skipped) > 4 else "")
-            )
+        for line in _left_out(result, catalog, model, args.workload):
+            print(line)
         if out:
             print(f"wrote {out}")
         elif args.out:
@@ -315,6 +368,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instance-types", type=name_list, help="only these, comma-separated")
     p.add_argument(
         "--families", type=name_list, help="only these families, comma-separated (g5,p4d)"
+    )
+    p.add_argument(
+        "--gpu",
+        type=name_list,
+        metavar="MODELS",
+        help="only instance types with these GPU models, comma-separated (A100,L4; see srifty "
+        "catalog show); a GPU whose figures the catalog lacks (A10G) can be searched only "
+        "where the model was measured on it",
     )
     p.add_argument("--min-gpu-memory-gib", type=positive, help="GPU memory per worker at least")
     p.add_argument(

@@ -350,3 +350,86 @@ def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert "num_workers" in lines[0] or "did you mean" in lines[0]
+
+
+# -- a GPU filter that lands on GPUs without figures ------------------------------------------
+def _search(model: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
+    args = ("--workload", "resnet", "--samples", "1e7", "--max-nodes", "2", *extra)
+    return srifty("search", "--model", str(model), *args, cwd=tmp)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", [("--gpu", "A10G"), ("--families", "g5")])
+def test_a_filter_on_a_gpu_without_figures_says_why_in_one_line(synthetic_model, tmp_path, flag):
+    done = _search(synthetic_model, tmp_path, *flag)
+    assert done.returncode == 2, done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1
+    line = done.stderr
+    # which GPU, the catalog's reason, and the two ways out
+    assert f"{' '.join(flag)}: the catalog has no GPU figures for the A10G" in line
+    assert "no vendor document" in line and "resnet was never measured" in line
+    assert "measure one step" in line and "--catalog" in line
+
+
+@pytest.mark.slow
+def test_a_gpu_filter_keeps_the_gpus_it_can_reach_and_names_the_one_it_cannot(
+    synthetic_model, tmp_path
+):
+    done = _search(synthetic_model, tmp_path, "--gpu", "A10G,T4")
+    assert done.returncode == 0, done.stderr
+    picked = [line for line in done.stdout.splitlines() if line.startswith("Pick")]
+    assert picked and "g4dn." in picked[0]  # the T4's family
+    left = [line for line in done.stdout.splitlines() if line.startswith("left out the A10G")]
+    assert len(left) == 1 and "no vendor document" in left[0] and "--catalog FILE" in left[0]
+
+
+@pytest.mark.slow
+def test_a_gpu_without_figures_is_searched_where_it_was_measured(tmp_path):
+    steps = synthetic_measurements()
+    steps["instance_type"] = steps["instance_type"].replace({"g6.12xlarge": "g5.12xlarge"})
+    steps.to_csv(tmp_path / "measured.csv", index=False)
+    model = fit(tmp_path / "measured.csv", tmp_path)
+    done = _search(model, tmp_path, "--gpu", "A10G")
+    assert done.returncode == 0, done.stderr
+    picked = [line for line in done.stdout.splitlines() if line.startswith("Pick")]
+    assert picked and "g5.12xlarge" in picked[0]
+    # the other A10G types were never measured: said once, with the reason
+    assert "left out the A10G" in done.stdout and "g5.xlarge" in done.stdout
+
+
+@pytest.mark.slow
+def test_an_unknown_gpu_model_exits_2_with_did_you_mean(synthetic_model, tmp_path):
+    done = _search(synthetic_model, tmp_path, "--gpu", "A10")
+    assert done.returncode == 2
+    assert "did you mean 'A10G'" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_panels_gpu_filter_says_the_same(synthetic_model):
+    """The panel's GPU models, given the model and workload, refuse the A10G the same way."""
+    from srifty_kit.catalog.query import load_catalog
+    from srifty_kit.decide.choices import panel_constraints
+    from srifty_kit.errors import InputError
+    from srifty_kit.model.estimator import StepTimeModel
+
+    model, catalog = StepTimeModel.load(synthetic_model), load_catalog()
+    settings = dict(deadline_h=None, budget_usd=None, confidence=0.9, max_nodes=2)
+    with pytest.raises(InputError, match="GPU models A10G: the catalog has no GPU figures"):
+        panel_constraints(
+            catalog,
+            **settings,
+            spot=False,
+            mixes=False,
+            gpu_models=("A10G",),
+            model=model,
+            workload="resnet",
+        )
+    kept = panel_constraints(
+        catalog,
+        **settings,
+        spot=False,
+        mixes=False,
+        gpu_models=("A10G", "T4"),
+        model=model,
+        workload="resnet",
+    )
+    assert any(t.startswith("g4dn.") for t in kept.instance_types)
