@@ -417,6 +417,9 @@ class SearchPanel:
             mixes=bool(v["mixes"]),
             families=tuple(v["families"]),
             gpu_models=tuple(v["gpus"]),
+            # a GPU filter that reaches only types without figures is refused in one line
+            model=self.model,
+            workload=job.model,
         )
         return job, constraints, str(v["objective"])
 

@@ -98,6 +98,17 @@ def test_a_filter_nothing_passes_is_a_message_not_a_traceback(panel):
     assert panel.error is None and panel.result is not None
 
 
+def test_a_gpu_without_figures_is_refused_in_one_line_in_the_panel(panel):
+    # the A10G has no vendor figures and the panel's workload was never measured on it: no
+    # step time can be carried there, and the panel says so instead of "nothing passes"
+    panel.controls["gpus"].value = ("A10G",)
+    assert isinstance(panel.error, InputError) and panel.result is None
+    text = panel.message.value
+    assert "A10G" in text and "no GPU figures" in text and "measure one step" in text
+    panel.controls["gpus"].value = ()
+    assert panel.error is None and panel.result is not None
+
+
 def test_gpu_models_narrow_the_search_to_their_instance_types(panel, catalog):
     panel.controls["gpus"].value = ("L4",)
     types = set(panel.result.ranked["instance_type"])
