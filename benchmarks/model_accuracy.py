@@ -631,7 +631,7 @@ def main() -> int:
     table = pd.read_csv(data)
     moves = node_move_rows(data.parent)
     node_priors = node_move_priors(moves)
-    print("node-move prior (centre, below, above) learned on:")
+    print("node-move prior (centre, between types, between moves, scatter) learned on:")
     for key, move in node_priors.items():
         print(f"  {key if key == 'all' else 'other clusters than ' + key}: {as_prior(move)}")
     shipped = NODE_MOVE_PRIOR
@@ -687,14 +687,15 @@ def main() -> int:
         "An interval has two parts. Within the node counts a fit measured, its ends are the "
         "lower and upper conformal quantiles of signed scores from folds that add workers "
         "(one tail each: a model that runs slow there gets an interval shifted up). At a "
-        "node count beyond them, the network time moves by a split normal learned from "
-        "folds that moved to a larger node count from 3 or more nodes. Fitted on 1-2 or 1-3 "
-        "nodes no fold can: the 1-2 -> 3 move starts at the first multi-node count, whose "
-        "campaign the figures above show to be inconsistent. So the prior on node-count "
-        "moves applies; for these AWS rows, the one learned on the Azure and RTX clusters "
-        f"only: (centre, below, above, doublings) = {as_prior(aws_prior)}, in log network "
-        "time, learned on moves of up to that many doublings of the node count; beyond, "
-        "it grows in proportion (2 -> 4 nodes is one doubling).\n\n"
+        "node count beyond them, the network's time per byte moves by a rate per doubling of "
+        "the ring (intervals.NodeMove): learned from the type's own held-out moves that start "
+        "at 2 or more nodes (the AWS 1-2 -> 3 fold, pooled over its six models; none for a fit "
+        "on 1-2 nodes), under a hyperprior learned on the other clusters' moves, for these AWS "
+        "rows the Azure and RTX ones: (centre, between types, between moves, scatter) = "
+        f"{as_prior(aws_prior)}, in log network time per unit of reach (sync share x "
+        "doublings of the node count; 2 -> 4 nodes is one doubling). A configuration's own "
+        "part there is the larger of the group's half-width and the move's scatter, the "
+        "rate's uncertainty added in quadrature.\n\n"
         "*Width factor for 90%*: the factor on our half-widths (each side its own) that would "
         "have covered exactly 90% of the held-out steps, read off those held-out rows: a "
         "diagnosis, never fed back. Below 1 the intervals were wider than these rows needed. "
@@ -752,11 +753,10 @@ def main() -> int:
         "contender that gives one): two-sided coverage and the "
         "one-sided miss rates (a step above the upper end is one a deadline would miss), and "
         "how wide they are beside how wrong the point was (half-width and the 90th "
-        "percentile of |error|, both relative to the step). None of these fits saw a fold "
-        "move to a larger node count from 3 or more nodes, so every held-out row's interval "
-        "rests on the prior on node-count moves, and each cluster's on the prior learned on "
-        "the OTHER clusters' moves (each move fitted on the smaller node counts; clusters "
-        "weigh the same), as (centre, below, above, doublings): "
+        "percentile of |error|, both relative to the step). Beyond the fitted node counts "
+        "every held-out row's interval rests on the network's move, pooled under the prior "
+        "learned on the OTHER clusters' moves (each move fitted on the smaller node counts; "
+        "clusters weigh the same), as (centre, between types, between moves, scatter): "
         + "; ".join(f"{c}: {as_prior(m)}" for c, m in node_priors.items() if c != "all")
         + ". `intervals.NODE_MOVE_PRIOR`, what a user gets, is learned on all three: "
         + f"{as_prior(node_priors['all'])}.\n\n"
@@ -765,8 +765,30 @@ def main() -> int:
         + markdown_table(per_model)
         + "\n"
     )
-    write_report("model_accuracy", note + markdown_table(frame) + why + scale)
+    fits = whole_table_fits(data.parent)
+    print(fits)
+    write_report("model_accuracy", note + markdown_table(frame) + why + scale + fits)
     return 0
+
+
+def whole_table_fits(folder) -> str:
+    """How long ``StepTimeModel.fit`` takes on each whole reference table (every row, every
+    training model; the target is at most 30 s for the largest on 2 cores), as a paragraph."""
+    import time
+
+    import pandas as pd
+
+    from srifty_kit import StepTimeModel
+
+    said = []
+    for path in sorted(folder.glob("*.csv"), key=lambda p: -p.stat().st_size):
+        table = pd.read_csv(path)
+        started = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            StepTimeModel(level=LEVEL).fit(table)
+        said.append(f"{path.name} ({len(table):,} rows): {time.perf_counter() - started:.1f} s")
+    return "\nFit time on each whole reference table (2 cores): " + "; ".join(said) + ".\n"
 
 
 if __name__ == "__main__":

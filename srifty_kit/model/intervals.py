@@ -218,9 +218,9 @@ class NetworkPrior:
 # for each cluster, the prior learned on the other two clusters only.
 NODE_MOVE_PRIOR = NetworkPrior(
     0.012,
-    0.305,
-    0.429,
-    0.086,
+    0.258,
+    0.381,
+    0.09,
     "a prior learned on three reference clusters' node-count moves (intervals.NODE_MOVE_PRIOR)",
 )
 _MAD = 1.4826  # MAD to sd of a normal
