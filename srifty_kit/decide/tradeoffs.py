@@ -483,19 +483,6 @@ class _OnDemand:
         return float(p["time_h"][0]), float(p["cost_usd"][0]), float(p["usd_per_hr"][0])
 
 
-def _ondemand(
-    model: StepTimeModel,
-    catalog: pd.DataFrame,
-    job: Job,
-    instance_type: str,
-    num_nodes: int,
-    local_bsz: int,
-    level: float,
-) -> _OnDemand:
-    """The on-demand row of whole nodes of one type as a function of the job (``_OnDemand``)."""
-    return _OnDemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)
-
-
 def spot_deadline(
     model: StepTimeModel,
     catalog: pd.DataFrame,
@@ -507,7 +494,7 @@ def spot_deadline(
     level: float = 0.9,
 ) -> float:
     """A deadline ``slack`` beyond the predicted on-demand time (job's checkpoint interval)."""
-    row = _ondemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)(job)
+    row = _OnDemand(model, catalog, job, instance_type, num_nodes, local_bsz, level)(job)
     return float(row["time_h"]) * (1 + slack)
 
 

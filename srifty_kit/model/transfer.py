@@ -495,6 +495,24 @@ def _roofline_route(
     return c.floor, c.slope, cov, c.step_sd, c.sharpness, route, notes, src_curve
 
 
+def _curve_fit(
+    base: StepParams,
+    cov: np.ndarray,
+    network: tuple[float, float],
+    source: str,
+    notes: list[str],
+    **fields,
+) -> TransferFit:
+    """A carried fit whose compute is a curve already moved to the target (floor and slope in
+    ``base``, their log covariance ``cov``): the host and device factors are 1, and the
+    network's efficiency keeps its own belief (median, log-sd)."""
+    full = np.zeros((3, 3))
+    full[:2, :2] = cov
+    full[2, 2] = network[1] ** 2
+    beliefs = LogBeliefs(FACTORS, np.log([1.0, 1.0, network[0]]), full)
+    return TransferFit(base, 0.0, 0.0, beliefs, source, 0, notes, **fields)
+
+
 def build_transfer(
     params: StepParams,
     source_type: str,
@@ -575,18 +593,11 @@ def build_transfer(
     )
     if roof is not None:
         floor, slope, cov, noise, sharpness, route, notes, src_curve = roof
-        base = params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter)
-        full = np.zeros((3, 3))
-        full[:2, :2] = cov
-        full[2, 2] = network[1] ** 2
-        beliefs = LogBeliefs(FACTORS, np.log([1.0, 1.0, network[0]]), full)
-        return TransferFit(
-            base,
-            0.0,
-            0.0,
-            beliefs,
+        return _curve_fit(
+            params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter),
+            cov,
+            network,
             f"{source_type} -> {target_type}",
-            0,
             [*notes, sync_note],
             correction=correction,
             host_gamma=sharpness,
@@ -598,18 +609,11 @@ def build_transfer(
     carried = _curve_route(curve, shape, src, dst)
     if carried is not None:
         floor, slope, cov, notes = carried
-        base = params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter)
-        full = np.zeros((3, 3))
-        full[:2, :2] = cov
-        full[2, 2] = network[1] ** 2
-        beliefs = LogBeliefs(FACTORS, np.log([1.0, 1.0, network[0]]), full)
-        return TransferFit(
-            base,
-            0.0,
-            0.0,
-            beliefs,
+        return _curve_fit(
+            params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter),
+            cov,
+            network,
             f"{source_type} -> {target_type}",
-            0,
             [*notes, sync_note],
             host_gamma=shape.sharpness,
             noise=shape.noise_sd,

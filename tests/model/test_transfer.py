@@ -421,16 +421,22 @@ def test_a_fitted_curve_gives_back_the_floor_and_the_slope_it_was_drawn_from():
     assert flat.log_cov[2] > 10 * curve.log_cov[2]
 
 
-def test_a_carried_curve_sits_on_the_floor_then_grows_linearly_past_a_knee_that_moves():
-    fit = build_transfer(
+def _curve_carry():
+    """CURVE carried from g4dn.12xlarge to p3.8xlarge along the device curve: the route taken
+    without the roofline constants (the roofline's own tests: test_roofline.py)."""
+    return build_transfer(
         SOURCE,
         "g4dn.12xlarge",
         "p3.8xlarge",
         catalog(),
         curve=CURVE,
         shape=DEFAULT_SHAPE,
-        constants=None,  # the curve route is the one taken without the roofline constants
+        constants=None,
     )
+
+
+def test_a_carried_curve_sits_on_the_floor_then_grows_linearly_past_a_knee_that_moves():
+    fit = _curve_carry()
     bsz = 2.0 ** np.arange(0, 16)
     there = fit.predict(1, 1, bsz, 1, 0.9)["compute_s"]
     # the default shape: speed is the memory bandwidth (w = 1), the floor stays (phi = 0)
@@ -471,15 +477,7 @@ def test_a_type_with_the_source_figures_gets_the_source_compute_back(source_mode
 
 def test_measured_steps_never_make_unmeasured_batches_worse_in_expectation():
     # targets drawn from the carried belief itself: a world in which the belief is right
-    fit = build_transfer(
-        SOURCE,
-        "g4dn.12xlarge",
-        "p3.8xlarge",
-        catalog(),
-        curve=CURVE,
-        shape=DEFAULT_SHAPE,
-        constants=None,  # the curve route (the roofline's own update: test_roofline.py)
-    )
+    fit = _curve_carry()
     rng = np.random.default_rng(0)
     bsz = 2.0 ** np.arange(2, 12)
     errors = {"cold": [], "one step": [], "two steps": []}
