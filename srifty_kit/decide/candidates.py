@@ -378,8 +378,7 @@ def predict(
         rows = pos[s:e]
         args = (job.model, str(types.names[t]), nodes[rows], workers[rows], bsz[s:e])
         try:
-            p = model.predict_arrays(*args, gpus_per_node=int(types.gpus[t]), catalog=catalog)
-            b = model.predict_belief(*args, catalog=catalog)
+            b, p = model.predict_belief(*args, catalog=catalog, with_parts=True)
         except InputError as err:
             skipped[str(types.names[t])] = str(err)
             out["step_time_s"][rows] = np.inf  # marks the configuration for removal

@@ -422,12 +422,20 @@ class StepTimeModel(BaseEstimator):
         num_workers,
         local_bsz,
         catalog: pd.DataFrame | None = None,
-    ) -> posterior.Belief:
+        with_parts: bool = False,
+    ) -> posterior.Belief | tuple[posterior.Belief, dict[str, np.ndarray]]:
         """The joint belief about run-mean step times of one model on one instance type
         (``posterior.Belief``), vectorised like ``predict_arrays``; what a search decides on.
 
         Every configuration shares one error of this fit (z_g) and one of this type's
         network beyond its measured node counts (z_t) with the others of its group and type.
+
+        Args:
+            model, instance_type, num_nodes, num_workers, local_bsz, catalog: as in
+                ``predict_arrays``.
+            with_parts: also return the step's breakdown from the same evaluation of the
+                physics (``compute_s``, ``sync_s``, and the point and interval at the belief's
+                reading level), as ``(belief, parts)``.
 
         Raises:
             InputError: the model is not fitted or this type cannot be predicted.
@@ -438,7 +446,9 @@ class StepTimeModel(BaseEstimator):
         labels = (_label(f"{model}\0{instance_type}"), _label(instance_type))
         shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
         k, n, b = (np.broadcast_to(a, shape) for a in (k, n, b))
-        return fit.predict(k, n, b, max_per_node(k, n), posterior.READ_LEVEL, beliefs=labels)
+        parts = fit.predict(k, n, b, max_per_node(k, n), posterior.READ_LEVEL, beliefs=labels)
+        belief = parts.pop("belief")
+        return (belief, _broadcast(parts)) if with_parts else belief
 
     def predict_draws(
         self,

@@ -49,9 +49,10 @@ class GroupFit:
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
-    ) -> dict | posterior.Belief:
+    ) -> dict:
         """Point, interval and breakdown (numpy broadcasting); given ``beliefs`` = (group
-        label, network label), the ``posterior.Belief`` read from the same interval instead."""
+        label, network label), also ``"belief"``: the ``posterior.Belief`` read from the same
+        interval (one evaluation of the physics for both)."""
         factor = 1.0 if self.correction is None else self.correction.factor(local_bsz)
         total, t_c, t_s = step_time(
             self.params, num_nodes, num_workers, local_bsz, per_node, compute_factor=factor
@@ -65,6 +66,13 @@ class GroupFit:
             widen = widen * np.where((k == 1) & (n > 1), self.widen.get("intra", 1.0), 1.0)
             down, up = down * widen, up * widen
         lo, hi = total * np.exp(-down), total * np.exp(up)
+        out = {
+            "step_time_s": total,
+            "step_time_lo": lo,
+            "step_time_hi": hi,
+            "compute_s": t_c,
+            "sync_s": t_s,
+        }
         if beliefs:  # the same offsets read as a Gaussian: the network's part separated
             within = self.spread.offsets(level, share, np.where(doublings > 0, 1.0, dist), 0.0)
             if self.widen:
@@ -78,14 +86,8 @@ class GroupFit:
                 stray = np.where(doublings > 0, node.scatter, 0.0)
                 belief.network_sd = np.sqrt(np.maximum(belief.network_sd**2 - stray**2, 0.0))
                 belief.noise_sd = np.sqrt(belief.noise_sd**2 + stray**2)
-            return belief
-        return {
-            "step_time_s": total,
-            "step_time_lo": lo,
-            "step_time_hi": hi,
-            "compute_s": t_c,
-            "sync_s": t_s,
-        }
+            out["belief"] = belief
+        return out
 
 
 def _with_measured(

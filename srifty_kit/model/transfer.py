@@ -201,10 +201,11 @@ class TransferFit:
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
-    ) -> dict | posterior.Belief:
+    ) -> dict:
         """Point, interval and breakdown (numpy broadcasting); inf where a configuration needs
         a synchronisation time that could not be carried (``refused`` says why). Given
-        ``beliefs`` = (group label, network label), the ``posterior.Belief`` instead."""
+        ``beliefs`` = (group label, network label), also ``"belief"``: the ``posterior.Belief``
+        read from the same interval (its point inf where refused, too)."""
         parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
         total, t_c = self._step(*parts)
         # delta method in log space: d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w),
@@ -221,9 +222,6 @@ class TransferFit:
             h_part = z * np.hypot(self.beliefs.sd(name), self.noise)
             lo = np.maximum(lo, part * np.exp(-h_part))
             hi = np.maximum(hi, part * np.exp(h_part))
-        if beliefs:  # a carried fit's whole error is its own: the group's shared part
-            offsets = (np.log(total / lo), np.log(hi / total))
-            return posterior.from_offsets(total, offsets, offsets, *beliefs, level=level)
         out = {
             "step_time_s": total,
             "step_time_lo": lo,
@@ -231,9 +229,16 @@ class TransferFit:
             "compute_s": t_c,
             "sync_s": parts[2],
         }
+        if beliefs:  # a carried fit's whole error is its own: the group's shared part
+            offsets = (np.log(total / lo), np.log(hi / total))
+            belief = posterior.from_offsets(total, offsets, offsets, *beliefs, level=level)
         refused = self.refused(num_nodes, num_workers)
         if np.any(refused):
             out = {k: np.where(refused, np.inf, v) for k, v in out.items()}
+            if beliefs:
+                belief.point = np.where(refused, np.inf, belief.point)
+        if beliefs:
+            out["belief"] = belief
         return out
 
     def refused(self, num_nodes, num_workers) -> np.ndarray:

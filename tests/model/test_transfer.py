@@ -847,3 +847,13 @@ def test_a_gpu_without_figures_says_why_it_cannot_be_carried_to(source_model):
     cat = load_catalog()
     with pytest.raises(InputError, match="no vendor document"):
         source_model.predict_arrays("resnet", "g5.xlarge", 1, 1, 32, catalog=cat)
+
+
+def test_a_belief_refuses_what_the_carry_cannot_synchronise():
+    # the same configurations the point prediction refuses (inf) the belief must refuse too,
+    # or a search reading the belief would pick a multi-node run nobody can predict
+    fit = replace(_curve_carry(), sync_missing=("", "no inter-node figures"))
+    k, n, b = np.array([1, 2]), np.array([4, 8]), np.array([32, 32])
+    out = fit.predict(k, n, b, np.array([4, 4]), 0.9, beliefs=(1, 2))
+    assert np.isfinite(out["step_time_s"][0]) and np.isinf(out["step_time_s"][1])
+    assert np.isfinite(out["belief"].median[0]) and np.isinf(out["belief"].median[1])
