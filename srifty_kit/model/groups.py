@@ -77,15 +77,14 @@ class GroupFit:
             within = self.spread.offsets(level, share, np.where(doublings > 0, 1.0, dist), 0.0)
             if self.widen:
                 within = (within[0] * widen, within[1] * widen)
-            belief = posterior.from_offsets(total, (down, up), within, *beliefs, level=level)
+            # a configuration's own stray at a new node count is its own, not the network's
+            node = self.spread.node
+            stray = np.where(doublings > 0, node.scatter, 0.0) if node is not None else 0.0
+            belief = posterior.from_offsets(
+                total, (down, up), within, *beliefs, level=level, stray=stray
+            )
             if self.measured is not None:
                 belief = _with_measured(belief, self.measured, k, n, np.asarray(local_bsz))
-            node = self.spread.node
-            if node is not None and node.scatter > 0:
-                # a configuration's own stray at a new node count is its own, not the network's
-                stray = np.where(doublings > 0, node.scatter, 0.0)
-                belief.network_sd = np.sqrt(np.maximum(belief.network_sd**2 - stray**2, 0.0))
-                belief.noise_sd = np.sqrt(belief.noise_sd**2 + stray**2)
             out["belief"] = belief
         return out
 

@@ -189,13 +189,15 @@ def from_offsets(
     group: int,
     network: int,
     level: float = READ_LEVEL,
+    stray: float | np.ndarray = 0.0,
 ) -> Belief:
     """A belief from an interval's log offsets (down, up) read at ``level``: ``full`` with
     the network's move beyond the measured node counts, ``within`` without it.
 
     The centre is the middle of the full interval, the total sd its half-width over z; the
-    network's loading is what the move adds in quadrature; the noise floor is the independent
-    part and the rest of the within spread is the group's shared error.
+    network's loading is what the move adds in quadrature, less ``stray`` (each configuration's
+    own stray from the move, log sd: its own, independent); the noise floor and the stray are
+    the independent part and the rest of the within spread is the group's shared error.
     """
     z = two_sided_z(level)
     down, up = (np.asarray(a, float) for a in full)
@@ -203,9 +205,10 @@ def from_offsets(
     centre = (up - down) / 2.0
     sd = np.maximum((up + down) / (2.0 * z), NOISE_FLOOR)
     sd_within = np.minimum(np.maximum((up0 + down0) / (2.0 * z), NOISE_FLOOR), sd)
-    network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2, 0.0))
-    noise = np.full(np.shape(sd), NOISE_FLOOR)
-    group_sd = np.sqrt(np.maximum(sd_within**2 - noise**2, 0.0))
+    stray = np.asarray(stray, float)
+    network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2 - stray**2, 0.0))
+    group_sd = np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2, 0.0))
+    noise = np.sqrt(NOISE_FLOOR**2 + stray**2) * np.ones(np.shape(sd))
     n = np.shape(point)
     return Belief(
         np.asarray(point, float),
