@@ -56,6 +56,11 @@ FALLBACK_PHI = (0.0, 0.5, 1.0)
 # The op-mix route's floor and slope are blended with the fallback's, lambda searched the same
 # way (lambda = 0 with the fallback at the fp32 rule is the rule itself).
 LAMBDA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+# Where on the target's batch range one measured step goes: a position q in log batch (0 the
+# smallest, 1 the largest), chosen on held-out carries between the reference GPUs
+# (``learn``): a step at the smallest batch is mostly floor and leaves the slope's error, one at
+# the largest mostly slope; the curve's misfit between them decides which helps the most.
+PROBE_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 TENSOR = "tensor"  # the op class that runs on tensor cores when the dtype allows
 
 
@@ -100,6 +105,9 @@ class Learned:
     # the machine (instance type) each reference GPU was measured on: its host factor is that
     # machine's, so another machine with the same GPU gets the population's host factor
     machines: Mapping[str, str] = field(default_factory=dict)
+    # q of PROBE_GRID: where one measured step on the target narrows the carry most (0, the
+    # smallest batch, for constants learned before it was)
+    probe_quantile: float = 0.0
 
 
 # -- the curve: floor, then linear ---------------------------------------------------------
@@ -233,6 +241,17 @@ class Carry:
     sharpness: float = SHARPNESS
     mean: np.ndarray = field(default_factory=lambda: np.zeros(2))  # posterior mean of errors
     measured: int = 0
+    probe_quantile: float = 0.0  # Learned.probe_quantile: where one step helps the most
+
+    def probe_batch(self, batches: Sequence[float]) -> float:
+        """The batch of ``batches`` (those the target can run, or the job's) at which one
+        measured step narrows this carry most: the one nearest the learned position
+        ``probe_quantile`` of their range in log batch.
+
+        Raises:
+            InputError: no positive batch.
+        """
+        return float(_probe_batch(np.asarray(batches, float), self.probe_quantile))
 
     def _base(self, b: np.ndarray) -> np.ndarray:
         """The source's measured step at b: the fitted curve times the measured residual,
@@ -392,7 +411,46 @@ def carry(
         step_sd=k * learned.step_sd,
         route=route,
         sharpness=p,
+        probe_quantile=learned.probe_quantile,
     )
+
+
+def _probe_batch(batches: np.ndarray, q: float) -> float:
+    """The batch nearest position q of the range of ``batches`` in log batch."""
+    b = np.unique(batches[np.isfinite(batches) & (batches > 0)])
+    if b.size == 0:
+        raise InputError("no batch to measure at", fix="pass the local batches the target runs")
+    lo, hi = np.log(b[0]), np.log(b[-1])
+    return float(b[np.argmin(np.abs(np.log(b) - (lo + q * (hi - lo))))])
+
+
+def _updated_resid(
+    share: np.ndarray, resid: np.ndarray, j: int, cov: np.ndarray, step_sd: float
+) -> np.ndarray:
+    """Each step's log residual after the update by step j alone (``Carry.update``'s
+    posterior mean, w = (share, 1 - share)): r_i - w_i . cov' w_j r_j / step_sd^2."""
+    w = np.stack([share, 1 - share], axis=1)
+    post = np.linalg.inv(np.linalg.inv(cov) + np.outer(w[j], w[j]) / step_sd**2)
+    return resid - w @ (post @ w[j]) * resid[j] / step_sd**2
+
+
+def _probe_position(used: pd.DataFrame, cov: np.ndarray, step_sd: float) -> float:
+    """q of PROBE_GRID whose one measured step leaves the held-out carries' other steps with
+    the lowest mean (over pairs) absolute percentage error."""
+    if used.empty:
+        return 0.0
+    errs = {}
+    for q in PROBE_GRID:
+        per_pair = {}
+        for row in used.itertuples():
+            b = np.asarray(row.bsz, float)
+            if b.size < 2:
+                continue
+            j = int(np.flatnonzero(b == _probe_batch(b, q))[0])
+            r = np.delete(_updated_resid(row.share, row.resid, j, cov, step_sd), j)
+            per_pair.setdefault((row.source, row.target), []).extend(np.abs(np.exp(-r) - 1))
+        errs[q] = np.mean([np.mean(v) for v in per_pair.values()]) if per_pair else np.inf
+    return float(min(errs, key=lambda q: (errs[q], q)))
 
 
 def _fp32_ratio(src: GpuFigures, dst: GpuFigures) -> float:
@@ -593,6 +651,7 @@ def _inner_carries(curves, facts, figs, p, route: str, fb=None) -> pd.DataFrame:
                             "floor_err": np.log(c.floor / own["floor"]),
                             "slope_err": np.log(c.slope / own["slope"]),
                             "share": at["floor_share"].to_numpy(),
+                            "bsz": dst["local_bsz"].to_numpy(float),
                             "resid": np.log(dst["step_time_s"].to_numpy()) - at["location"],
                         }
                     )
@@ -698,6 +757,9 @@ def learn(
         var = (share * floor_sd) ** 2 + ((1 - share) * sd) ** 2 + base.step_sd**2
         ratios.append(np.abs(resid) / (z * np.sqrt(var)))
     k = float(np.quantile(np.concatenate(ratios), level))
+    # where one step on the target helps most, under the prior the carries will have
+    cov = np.diag([(k * floor_sd) ** 2, (k * slope_sd) ** 2])
+    probe_q = _probe_position(used, cov, k * base.step_sd)
     return replace(
         base,
         floor_sd=floor_sd,
@@ -707,10 +769,12 @@ def learn(
         bandwidth_weight=float(w),
         fallback_floor_exponent=float(fb_phi),
         mix_weight=float(lam),
+        probe_quantile=probe_q,
         absolute_sd=_absolute_sd(curves, facts, figs, sharpness),
         machines=dict(machines or {}),
         basis=base.basis
-        + f"; spreads, w, phi, lambda and scale from {len(mix)} held-out carries between them",
+        + f"; spreads, w, phi, lambda, scale and the one-step position from {len(used)} "
+        "held-out carries between them",
     )
 
 

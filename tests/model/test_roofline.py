@@ -213,3 +213,27 @@ def test_an_op_mix_alone_gives_a_slope_and_a_stated_width():
         roofline.absolute({"host": {"bytes_per_sample": 1.0}}, SRC, learned())
     assert roofline.op_mixes_of({"model": "m", "op_mix": MIX}) == {"m": MIX}
     assert roofline.op_mixes_of({"m": {"op_mix": None}}) == {}
+
+
+def test_the_one_step_batch_is_the_one_nearest_the_learned_position():
+    carry = roofline.carry(MIX, SRC, BSZ, steps(), SRC, learned(probe_quantile=0.5))
+    assert carry.probe_batch([256, 8, 32, 64, 16]) == 32  # sqrt(8 * 256) = 45: 32 is nearest
+    assert roofline.carry(MIX, SRC, BSZ, steps(), SRC, learned()).probe_batch(BSZ) == 8
+    with pytest.raises(InputError, match="no batch to measure at"):
+        carry.probe_batch([])
+
+
+@pytest.mark.parametrize(("floor_err", "slope_err", "best"), [(0.0, 0.5, 1.0), (0.5, 0.0, 0.0)])
+def test_the_one_step_position_goes_where_the_carry_is_wrong(floor_err, slope_err, best):
+    # held-out carries whose slope (or floor) alone is off: one step where the step is all
+    # slope (the largest batch) or all floor (the smallest) puts every other step right
+    share = 1.0 / (1.0 + (BSZ / 16.0) ** 2)  # floor share, falling with the batch
+    resid = share * floor_err + (1 - share) * slope_err
+    rows = pd.DataFrame(
+        [
+            {"source": s, "target": "t", "share": share, "resid": resid, "bsz": BSZ}
+            for s in ("a", "b")
+        ]
+    )
+    cov = np.diag([0.5**2, 0.5**2])
+    assert roofline._probe_position(rows, cov, 0.03) == best
