@@ -623,23 +623,25 @@ def to_frame(c: Candidates, index: np.ndarray | None = None) -> pd.DataFrame:
     ty = c.types
     mixed = cols["type2"] >= 0
     t2 = np.where(mixed, cols["type2"], 0)
-    out = pd.DataFrame(
-        {
-            "instance_type": ty.names[cols["type"]],
-            "region": ty.region[cols["type"]],
-            "num_nodes": cols["nodes"],
-            "gpus_per_node": ty.gpus[cols["type"]],
-            "num_workers": cols["workers"],
-            "local_bsz": cols["local_bsz"],
-            "pricing": np.where(cols["spot"], "spot", "on-demand"),
-            "instance_type_2": pd.array(np.where(mixed, ty.names[t2], None), dtype="string"),
-            "num_nodes_2": pd.array(np.where(mixed, cols["nodes2"], 0), dtype="Int64"),
-            "num_workers_2": pd.array(np.where(mixed, cols["workers2"], 0), dtype="Int64"),
-            "local_bsz_2": pd.array(np.where(mixed, cols["local_bsz2"], 0), dtype="Int64"),
-        }
-    )
-    for name in ("num_nodes_2", "num_workers_2", "local_bsz_2"):
-        out.loc[~mixed, name] = pd.NA
+
+    def second(name: str) -> pd.arrays.IntegerArray:  # the mix's second type, NA without one
+        return pd.arrays.IntegerArray(np.where(mixed, cols[name], 0).astype(np.int64), ~mixed)
+
+    out = {
+        "instance_type": ty.names[cols["type"]],
+        "region": ty.region[cols["type"]],
+        "num_nodes": cols["nodes"],
+        "gpus_per_node": ty.gpus[cols["type"]],
+        "num_workers": cols["workers"],
+        "local_bsz": cols["local_bsz"],
+        "pricing": np.where(cols["spot"], "spot", "on-demand"),
+        "instance_type_2": pd.array(np.where(mixed, ty.names[t2], None), dtype="string"),
+        "num_nodes_2": second("nodes2"),
+        "num_workers_2": second("workers2"),
+        "local_bsz_2": second("local_bsz2"),
+    }
+    n = mixed.size
     for name in RESULT_COLUMNS[11:]:
-        out[name] = cols[name] if name in cols else np.nan
-    return out[list(RESULT_COLUMNS)]
+        out[name] = cols[name] if name in cols else np.full(n, np.nan)
+    # one constructor call: a column at a time costs a block insert each (the panel's hot path)
+    return pd.DataFrame(out, columns=list(RESULT_COLUMNS))
