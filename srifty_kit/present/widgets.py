@@ -57,7 +57,9 @@ CLASSES = {
 # the figure's marks, in drawing order (the SVG holds one group per mark, in this order)
 MARKS = (
     "cloud",  # a fixed sample of the candidates, by pricing: redrawn only on a new evaluation
-    "late",  # shade right of the deadline: what misses it
+    # right of the deadline, shaded with the deadline as its dashed edge: what misses it (one
+    # mark, so a deadline move sends one message for it; updated last)
+    "deadline",
     "over",  # shade above the budget: what breaks it
     "front",
     "front_dots",
@@ -65,7 +67,6 @@ MARKS = (
     "pick",
     "nearest",
     "budget",
-    "deadline",
 )
 CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is instant
 CLOUD_POINTS = 2000  # candidates drawn in the scatter (a fixed sample per evaluation)
@@ -510,7 +511,13 @@ class SearchPanel:
                 opacities=[0.6],
                 labels=["configurations (blue: on-demand, orange: spot)"],
             ),
-            "late": _shade(sc, labels=["misses the deadline / breaks the budget"]),
+            "deadline": _shade(
+                sc,
+                labels=["misses the deadline / breaks the budget"],
+                colors=["#555555"],
+                stroke_width=1.5,
+                line_style="dashed",
+            ),
             "over": _shade(sc),
             "front": bq.Lines(
                 x=[],
@@ -526,14 +533,6 @@ class SearchPanel:
             "knee": point_mark(sc, "diamond", "gold", "knee", stroke="black"),
             "pick": point_mark(sc, "square", "crimson", "pick", stroke="black"),
             "nearest": point_mark(sc, "cross", "darkorange", "nearest (infeasible)", size=140),
-            "deadline": bq.Lines(
-                x=[],
-                y=[],
-                scales=sc,
-                colors=["#555555"],
-                line_style="dashed",
-                labels=["deadline"],
-            ),
             "budget": bq.Lines(
                 x=[],
                 y=[],
@@ -555,6 +554,8 @@ class SearchPanel:
         fig = bq.Figure(
             marks=[marks[name] for name in MARKS],
             axes=axes,
+            # the count of what meets the constraints is in the message above: a title that
+            # changes would cost the browser one more update per move
             title="Cost-time tradeoff",
             fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 20},
             layout={"width": "560px", "height": "400px"},
@@ -590,18 +591,14 @@ class SearchPanel:
                 set_data(m[name], [], [])
             else:
                 set_data(m[name], [row["time_hi_h"]], [row["cost_hi_usd"]])
-        self.figure.title = (
-            f"Cost-time tradeoff: {result.n_feasible:,} of {result.n_candidates:,} meet the "
-            "constraints"
-        )
         # what fails the constraints is shaded: right of the deadline, above the budget (the
         # cloud keeps its colours, so a move redraws a few shapes, not thousands of points)
         (x0, x1), (y0, y1) = view["x"], view["y"]
         d, b = constraints.deadline_h, constraints.budget_usd
-        set_data(m["late"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])
         set_data(m["over"], [x0, x1, x1, x0] if b else [], [b, b, y1, y1] if b else [])
         set_data(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
-        set_data(m["deadline"], [d, d] if d else [], [y0, y1] if d else [])  # the last mark
+        # the last mark: its left edge, from (d, y0) up, is the deadline
+        set_data(m["deadline"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -622,20 +619,20 @@ def set_data(mark: Any, x: Any, y: Any, **more: Any) -> None:
 
 
 def _shade(scales: dict, **style: Any):
-    """An empty grey filled polygon: where configurations fail a constraint."""
+    """An empty grey filled polygon: where configurations fail a constraint (``style``
+    overrides the stroke: none by default)."""
     import bqplot as bq
 
+    look = {"colors": ["#999999"], "stroke_width": 0, **style}
     return bq.Lines(
         x=[],
         y=[],
         scales=scales,
-        colors=["#999999"],
-        stroke_width=0,
         fill="inside",
         close_path=True,
         fill_colors=["#999999"],
         fill_opacities=[0.25],
-        **style,
+        **look,
     )
 
 

@@ -51,7 +51,7 @@ def test_moving_the_deadline_reranks_without_evaluating_again(panel, model, cata
     _same(panel.result, search(model, catalog, JOB, replace(START, deadline_h=tighter)))
     assert f'data-deadline="{tighter!r}"' in panel.table.value
     assert config_phrase(panel.result.pick) in panel.table.value
-    assert panel.marks["deadline"].x.tolist() == [tighter, tighter]
+    assert panel.marks["deadline"].x.tolist()[::3] == [tighter, tighter]  # the shade's edge
     assert panel.marks["pick"].x.tolist() == [panel.result.pick["time_hi_h"]]
     assert len(panel.marks["front_dots"].x) == len(panel.result.pareto)
 
