@@ -207,6 +207,7 @@ def _learned_row(target: str, fit: roofline.Learned) -> dict[str, str]:
         "w": f"{fit.bandwidth_weight:.1f}",
         "phi (fallback)": f"{fit.fallback_floor_exponent:.1f}",
         "lambda": f"{fit.mix_weight:.2f}",
+        "rho": f"{fit.correlation:.1f}",
         "1-step q": f"{fit.probe_quantile:.2f}",
     }
 

@@ -61,6 +61,10 @@ LAMBDA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
 # (``learn``): a step at the smallest batch is mostly floor and leaves the slope's error, one at
 # the largest mostly slope; the curve's misfit between them decides which helps the most.
 PROBE_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+# The correlation rho of a carry's floor and slope errors (a target faster or slower overall
+# moves both), chosen with q on the same held-out carries: one step then moves the part it
+# does not see as well. The interval's scale is calibrated under each rho.
+CORRELATION_GRID = (0.0, 0.3, 0.6, 0.9)
 TENSOR = "tensor"  # the op class that runs on tensor cores when the dtype allows
 
 
@@ -108,6 +112,9 @@ class Learned:
     # q of PROBE_GRID: where one measured step on the target narrows the carry most (0, the
     # smallest batch, for constants learned before it was)
     probe_quantile: float = 0.0
+    # rho of CORRELATION_GRID: corr(log floor error, log slope error) of a carry (0, as
+    # before, for constants learned before it was)
+    correlation: float = 0.0
 
 
 # -- the curve: floor, then linear ---------------------------------------------------------
@@ -396,10 +403,8 @@ def carry(
         slope_sd = learned.fallback_slope_sd
     k = learned.scale
     same = source_gpu is not None and (source_gpu, source_machine) == (target_gpu, target_machine)
-    # the floor's and slope's errors are taken as independent: a correlation learned on the
-    # held-out carries (0.4-0.8) made the one-step update worse (24% against 23%), the V100's
-    # host-bound rows pulling the slope with the floor where other machines' do not move
-    cov = np.diag([(k * learned.floor_sd) ** 2, (k * slope_sd) ** 2]) * (1e-6 if same else 1)
+    cov = _prior_cov(k * learned.floor_sd, k * slope_sd, learned.correlation)
+    cov = cov * (1e-6 if same else 1)
     return Carry(
         floor=float(floor_t),
         slope=float(slope_t),
@@ -413,6 +418,12 @@ def carry(
         sharpness=p,
         probe_quantile=learned.probe_quantile,
     )
+
+
+def _prior_cov(floor_sd: float, slope_sd: float, rho: float) -> np.ndarray:
+    """2x2 covariance of (log floor error, log slope error) with correlation rho."""
+    off = rho * floor_sd * slope_sd
+    return np.array([[floor_sd**2, off], [off, slope_sd**2]])
 
 
 def _probe_batch(batches: np.ndarray, q: float) -> float:
@@ -434,11 +445,9 @@ def _updated_resid(
     return resid - w @ (post @ w[j]) * resid[j] / step_sd**2
 
 
-def _probe_position(used: pd.DataFrame, cov: np.ndarray, step_sd: float) -> float:
-    """q of PROBE_GRID whose one measured step leaves the held-out carries' other steps with
-    the lowest mean (over pairs) absolute percentage error."""
-    if used.empty:
-        return 0.0
+def _probe_error(used: pd.DataFrame, cov: np.ndarray, step_sd: float) -> dict[float, float]:
+    """Per q of PROBE_GRID: the mean over pairs of the held-out carries' absolute percentage
+    error at their other steps after one measured step at q."""
     errs = {}
     for q in PROBE_GRID:
         per_pair = {}
@@ -450,7 +459,56 @@ def _probe_position(used: pd.DataFrame, cov: np.ndarray, step_sd: float) -> floa
             r = np.delete(_updated_resid(row.share, row.resid, j, cov, step_sd), j)
             per_pair.setdefault((row.source, row.target), []).extend(np.abs(np.exp(-r) - 1))
         errs[q] = np.mean([np.mean(v) for v in per_pair.values()]) if per_pair else np.inf
-    return float(min(errs, key=lambda q: (errs[q], q)))
+    return errs
+
+
+def _one_step_setting(
+    frames: list[tuple[pd.DataFrame, float]],
+    used: pd.DataFrame,
+    floor_sd: float,
+    step_sd: float,
+    level: float,
+) -> tuple[float, float, float]:
+    """(scale k, rho, q): for each rho of CORRELATION_GRID the scale that covers ``level`` of
+    the held-out carried steps (``frames``: each route's carries and its slope sd), then the
+    (rho, q) whose one step leaves ``used``'s other steps with the lowest mean error (ties to
+    the smaller rho and q)."""
+    best = None
+    for rho in CORRELATION_GRID:
+        k = _scale(frames, floor_sd, step_sd, rho, level)
+        slope_sd = frames[0][1]
+        errs = _probe_error(used, _prior_cov(k * floor_sd, k * slope_sd, rho), k * step_sd)
+        for q, err in errs.items():
+            if best is None or err < best[0] - 1e-12:
+                best = (err, k, rho, q)
+    if best is None or not np.isfinite(best[0]):
+        return _scale(frames, floor_sd, step_sd, 0.0, level), 0.0, 0.0
+    return best[1], best[2], best[3]
+
+
+def _scale(
+    frames: list[tuple[pd.DataFrame, float]],
+    floor_sd: float,
+    step_sd: float,
+    rho: float,
+    level: float,
+) -> float:
+    """The factor on every spread that puts ``level`` of the held-out carried steps inside."""
+    z = stats.norm.ppf(0.5 + level / 2)
+    ratios = []
+    for frame, sd in frames:
+        if frame.empty:
+            continue
+        share = np.concatenate(frame["share"].values)
+        resid = np.concatenate(frame["resid"].values)
+        var = (
+            (share * floor_sd) ** 2
+            + ((1 - share) * sd) ** 2
+            + 2 * rho * share * (1 - share) * floor_sd * sd
+            + step_sd**2
+        )
+        ratios.append(np.abs(resid) / (z * np.sqrt(var)))
+    return float(np.quantile(np.concatenate(ratios), level)) if ratios else 1.0
 
 
 def _fp32_ratio(src: GpuFigures, dst: GpuFigures) -> float:
@@ -746,20 +804,10 @@ def learn(
     floor_sd = rms(used["floor_err"])
     fb_sd = rms(fallback["slope_err"])
     slope_sd = rms(mix["slope_err"]) if len(mix) else fb_sd
-    # second moments about 0, as the sds: the correlation the update's prior carries
-    z = stats.norm.ppf(0.5 + level / 2)
-    ratios = []
-    for frame, sd in ((mix, slope_sd), (fallback, fb_sd)):
-        if frame.empty:
-            continue
-        share = np.concatenate(frame["share"].values)
-        resid = np.concatenate(frame["resid"].values)
-        var = (share * floor_sd) ** 2 + ((1 - share) * sd) ** 2 + base.step_sd**2
-        ratios.append(np.abs(resid) / (z * np.sqrt(var)))
-    k = float(np.quantile(np.concatenate(ratios), level))
-    # where one step on the target helps most, under the prior the carries will have
-    cov = np.diag([(k * floor_sd) ** 2, (k * slope_sd) ** 2])
-    probe_q = _probe_position(used, cov, k * base.step_sd)
+    # second moments about 0, as the sds; the scale, the floor-slope correlation and where
+    # one step on the target helps most, chosen together on the same held-out carries
+    frames = [(f, sd) for f, sd in ((mix, slope_sd), (fallback, fb_sd)) if not f.empty]
+    k, rho, probe_q = _one_step_setting(frames, used, floor_sd, base.step_sd, level)
     return replace(
         base,
         floor_sd=floor_sd,
@@ -770,11 +818,12 @@ def learn(
         fallback_floor_exponent=float(fb_phi),
         mix_weight=float(lam),
         probe_quantile=probe_q,
+        correlation=rho,
         absolute_sd=_absolute_sd(curves, facts, figs, sharpness),
         machines=dict(machines or {}),
         basis=base.basis
-        + f"; spreads, w, phi, lambda, scale and the one-step position from {len(used)} "
-        "held-out carries between them",
+        + f"; spreads, w, phi, lambda, scale, correlation and the one-step position from "
+        f"{len(used)} held-out carries between them",
     )
 
 

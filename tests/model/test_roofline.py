@@ -215,6 +215,22 @@ def test_an_op_mix_alone_gives_a_slope_and_a_stated_width():
     assert roofline.op_mixes_of({"m": {"op_mix": None}}) == {}
 
 
+def test_correlated_errors_let_one_step_move_the_part_it_does_not_see():
+    # a target 1.7x slower overall: one step at the smallest batch (all floor) also moves the
+    # slope when the prior says the two move together, and not when it says they are apart
+    t = steps()
+    target = GpuFigures(16.0, 16.0, 600.0)
+    apart = roofline.carry(MIX, SRC, BSZ, t, target, learned())
+    together = roofline.carry(MIX, SRC, BSZ, t, target, learned(correlation=0.9))
+    assert apart.prior_cov[0, 1] == 0 and together.prior_cov[0, 1] > 0
+    truth = 1.7 * apart.at(BSZ)["step_time_s"].to_numpy()
+    err = [
+        np.abs(c.update(BSZ[:1], truth[:1]).at(BSZ[-1:])["step_time_s"].iloc[0] / truth[-1] - 1)
+        for c in (apart, together)
+    ]
+    assert err[1] < err[0]
+
+
 def test_the_one_step_batch_is_the_one_nearest_the_learned_position():
     carry = roofline.carry(MIX, SRC, BSZ, steps(), SRC, learned(probe_quantile=0.5))
     assert carry.probe_batch([256, 8, 32, 64, 16]) == 32  # sqrt(8 * 256) = 45: 32 is nearest
@@ -227,7 +243,7 @@ def test_the_one_step_batch_is_the_one_nearest_the_learned_position():
 def test_the_one_step_position_goes_where_the_carry_is_wrong(floor_err, slope_err, best):
     # held-out carries whose slope (or floor) alone is off: one step where the step is all
     # slope (the largest batch) or all floor (the smallest) puts every other step right
-    share = 1.0 / (1.0 + (BSZ / 16.0) ** 2)  # floor share, falling with the batch
+    share = 1.0 / (1.0 + (BSZ / 32.0) ** 2)  # floor share, falling with the batch
     resid = share * floor_err + (1 - share) * slope_err
     rows = pd.DataFrame(
         [
@@ -235,5 +251,6 @@ def test_the_one_step_position_goes_where_the_carry_is_wrong(floor_err, slope_er
             for s in ("a", "b")
         ]
     )
-    cov = np.diag([0.5**2, 0.5**2])
-    assert roofline._probe_position(rows, cov, 0.03) == best
+    errs = roofline._probe_error(rows, np.diag([0.5**2, 0.5**2]), 0.03)
+    assert min(errs, key=errs.get) == best
+    assert errs[best] < 0.5 * errs[1.0 - best]  # the other end leaves twice the error
