@@ -270,7 +270,7 @@ def _run(args: argparse.Namespace) -> int:
             doc["probe_sentence"] = probe_sentence(probes)
         if out:
             write_json(doc, out)
-        else:
+        else:  # also when a negative answer leaves --out alone: the answer reaches the user
             print(json.dumps(doc, indent=1))
     elif args.format == "csv":
         if out:
@@ -301,8 +301,6 @@ def _run(args: argparse.Namespace) -> int:
             print()
         if out:
             write_table(result.ranked, out)
-    if args.format == "json" and args.out and not out:  # the answer still reaches the user
-        print(json.dumps(doc, indent=1))
     if args.format == "table" or args.out:
         print(result.explanation)
         if probes is not None:

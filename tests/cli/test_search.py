@@ -310,8 +310,9 @@ def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_mod
     )
     assert done.returncode == 1, done.stderr
     assert out.read_bytes() == before  # a negative answer never replaces an older file
-    doc, _ = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])
+    doc, end = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{") :])
     assert doc["pick"] is None
+    assert "{" not in done.stdout[done.stdout.index("{") + end :]  # the answer once, not twice
     probes = doc["probes"]
     assert 1 <= len(probes) <= 2
     for key in (
