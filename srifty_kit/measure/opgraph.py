@@ -2,7 +2,8 @@
 
 One training step (forward, backward, optimizer) is run on the meta device (shapes only, no
 arithmetic, no memory: seconds even for BERT-base) under a ``TorchDispatchMode`` that sees
-every aten operator. Per operator it records
+every aten operator; a call whose signature was seen before (a recurrent network's next time
+step) replays the first one's counts instead of decomposing again. Per operator it records
 
 - FLOPs, with ``torch.utils.flop_counter``'s own formulas (its ``flop_registry``, called the
   way ``FlopCounterMode`` calls them, decomposing unregistered operators the way it does, so
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils.flop_counter import flop_registry
 
 from srifty_kit.errors import InputError
@@ -148,19 +149,47 @@ _SKIP = {
 
 
 class _Tally(TorchDispatchMode):
-    """FLOPs and bytes per (phase, class, operator) of every aten call inside it."""
+    """FLOPs and bytes per (phase, class, operator) of every aten call inside it.
 
-    def __init__(self) -> None:
+    On the meta device an operator's counts depend only on its signature (the operator, the
+    phase, its tensors' shapes, strides and dtypes and its other arguments), so the counts of
+    one call, its decomposition included, are kept per signature and replayed for the next
+    call with that signature: a recurrent network repeats the same cell calls at every time
+    step, and decomposing each one again cost ~40 s of a DeepSpeech2 pass. ``memo=False``
+    counts every call afresh (what the replay is checked against).
+    """
+
+    def __init__(self, memo: bool = True) -> None:
         super().__init__()
         self.phase = "forward"
         self.flops: dict[tuple[str, str, str], float] = defaultdict(float)
         self.bytes: dict[tuple[str, str, str], float] = defaultdict(float)
+        self._memo: dict[tuple, tuple[list, tuple | None]] | None = {} if memo else None
+        self._open: list[list[tuple[tuple[str, str, str], float, float]]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
         kwargs = kwargs or {}
         packet = func._overloadpacket
         if packet.__name__ in _SKIP or isinstance(func, torch._ops.HigherOrderOperator):
             return func(*args, **kwargs)
+        sig = None if self._memo is None else _signature(func, self.phase, args, kwargs)
+        if sig is not None and sig in self._memo:
+            counted, template = self._memo[sig]
+            for key, flops, nbytes in counted:
+                self._add(key, flops, nbytes)
+            # a fresh output is rebuilt from its shapes; one that aliases an input (a view,
+            # an in-place or out= operator) comes from the operator itself
+            return _rebuild(template) if template else func(*args, **kwargs)
+        self._open.append([])
+        try:
+            out = self._count(func, packet, args, kwargs)
+        finally:
+            counted = self._open.pop()
+        if sig is not None:
+            self._memo[sig] = (counted, _template(func, out))
+        return out
+
+    def _count(self, func, packet, args, kwargs):
         if packet not in flop_registry and func is not torch.ops.prim.device.default:
             with self:  # as FlopCounterMode does: find the registered operators inside
                 out = func.decompose(*args, **kwargs)
@@ -169,11 +198,80 @@ class _Tally(TorchDispatchMode):
         out = func(*args, **kwargs)
         name = packet.__name__
         cls = "optimizer" if self.phase == "optimizer" else op_class(name)
-        key = (self.phase, cls, name)
+        flops = 0.0
         if packet in flop_registry:
-            self.flops[key] += float(flop_registry[packet](*args, **kwargs, out_val=out))
-        self.bytes[key] += float(_op_bytes(func, args, kwargs, out))
+            flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
+        self._add((self.phase, cls, name), flops, float(_op_bytes(func, args, kwargs, out)))
         return out
+
+    def _add(self, key: tuple[str, str, str], flops: float, nbytes: float) -> None:
+        """Count one operator's work, and in every signature being recorded around it."""
+        if flops:
+            self.flops[key] += flops
+        self.bytes[key] += nbytes
+        for counted in self._open:
+            counted.append((key, flops, nbytes))
+
+
+def _template(func: Any, out: Any) -> tuple | None:
+    """The shapes of a fresh output (new meta tensors and plain values), or None where the
+    output may alias an input or is something else."""
+    if any(r.alias_info is not None for r in func._schema.returns):
+        return None
+    leaves, spec = tree_flatten(out)
+    shapes = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            if leaf.device.type != "meta" or leaf.requires_grad:
+                return None
+            shapes.append((tuple(leaf.shape), leaf.stride(), leaf.dtype))
+        elif leaf is None or isinstance(leaf, bool | int | float):
+            shapes.append(leaf)
+        else:
+            return None
+    return spec, shapes
+
+
+def _rebuild(template: tuple) -> Any:
+    """New meta tensors (and the plain values) shaped as ``template``."""
+    spec, shapes = template
+    leaves = [
+        torch.empty_strided(x[0], x[1], dtype=x[2], device="meta") if isinstance(x, tuple) else x
+        for x in shapes
+    ]
+    return tree_unflatten(leaves, spec)
+
+
+def _signature(func: Any, phase: str, args: Any, kwargs: Any) -> tuple | None:
+    """What an operator's counts on the meta device depend on, hashable; None when an
+    argument cannot be told apart by value (then the call is counted afresh)."""
+    try:
+        return func, phase, _key(args), _key(kwargs)
+    except _NoKey:
+        return None
+
+
+class _NoKey(Exception):
+    """An argument whose value does not say what the operator does (see ``_key``)."""
+
+
+def _key(x: Any) -> Any:
+    """A hashable stand-in for an argument: a meta tensor's shape, strides, dtype and grad
+    flag; containers element by element; plain values as they are. Raises ``_NoKey`` for
+    anything else (a real tensor, an object), so that call is never replayed."""
+    if isinstance(x, torch.Tensor):
+        if x.device.type != "meta":
+            raise _NoKey
+        return (x.shape, x.stride(), x.dtype, x.requires_grad)
+    if isinstance(x, tuple | list):
+        return type(x), tuple(_key(v) for v in x)
+    if isinstance(x, dict):
+        return dict, tuple((k, _key(v)) for k, v in x.items())
+    if x is None or isinstance(x, bool | int | float | str | torch.dtype):
+        return type(x), x
+    if isinstance(x, torch.device | torch.layout | torch.memory_format):
+        return type(x), str(x)
+    raise _NoKey
 
 
 def _to_meta(x: Any) -> Any:
@@ -195,6 +293,7 @@ def _tally_step(
     batch: tuple[Any, Any],
     loss_fn: Callable[[Any, Any], Any],
     optimizer_fn: Callable[[Any], torch.optim.Optimizer],
+    memo: bool = True,
 ) -> _Tally:
     """One meta-device training step of ``model`` on ``batch`` under a fresh tally."""
     from torch.func import functional_call
@@ -207,7 +306,7 @@ def _tally_step(
         def forward(self, *a: Any, **k: Any) -> Any:
             return functional_call(model, state, a, k, tie_weights=True, strict=False)
 
-    tally = _Tally()
+    tally = _Tally(memo)
     with tally:
         loss = forward_loss(_Bound(), (inputs, targets), loss_fn)
         tally.phase = "backward"

@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from srifty_kit import InputError
+from srifty_kit.measure import opgraph
 from srifty_kit.measure.opgraph import HOST, OP_CLASSES, op_class, op_graph_facts_of
 from srifty_kit.measure.profile import facts_only
 from srifty_kit.measure.reference_models import REFERENCE_MODELS
@@ -75,6 +76,42 @@ def test_classes_sum_to_the_totals_and_bytes_are_positive():
     # the input batch: 7 int64 tokens per sample
     assert mix[HOST]["bytes_per_sample"] == pytest.approx(2 * 7 * 8)
     json.dumps(facts)  # JSON-ready
+
+
+def recurrent() -> ModelSpec:
+    """A two-layer bidirectional LSTM over 12 steps: the same cell calls at every step."""
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.LSTM(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(32, 3)
+
+        def forward(self, x):
+            return self.head(self.rnn(x)[0])
+
+    def make_batch(b: int):
+        return torch.randn(b, 12, 8), torch.randint(0, 3, (b, 12))
+
+    def loss_fn(out, y):
+        return nn.functional.cross_entropy(out.reshape(-1, 3), y.reshape(-1))
+
+    return ModelSpec(Net(), make_batch, loss_fn, lambda p: torch.optim.SGD(p, lr=0.1), "rnn")
+
+
+@pytest.mark.parametrize("make", [tiny, recurrent], ids=["tiny", "lstm"])
+def test_replayed_operator_counts_equal_counting_every_call(make):
+    # a repeated call's counts come from the first call with its signature: every operator's
+    # FLOPs and bytes must be exactly what counting each call afresh gives
+    spec = make()
+    batch = spec.make_batch(3)
+    fresh, memo = (
+        opgraph._tally_step(spec.model, batch, spec.loss_fn, spec.optimizer_fn, memo=m)
+        for m in (False, True)
+    )
+    assert dict(memo.bytes) == dict(fresh.bytes) and memo.bytes
+    assert dict(memo.flops) == dict(fresh.flops) and sum(memo.flops.values()) > 0
 
 
 def test_only_matmul_like_operators_carry_flops():
