@@ -466,17 +466,17 @@ def _one_step_setting(
     frames: list[tuple[pd.DataFrame, float]],
     used: pd.DataFrame,
     floor_sd: float,
+    slope_sd: float,
     step_sd: float,
     level: float,
 ) -> tuple[float, float, float]:
     """(scale k, rho, q): for each rho of CORRELATION_GRID the scale that covers ``level`` of
     the held-out carried steps (``frames``: each route's carries and its slope sd), then the
-    (rho, q) whose one step leaves ``used``'s other steps with the lowest mean error (ties to
-    the smaller rho and q)."""
+    (rho, q) whose one step leaves ``used``'s other steps (carried with ``slope_sd``) with the
+    lowest mean error (ties to the smaller rho and q)."""
     best = None
     for rho in CORRELATION_GRID:
         k = _scale(frames, floor_sd, step_sd, rho, level)
-        slope_sd = frames[0][1]
         errs = _probe_error(used, _prior_cov(k * floor_sd, k * slope_sd, rho), k * step_sd)
         for q, err in errs.items():
             if best is None or err < best[0] - 1e-12:
@@ -497,8 +497,6 @@ def _scale(
     z = stats.norm.ppf(0.5 + level / 2)
     ratios = []
     for frame, sd in frames:
-        if frame.empty:
-            continue
         share = np.concatenate(frame["share"].values)
         resid = np.concatenate(frame["resid"].values)
         var = (
@@ -807,7 +805,7 @@ def learn(
     # second moments about 0, as the sds; the scale, the floor-slope correlation and where
     # one step on the target helps most, chosen together on the same held-out carries
     frames = [(f, sd) for f, sd in ((mix, slope_sd), (fallback, fb_sd)) if not f.empty]
-    k, rho, probe_q = _one_step_setting(frames, used, floor_sd, base.step_sd, level)
+    k, rho, probe_q = _one_step_setting(frames, used, floor_sd, slope_sd, base.step_sd, level)
     return replace(
         base,
         floor_sd=floor_sd,
