@@ -378,8 +378,10 @@ CLUSTERS = {
 
 def node_move_rows(folder):
     """Every node-count move of every cluster, as the prior on node moves learns from it:
-    for each node count K >= 3, StepTimeModel fitted on the rows of fewer nodes predicts the
-    K-node rows. Rows of (cluster, move, log_ratio = log(measured / predicted), share)."""
+    for each node count k >= 2 below the cluster's largest, StepTimeModel fitted on the rows
+    of at most k nodes predicts the rows of every larger node count (so a move that spans
+    several tells how the error grows with the distance, intervals.learn_prior). Rows of
+    (cluster, move, model, log_ratio = log(measured / predicted), share, doublings)."""
     import numpy as np
     import pandas as pd
 
@@ -392,8 +394,9 @@ def node_move_rows(folder):
         if not path.is_file():
             continue
         table = pd.read_csv(path).drop(columns="campaign", errors="ignore")
-        for k in sorted(n for n in table["num_nodes"].unique() if n >= 3):
-            fit, held = table[table["num_nodes"] < k], table[table["num_nodes"] == k]
+        counts = sorted(table["num_nodes"].unique())
+        for k in (n for n in counts if 2 <= n < counts[-1]):
+            fit, held = table[table["num_nodes"] <= k], table[table["num_nodes"] > k]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model = StepTimeModel(level=LEVEL).fit(fit)
@@ -411,10 +414,11 @@ def node_move_rows(folder):
                     {
                         "cluster": cluster,
                         "model": held["model"].to_numpy(),
-                        "move": f"1-{k - 1} -> {k}",
+                        "move": f"1-{k} -> {k + 1}"
+                        + (f"-{counts[-1]}" if counts[-1] > k + 1 else ""),
                         "log_ratio": np.log(held["step_time_s"].to_numpy() / parts["step_time_s"]),
                         "share": share,
-                        "doublings": np.log2(k / (k - 1)),
+                        "doublings": np.log2(held["num_nodes"].to_numpy() / k),
                     }
                 )
             )
@@ -438,7 +442,7 @@ def as_prior(move) -> tuple[float, ...]:
     """StepTimeModel's node_move_prior argument for a learned NetworkPrior."""
     return tuple(
         round(float(v), 3)
-        for v in (move.centre, move.between_types, move.between_moves, move.scatter)
+        for v in (move.centre, move.between_types, move.between_moves, move.scatter, move.growth)
     )
 
 

@@ -131,14 +131,14 @@ class StepTimeModel(BaseEstimator):
         structure: str = "auto",
         correction: str = "auto",
         decay_prior: float | None = None,
-        node_move_prior: tuple[float, float, float, float] | None = None,
+        node_move_prior: tuple[float, ...] | None = None,
     ) -> None:
         self.level = level
         self.structure = structure
         self.correction = correction
         self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
-        # (centre, between_types, between_moves, scatter) of intervals.NetworkPrior; None:
-        # intervals.NODE_MOVE_PRIOR
+        # (centre, between_types, between_moves, scatter[, growth]) of
+        # intervals.NetworkPrior (growth 1 when left out); None: intervals.NODE_MOVE_PRIOR
         self.node_move_prior = node_move_prior
 
     # -- fitting -------------------------------------------------------------------------
@@ -258,23 +258,27 @@ class StepTimeModel(BaseEstimator):
         """The population of network moves a type's own are pooled with."""
         if self.node_move_prior is None:
             return intervals.NODE_MOVE_PRIOR
-        centre, types, moves, scatter = (float(v) for v in self.node_move_prior)
-        return intervals.NetworkPrior(centre, types, moves, scatter, "the node_move_prior given")
+        centre, types, moves, scatter, *growth = (float(v) for v in self.node_move_prior)
+        return intervals.NetworkPrior(
+            centre, types, moves, scatter, "the node_move_prior given", *growth
+        )
 
     def _check_options(self) -> None:
         self._check_level(self.level)
         prior = self.node_move_prior
         if prior is not None and not (
             isinstance(prior, tuple | list)
-            and len(prior) == 4
+            and len(prior) in (4, 5)
             and all(isinstance(v, int | float) and np.isfinite(v) for v in prior)
             and min(prior[1:3]) > 0
             and prior[3] >= 0
+            and (len(prior) == 4 or 0 <= prior[4] <= 1)
         ):
             raise InputError(
-                "node_move_prior must be (centre, between_types, between_moves, scatter): "
-                f"finite numbers, the two spreads above 0, scatter not negative, got {prior!r}",
-                fix="e.g. (0.0, 0.2, 0.3, 0.05), or None for intervals.NODE_MOVE_PRIOR",
+                "node_move_prior must be (centre, between_types, between_moves, scatter"
+                "[, growth]): finite numbers, the two spreads above 0, scatter not negative, "
+                f"growth in [0, 1], got {prior!r}",
+                fix="e.g. (0.0, 0.2, 0.3, 0.05, 0.5), or None for intervals.NODE_MOVE_PRIOR",
             )
         for value, allowed, what in (
             (self.structure, ("auto", *VARIANTS), "structure"),
@@ -328,7 +332,11 @@ class StepTimeModel(BaseEstimator):
             keys = [k for k in fits if k[1] == itype]
             per = [
                 intervals.move_rates(
-                    moves[k].log_ratio, moves[k].share, moves[k].doublings, moves[k].fold
+                    moves[k].log_ratio,
+                    moves[k].share,
+                    moves[k].doublings,
+                    moves[k].fold,
+                    prior.growth,
                 )
                 for k in keys
             ]

@@ -51,8 +51,11 @@ FORMAT = "srifty_kit.StepTimeModel"
 # joint belief reads (model.posterior). Earlier files are refused with the fix (refit): their
 # split-normal moves grew with a different reach, and keeping both would keep two interval
 # mechanisms for one question
-VERSION = 6
-READS = (6,)
+# 7: a group's move carries its growth with distance (intervals.NodeMove.growth); an older
+# release would grow it in proportion to the distance. Version 6 files still load and predict
+# what they did (growth 1)
+VERSION = 7
+READS = (6, 7)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -324,7 +327,11 @@ def _node_move_of(data: dict | None) -> NodeMove | None:
         raise ValueError("node_move must have a finite centre, sd and scatter")
     if sd < 0 or scatter < 0:
         raise ValueError("node_move's sd and scatter must be >= 0")
-    return NodeMove(centre, sd, scatter, str(data["source"]))
+    # files of version 6 were written before the move's growth: in proportion to distance
+    growth = float(data.get("growth", 1.0))
+    if not 0.0 <= growth <= 1.0:
+        raise ValueError("node_move's growth must lie in [0, 1]")
+    return NodeMove(centre, sd, scatter, str(data["source"]), growth)
 
 
 def _group_of(data: dict) -> GroupFit | TransferFit:

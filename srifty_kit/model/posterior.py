@@ -11,12 +11,13 @@ step time is believed to be
 
 with z_g, z_t, eps_x independent standard normals. ``w`` is the calibrated spread of the
 group's held-out errors at the scales it measured (``intervals.Spread``, less the noise floor);
-``v`` the spread the network's move adds beyond the largest measured node count (its sync share
-times how far beyond); ``e`` the noise floor (two campaigns of the same configurations differ
-by about 3%, reference measurements README, so no belief about a configuration is narrower than
-that) and, at a node count never measured, the configuration's own stray from the network's
-rate. The stray is the configuration's (the same in every run of it), the floor the run's: e^2
-= stray^2 + floor^2, so a measured run reveals its own stray (``condition``) and a new run
+``v`` the spread the network's move adds beyond the largest measured node count (its sync
+share times how far beyond, raised to the move's growth: ``intervals.NodeMove``); ``e`` the
+noise floor (two campaigns of the same configurations differ by about 3%, reference
+measurements README, so no belief about a configuration is narrower than that) and, at a
+node count never measured, the configuration's own stray from the network's rate. The stray
+is the configuration's (the same in every run of it), the floor the run's: e^2 = stray^2 +
+floor^2, so a measured run reveals its own stray (``condition``) and a new run
 still adds the floor. Because z_g and z_t are shared, every configuration of one type is judged
 under the same unknown: if this network scales worse than believed at 8 nodes, it does at 16
 too. A search that reads each configuration's own interval treats those errors as independent;

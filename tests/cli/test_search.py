@@ -300,7 +300,7 @@ def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_mod
     done = _decide(
         synthetic_model,
         tmp_path,
-        "14",
+        "8",
         "--format",
         "json",
         "--out",
@@ -326,7 +326,7 @@ def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_mod
         assert key in probes[0]
     assert probes[0]["expected_saving_usd"] > probes[0]["cost_usd"]
     assert doc["probe_sentence"].startswith("Measure ")
-    table = _decide(synthetic_model, tmp_path, "14", "--suggest-probes", "1")
+    table = _decide(synthetic_model, tmp_path, "8", "--suggest-probes", "1")
     assert table.returncode == 1 and "Measure " in table.stdout
 
 

@@ -15,6 +15,7 @@ from srifty_kit.model.intervals import (
     NodeMove,
     Spread,
     equal_weights,
+    learn_prior,
     move_rates,
     network_move,
     signed_quantiles,
@@ -107,6 +108,53 @@ def test_a_new_node_count_moves_the_interval_by_the_network_s_share_and_holds_th
     mid3, mid4 = (up[3] - down[3]) / 2, (up[4] - down[4]) / 2
     assert mid4 == pytest.approx(2 * mid3, rel=0.05)
     assert (down >= 0).all() and (up >= 0).all()  # the point always lies inside
+    # with growth 0 the move is a step off the measured node counts: as far at two
+    # doublings as at one
+    flat = Spread(0.03, 0.05, spread.scores, signed=True, node=NodeMove(0.2, 0.3, 0.0, "", 0.0))
+    down, up = flat.offsets(0.9, share, np.ones(5), doublings)
+    assert (up[4] - down[4]) / 2 == pytest.approx((up[3] - down[3]) / 2)
+    assert up[1] < up[2]  # and nothing where the node count was measured
+
+
+def _moves(growth: float, seed: int = 0) -> pd.DataFrame:
+    """Held-out moves of three clusters whose errors grow as d**growth: each fit of up to 2
+    nodes predicts 3, 4 and 8 nodes, each model of a cluster at its own rate."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for c, cluster in enumerate(("a", "b", "c")):
+        for model in range(5):
+            rate = 0.1 * c + rng.normal(0.0, 0.2)
+            for nodes in (3, 4, 8):
+                share = rng.uniform(0.3, 0.9, 30)
+                d = np.log2(nodes / 2)
+                err = rate * share * d**growth + rng.normal(0.0, 0.02, 30)
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "cluster": cluster,
+                            "move": "1-2 -> 3-8",
+                            "model": str(model),
+                            "log_ratio": err,
+                            "share": share,
+                            "doublings": d,
+                        }
+                    )
+                )
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.mark.parametrize("growth", [0.0, 0.5, 1.0])
+def test_the_hyperprior_learns_how_the_error_grows_with_the_distance(growth):
+    prior = learn_prior(_moves(growth), "test")
+    assert prior.growth == growth
+    # the network's move carries it to every model fitted under the prior
+    assert network_move(np.array([]), np.array([]), prior, "p").growth == growth
+
+
+def test_moves_of_one_distance_each_cannot_tell_growths_apart_and_keep_it_linear():
+    one = _moves(0.0)
+    one = one[one["doublings"] == 1.0]
+    assert learn_prior(one, "test").growth == 1.0
 
 
 def test_a_type_measured_on_three_or_more_nodes_learns_its_own_node_move():
@@ -138,6 +186,13 @@ def test_the_node_move_prior_is_a_parameter_and_bad_values_are_refused():
     ]
     assert (width[0] > width[1]).all()
     assert "node_move_prior given" in wide.summary()["interval_from"].iloc[0]
+    # a fifth value is the growth with distance: far beyond, growth 0 is narrower than 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        flat = StepTimeModel(node_move_prior=(0.0, 1.0, 1.0, 0.1, 0.0)).fit(measurements(2))
+    far = configs(measurements(16, min_nodes=16, seed=6))
+    ratio = [m.predict(far)["step_time_hi"] / m.predict(far)["step_time_s"] for m in (wide, flat)]
+    assert (ratio[1] < ratio[0]).all()
     bad_values = (
         (0.0, -0.1, 0.2, 0.0),
         (0.0, 0.1, 0.1),
@@ -145,6 +200,8 @@ def test_the_node_move_prior_is_a_parameter_and_bad_values_are_refused():
         (0.0, float("nan"), 0.1, 0.0),
         (0.0, 0.1, 0.0, 0.0),
         (0.0, 0.1, 0.1, -0.1),
+        (0.0, 0.1, 0.1, 0.0, 1.5),
+        (0.0, 0.1, 0.1, 0.0, 0.5, 1.0),
     )
     for bad in bad_values:
         with pytest.raises(InputError, match="node_move_prior"):

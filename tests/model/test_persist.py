@@ -55,3 +55,15 @@ def test_save_then_load_predicts_and_draws_the_same(model, tmp_path):
     np.testing.assert_array_equal(
         again.predict_draws(configs, draws=50).values, model.predict_draws(configs, draws=50).values
     )
+
+
+def test_a_version_6_file_loads_and_predicts_what_it_did():
+    # written by the release before the node move's growth (commit c7a8d49): fitted on 1-2
+    # nodes, so 3-8 nodes lie beyond, where its move grew in proportion to the distance
+    model = StepTimeModel.load(DATA / "model_v6_linear_move.json")
+    configs = pd.read_csv(DATA / "configs_v6_linear_move.csv")
+    then = pd.read_csv(DATA / "predicted_v6_linear_move.csv")
+    now = model.predict(configs)
+    for column in ("step_time_s", "step_time_lo", "step_time_hi"):
+        np.testing.assert_allclose(now[column].to_numpy(), then[column].to_numpy(), rtol=1e-9)
+    assert (then["num_nodes"] > 2).any()
