@@ -104,9 +104,8 @@ FIRST_MULTI_NODE = 2
 # rows whose step is less than this share synchronisation say too little about the network
 # to learn its move from (their log ratio divided by the share would be mostly compute noise)
 MIN_NODE_SHARE = 0.2
-# the tail probability the split normal's sides are read at: its 5% and 95% points are the
-# data's, other levels follow the normal shape
-_SIDE_LEVEL = 0.9
+# the level whose interval's middle anchors the band of a move to new node counts
+_MIDDLE_LEVEL = 0.9
 # the exponents of distance that ``learn_prior`` chooses the hyperprior's growth among
 GROWTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -452,10 +451,18 @@ class Spread:
             shift, _ = self.node.band(level, share, doublings)
             z = two_sided_z(level)
             rate = z * self.node.reach(share, doublings) * self.node.sd
-            own = np.maximum(half, z * self.node.scatter)
-            wide = np.sqrt(own**2 + rate**2)
-            lower = np.where(moved, centre + shift - wide, lower)
-            upper = np.where(moved, centre + shift + wide, upper)
+            # each side's own part runs from the middle of the 90% interval, the same at
+            # every level: read from the level's own middle, the scatter's band would move
+            # down with it when a higher level reaches one more low score, and the upper end
+            # would fall as the level rose. At 90% this is max(half, z * scatter) each side.
+            if self.signed:
+                middle = sum(signed_quantiles(self.scores, _MIDDLE_LEVEL)) / 2 * sigma
+            else:
+                middle = np.zeros_like(sigma)
+            up = np.maximum(upper, middle + z * self.node.scatter) - middle
+            down = middle - np.minimum(lower, middle - z * self.node.scatter)
+            lower = np.where(moved, middle + shift - np.hypot(down, rate), lower)
+            upper = np.where(moved, middle + shift + np.hypot(up, rate), upper)
         elif self.node_prior:
             extra = np.where(moved, two_sided_z(level) * share * NODE_COUNT_SD, 0.0)
             wide = np.sqrt(half**2 + extra**2)

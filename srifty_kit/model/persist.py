@@ -53,7 +53,8 @@ FORMAT = "srifty_kit.StepTimeModel"
 # mechanisms for one question
 # 7: a group's move carries its growth with distance (intervals.NodeMove.growth); an older
 # release would grow it in proportion to the distance. Version 6 files still load and predict
-# what they did (growth 1)
+# what they did at 90% (growth 1); at other levels their bands beyond the measured node counts
+# now nest as the level rises (intervals.Spread.offsets), which they did not always before
 VERSION = 7
 READS = (6, 7)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"

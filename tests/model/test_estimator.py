@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from srifty_kit import InputError, StepTimeModel
@@ -282,6 +282,8 @@ def test_unknown_structure_or_correction_is_refused():
 
 
 @settings(max_examples=40, deadline=None)
+# one more low score reached at 0.904 once moved the band of a new node count down
+@example(nodes=3, per_node=1, bsz=1, levels=(0.90234375, 0.001953125))
 @given(
     nodes=st.integers(1, 64),
     per_node=st.integers(1, 4),
