@@ -635,7 +635,7 @@ def main() -> int:
     table = pd.read_csv(data)
     moves = node_move_rows(data.parent)
     node_priors = node_move_priors(moves)
-    print("node-move prior (centre, between types, between moves, scatter) learned on:")
+    print("node-move prior (centre, between types, between moves, scatter, growth) learned on:")
     for key, move in node_priors.items():
         print(f"  {key if key == 'all' else 'other clusters than ' + key}: {as_prior(move)}")
     shipped = NODE_MOVE_PRIOR
@@ -691,13 +691,14 @@ def main() -> int:
         "An interval has two parts. Within the node counts a fit measured, its ends are the "
         "lower and upper conformal quantiles of signed scores from folds that add workers "
         "(one tail each: a model that runs slow there gets an interval shifted up). At a "
-        "node count beyond them, the network's time per byte moves by a rate per doubling of "
-        "the ring (intervals.NodeMove): learned from the type's own held-out moves that start "
-        "at 2 or more nodes (the AWS 1-2 -> 3 fold, pooled over its six models; none for a fit "
-        "on 1-2 nodes), under a hyperprior learned on the other clusters' moves, for these AWS "
-        "rows the Azure and RTX ones: (centre, between types, between moves, scatter) = "
-        f"{as_prior(aws_prior)}, in log network time per unit of reach (sync share x "
-        "doublings of the node count; 2 -> 4 nodes is one doubling). A configuration's own "
+        "node count beyond them, the network's time per byte moves by a rate times the "
+        "distance raised to a growth (intervals.NodeMove): learned from the type's own "
+        "held-out moves that start at 2 or more nodes (the AWS 1-2 -> 3 fold, pooled over its "
+        "six models; none for a fit on 1-2 nodes), under a hyperprior learned on the other "
+        "clusters' moves, for these AWS rows the Azure and RTX ones: (centre, between types, "
+        f"between moves, scatter, growth) = {as_prior(aws_prior)}, in log network time per "
+        "unit of reach (sync share x d**growth, d the doublings of the node count beyond the "
+        "fitted; 2 -> 4 nodes is one doubling). A configuration's own "
         "part there is the larger of the group's half-width and the move's scatter, the "
         "rate's uncertainty added in quadrature.\n\n"
         "*Width factor for 90%*: the factor on our half-widths (each side its own) that would "
@@ -759,8 +760,10 @@ def main() -> int:
         "how wide they are beside how wrong the point was (half-width and the 90th "
         "percentile of |error|, both relative to the step). Beyond the fitted node counts "
         "every held-out row's interval rests on the network's move, pooled under the prior "
-        "learned on the OTHER clusters' moves (each move fitted on the smaller node counts; "
-        "clusters weigh the same), as (centre, between types, between moves, scatter): "
+        "learned on the OTHER clusters' moves (each move fitted on the smaller node counts "
+        "and predicting every larger one; clusters weigh the same; the growth is the one "
+        "under which each move's errors at its several distances fit one rate best), as "
+        "(centre, between types, between moves, scatter, growth): "
         + "; ".join(f"{c}: {as_prior(m)}" for c, m in node_priors.items() if c != "all")
         + ". `intervals.NODE_MOVE_PRIOR`, what a user gets, is learned on all three: "
         + f"{as_prior(node_priors['all'])}.\n\n"
