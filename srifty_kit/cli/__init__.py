@@ -16,6 +16,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from srifty_kit import interrupts
 from srifty_kit.cli.flags import check_paths, for_command_line
 from srifty_kit.errors import CommandFailed, InputError
 from srifty_kit.tables.redact import install as install_redaction
@@ -24,10 +25,6 @@ from srifty_kit.tables.redact import redact
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).
 _SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search", "demo", "report")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so that every command keeps what it measured."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,14 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_received: list[int] = []  # the signals that interrupted this command
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    _received.append(signum)
-    raise Terminated(signum) if signum == signal.SIGTERM else KeyboardInterrupt
-
-
 def _handle_signals() -> None:
     """Make SIGINT and SIGTERM interrupt the command, even where they were inherited ignored.
 
@@ -68,8 +57,9 @@ def _handle_signals() -> None:
     whole run. Schedulers and ``timeout`` send SIGTERM, whose default kills the process
     before it can save what it measured.
     """
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupts.received.clear()  # a command called again in one process starts afresh
+    signal.signal(signal.SIGINT, interrupts.interrupt)
+    signal.signal(signal.SIGTERM, interrupts.interrupt)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -94,16 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, code, unwound, args = "srifty", 0, False, None
     try:
         args = build_parser().parse_args(argv)
+        interrupts.check()  # one that arrived while a library imported, and was swallowed
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
         check_paths(args)  # no output over an input or another output, before any work
         code = int(args.func(args) or 0)
     except InputError as err:
-        if not _received:
+        if not interrupts.received:
             print(redact(f"{command}: error: {for_command_line(err, args)}"), file=sys.stderr)
             return 2
         unwound = True
     except CommandFailed as err:  # the command ran and failed; what it had done is kept
-        if not _received:
+        if not interrupts.received:
             print(redact(f"{command}: error: {err}"), file=sys.stderr)
             return 1
         unwound = True
@@ -112,14 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException:
         # an interrupt can surface as another exception: arriving inside an extension
         # module's import, numpy re-raises it as ImportError. Without one, a bug: traceback.
-        if not _received:
+        if not interrupts.received:
             raise
         unwound = True
     if unwound:  # the command did not get to say it was interrupted: say it here
-        said = "terminated" if signal.SIGTERM in _received else "interrupted"
+        said = "terminated" if signal.SIGTERM in interrupts.received else "interrupted"
         print(f"{command}: {said}", file=sys.stderr)
     # a command that caught the interrupt itself (to save what it measured) returns normally
-    return 128 + _received[-1] if _received else code
+    code = 128 + interrupts.received[-1] if interrupts.received else code
+    interrupts.received.clear()  # handled: later work in this process is not interrupted
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from srifty_kit import InputError
+from srifty_kit import InputError, interrupts
 from srifty_kit.measure.profile import ProfileWarning, facts_path, profile_model, profile_spec
 from srifty_kit.measure.variance import precision
 from srifty_kit.measure.zoo import DEMO_MODELS, load_spec
@@ -272,6 +273,44 @@ def test_ctrl_c_keeps_every_step_so_far_and_writes_them(tmp_path):
     assert set(kept["local_bsz"]) == {4, 8}
     assert result.summary.set_index("local_bsz").loc[8, "stop_reason"] == "interrupted"
     assert json.loads(facts_path(out).read_text())["interrupted"] is True
+
+
+@pytest.mark.parametrize("where", ["step", "batch size"])
+def test_an_interrupt_a_library_swallowed_still_stops_the_profile(tmp_path, where):
+    """numpy turns an interrupt inside an import into ImportError; the caller may carry on."""
+    model, make_batch, loss, opt = _linear_spec()
+    calls = {"n": 0}
+
+    def loss_with_a_swallowed_interrupt(out, target):
+        calls["n"] += 1
+        if calls["n"] == 40:
+            try:  # what the signal handler does, inside a library's guarded import
+                interrupts.interrupt(signal.SIGINT)
+            except KeyboardInterrupt:
+                if where == "batch size":  # surfaces as another error: one batch size fails
+                    raise ImportError("numpy core failed to import") from None
+        return loss(out, target)
+
+    out = tmp_path / "p.csv"
+    try:
+        result = profile_model(
+            model,
+            make_batch,
+            loss_with_a_swallowed_interrupt,
+            opt,
+            [4, 8, 16],
+            target_precision=0.001,
+            max_seconds=60,
+            min_steps=30,
+            max_steps=30,
+            out=out,
+            **FAST,
+        )
+    finally:
+        interrupts.received.clear()
+    assert result.interrupted and calls["n"] < 45  # stopped at the next step, not at 90
+    assert set(read_table(out)["local_bsz"]) == {4, 8}  # what was measured is kept
+    assert not result.errors  # the interrupt is not reported as a failed batch size
 
 
 def test_demo_models_train_and_report_facts():
