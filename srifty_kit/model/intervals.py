@@ -93,11 +93,6 @@ from srifty_kit.model.fit import NOISE_FLOOR
 MIN_SCORES = 10  # below this a group's own scores do not calibrate an interval
 # log-sd of the error when nothing calibrates it (a handful of configurations): ~ +-40% at 90%
 PRIOR_SD = 0.2
-# Files written before signed scores (model file version 4 and older) carry a symmetric prior
-# on the network time of a node count never measured: lognormal, within a factor 2 either way
-# at 90%. It is kept only so that those files predict what they did.
-NODE_COUNT_FACTOR90 = 2.0
-NODE_COUNT_SD = float(np.log(NODE_COUNT_FACTOR90) / norm.ppf(0.95))
 # node-count moves are learned from folds whose fit already spanned nodes: from one node the
 # ring leaves the node for the first time, a change of links, not of how the network scales
 FIRST_MULTI_NODE = 2
@@ -259,14 +254,20 @@ def move_rates(
     r = np.asarray(log_ratio, float)
     u = reach(share, doublings, growth)
     fold = np.asarray(fold)
-    rates, scatter = [], []
-    for f in np.unique(fold):
-        keep = (fold == f) & np.isfinite(r) & (u > 0)
-        if keep.sum() >= MIN_SCORES:
-            rate = float(np.sum(u[keep] * r[keep]) / np.sum(u[keep] ** 2))
-            rates.append(rate)
-            scatter.append(float(np.sqrt(np.mean((r[keep] - rate * u[keep]) ** 2))))
-    return np.array(rates), np.array(scatter)
+    lines = [_rate_line(r[fold == f], u[fold == f]) for f in np.unique(fold)]
+    lines = [line for line in lines if line is not None]
+    return np.array([line[0] for line in lines]), np.array([line[1] for line in lines])
+
+
+def _rate_line(r: np.ndarray, u: np.ndarray) -> tuple[float, float, int] | None:
+    """One move's rate (slope through 0 of r on u), the RMS of r about it and the number of
+    steps it stands on; None below ``MIN_SCORES`` usable steps (finite r, u > 0)."""
+    keep = np.isfinite(r) & (u > 0)
+    n = int(keep.sum())
+    if n < MIN_SCORES:
+        return None
+    rate = float(np.sum(u[keep] * r[keep]) / np.sum(u[keep] ** 2))
+    return rate, float(np.sqrt(np.mean((r[keep] - rate * u[keep]) ** 2))), n
 
 
 def _robust(values: np.ndarray) -> tuple[float, float]:
@@ -315,14 +316,13 @@ def _moves_by_cluster(rows: pd.DataFrame, growth: float) -> tuple[dict, float]:
     for cluster, g in rows.groupby("cluster"):
         rates, strays = [], []
         for _, m in g.groupby(["move", "model"]):
-            rate, stray = move_rates(
-                m["log_ratio"], m["share"], m["doublings"], np.zeros(len(m)), growth
-            )
-            if rate.size:
-                n = int(np.sum(np.isfinite(m["log_ratio"].to_numpy()) & (m["share"] > 0)))
-                loglik -= n / 2 * np.log(max(float(stray[0]) ** 2, 1e-12))
-            rates.extend(rate.tolist())
-            strays.extend(stray.tolist())
+            u = reach(m["share"].to_numpy(float), m["doublings"].to_numpy(float), growth)
+            line = _rate_line(m["log_ratio"].to_numpy(float), u)
+            if line is not None:
+                rate, stray, n = line
+                loglik -= n / 2 * np.log(max(stray**2, 1e-12))
+                rates.append(rate)
+                strays.append(stray)
         per[cluster] = (np.array(rates), np.array(strays))
     return per, loglik
 
@@ -397,11 +397,9 @@ class Spread:
 
     sigma0: float  # error sd of a configuration without synchronisation
     sigma1: float  # ... per unit of sync share times extrapolation distance
-    scores: np.ndarray  # log ratio / sigma of held-out steps: the conformal scores
-    node_prior: bool = False  # (unsigned files) add NODE_COUNT_SD beyond the fitted nodes
+    scores: np.ndarray  # signed log ratio / sigma of held-out steps: the conformal scores
     moves: tuple[str, ...] = ()  # what the calibration folds held out, in words
-    signed: bool = False  # scores keep their sign (False: |scores|, files before version 5)
-    node: NodeMove | None = None  # (signed) the error of a move to a new node count
+    node: NodeMove | None = None  # the error of a move to a new node count
 
     def basis(self, max_nodes: int) -> str:
         """Where the width comes from, in words: the folds, the prior, or neither."""
@@ -411,12 +409,12 @@ class Spread:
             said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
         if self.node is not None:
             said += f"; beyond {max_nodes} nodes {self.node.source}"
-        elif self.node_prior:
-            said += (
-                f"; beyond {max_nodes} nodes a prior (network time within "
-                f"x{NODE_COUNT_FACTOR90:g} at 90%)"
-            )
         return said
+
+    @functools.cached_property
+    def _middle(self) -> float:
+        """Middle of the 90% interval's scores: where a new node count's band is anchored."""
+        return sum(signed_quantiles(self.scores, _MIDDLE_LEVEL)) / 2
 
     def sigma(self, share: np.ndarray, distance: np.ndarray) -> np.ndarray:
         """sigma(x) of each configuration."""
@@ -438,13 +436,8 @@ class Spread:
             # the group's own part stays at the edge of what it measured
             distance = np.where(moved, 1.0, distance)
         sigma = self.sigma(share, distance)
-        if self.signed:
-            q_lo, q_hi = signed_quantiles(self.scores, level)
-        else:
-            q = conformal_quantile(np.abs(self.scores), level)
-            q_lo, q_hi = -q, q
+        q_lo, q_hi = signed_quantiles(self.scores, level)
         lower, upper = q_lo * sigma, q_hi * sigma  # signed log offsets of the two ends
-        centre, half = (upper + lower) / 2, (upper - lower) / 2
         if self.node is not None:
             # scatter was measured about whole moves: it holds the group's own error at the
             # edge, so the larger of the two counts, not both
@@ -455,18 +448,11 @@ class Spread:
             # every level: read from the level's own middle, the scatter's band would move
             # down with it when a higher level reaches one more low score, and the upper end
             # would fall as the level rose. At 90% this is max(half, z * scatter) each side.
-            if self.signed:
-                middle = sum(signed_quantiles(self.scores, _MIDDLE_LEVEL)) / 2 * sigma
-            else:
-                middle = np.zeros_like(sigma)
+            middle = self._middle * sigma
             up = np.maximum(upper, middle + z * self.node.scatter) - middle
             down = middle - np.minimum(lower, middle - z * self.node.scatter)
             lower = np.where(moved, middle + shift - np.hypot(down, rate), lower)
             upper = np.where(moved, middle + shift + np.hypot(up, rate), upper)
-        elif self.node_prior:
-            extra = np.where(moved, two_sided_z(level) * share * NODE_COUNT_SD, 0.0)
-            wide = np.sqrt(half**2 + extra**2)
-            lower, upper = centre - wide, centre + wide
         # at least the noise floor's width, around the interval's own middle
         floor = two_sided_z(level) * NOISE_FLOOR
         middle, half = (upper + lower) / 2, np.maximum((upper - lower) / 2, floor)
@@ -498,23 +484,13 @@ def calibrate(
     log_ratio = np.asarray(log_ratio, float)
     sigma0 = max(float(sigma0), NOISE_FLOOR)
     if log_ratio.size < MIN_SCORES:
-        return Spread(
-            max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), False, moves, signed=True, node=node
-        )
+        return Spread(max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), moves, node=node)
     x2 = (np.asarray(share, float) * np.asarray(distance, float)) ** 2
     # least squares of r^2 - sigma0^2 = sigma1^2 x^2, sigma1^2 >= 0
     sigma1_sq = float(np.sum(x2 * (log_ratio**2 - sigma0**2)) / max(np.sum(x2**2), 1e-300))
-    spread = Spread(
-        sigma0,
-        max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR),
-        np.array([]),
-        False,
-        moves,
-        signed=True,
-        node=node,
-    )
-    spread.scores = log_ratio / spread.sigma(share, distance)
-    return spread
+    sigma1 = max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR)
+    scores = log_ratio / np.sqrt(sigma0**2 + sigma1**2 * x2)  # r / sigma(x), signed
+    return Spread(sigma0, sigma1, scores, moves, node=node)
 
 
 # --- run-to-run variance ----------------------------------------------------------------

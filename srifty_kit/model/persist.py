@@ -302,9 +302,9 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
             "sigma0": spread.sigma0,
             "sigma1": spread.sigma1,
             "scores": [float(s) for s in spread.scores],
-            "node_prior": bool(spread.node_prior),
+            "node_prior": False,  # kept for readers of version 6 files, which require it
             "moves": list(spread.moves),
-            "signed": bool(spread.signed),
+            "signed": True,
             "node_move": None if spread.node is None else vars(spread.node),
         },
         "max_nodes": int(fit.max_nodes),
@@ -335,6 +335,14 @@ def _node_move_of(data: dict | None) -> NodeMove | None:
     return NodeMove(centre, sd, scatter, str(data["source"]), growth)
 
 
+def _signed_scores(spread: dict) -> np.ndarray:
+    # every version READS wrote signed scores and no unsigned prior; a file that says
+    # otherwise was edited or written by another program
+    if spread.get("signed") is not True or spread.get("node_prior"):
+        raise ValueError("spread must hold signed scores (signed: true, node_prior: false)")
+    return np.asarray(spread["scores"], float)
+
+
 def _group_of(data: dict) -> GroupFit | TransferFit:
     if data.get("kind") == "transfer":
         return _transfer_of(data)
@@ -345,10 +353,8 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         spread=Spread(
             float(spread["sigma0"]),
             float(spread["sigma1"]),
-            np.asarray(spread["scores"], float),
-            bool(spread["node_prior"]),
+            _signed_scores(spread),
             tuple(str(m) for m in spread.get("moves", ())),
-            signed=bool(spread.get("signed", False)),  # files before version 5: magnitudes
             node=_node_move_of(spread.get("node_move")),
         ),
         max_nodes=int(data["max_nodes"]),

@@ -95,7 +95,7 @@ def test_equal_weights_give_every_cluster_then_every_move_the_same_say():
 
 def test_a_new_node_count_moves_the_interval_by_the_network_s_share_and_holds_the_point():
     node = NodeMove(0.2, 0.3, 0.0, "test")
-    spread = Spread(0.03, 0.05, np.linspace(-1.6, 1.6, 200), signed=True, node=node)
+    spread = Spread(0.03, 0.05, np.linspace(-1.6, 1.6, 200), node=node)
     share = np.array([0.0, 0.5, 0.5, 1.0, 1.0])
     doublings = np.array([1.0, 0.0, 1.0, 1.0, 2.0])
     down, up = spread.offsets(0.9, share, np.ones(5), doublings)
@@ -110,7 +110,7 @@ def test_a_new_node_count_moves_the_interval_by_the_network_s_share_and_holds_th
     assert (down >= 0).all() and (up >= 0).all()  # the point always lies inside
     # with growth 0 the move is a step off the measured node counts: as far at two
     # doublings as at one
-    flat = Spread(0.03, 0.05, spread.scores, signed=True, node=NodeMove(0.2, 0.3, 0.0, "", 0.0))
+    flat = Spread(0.03, 0.05, spread.scores, node=NodeMove(0.2, 0.3, 0.0, "", 0.0))
     down, up = flat.offsets(0.9, share, np.ones(5), doublings)
     assert (up[4] - down[4]) / 2 == pytest.approx((up[3] - down[3]) / 2)
     assert up[1] < up[2]  # and nothing where the node count was measured

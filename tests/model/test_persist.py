@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from srifty_kit import InputError, StepTimeModel
+from srifty_kit.model import persist
 from tests.builders import REPO, run_srifty
 
 DATA = REPO / "tests" / "data"
@@ -67,3 +70,16 @@ def test_a_version_6_file_loads_and_predicts_what_it_did():
     for column in ("step_time_s", "step_time_lo", "step_time_hi"):
         np.testing.assert_allclose(now[column].to_numpy(), then[column].to_numpy(), rtol=1e-9)
     assert (then["num_nodes"] > 2).any()
+
+
+def test_a_file_with_unsigned_scores_is_refused_with_how_to_refit(tmp_path):
+    # no version this release reads wrote magnitudes (version 4 and older did): one that
+    # claims them was edited by hand, and would be read as signed scores if loaded
+    doc = json.loads((DATA / "model_v6_linear_move.json").read_text())
+    spread = next(g["spread"] for g in doc["groups"] if "spread" in g)
+    spread["signed"] = False
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    edited = tmp_path / "unsigned.json"
+    edited.write_text(json.dumps({**body, "sha256": persist._checksum(body)}))
+    with pytest.raises(InputError, match="signed scores.*srifty fit"):
+        StepTimeModel.load(edited)
