@@ -442,7 +442,14 @@ def as_prior(move) -> tuple[float, ...]:
     """StepTimeModel's node_move_prior argument for a learned NetworkPrior."""
     return tuple(
         round(float(v), 3)
-        for v in (move.centre, move.between_types, move.between_moves, move.scatter, move.growth)
+        for v in (
+            move.centre,
+            move.between_types,
+            move.between_moves,
+            move.scatter,
+            move.growth,
+            move.seen,
+        )
     )
 
 
@@ -635,7 +642,9 @@ def main() -> int:
     table = pd.read_csv(data)
     moves = node_move_rows(data.parent)
     node_priors = node_move_priors(moves)
-    print("node-move prior (centre, between types, between moves, scatter, growth) learned on:")
+    print(
+        "node-move prior (centre, between types, between moves, scatter, growth, seen) learned on:"
+    )
     for key, move in node_priors.items():
         print(f"  {key if key == 'all' else 'other clusters than ' + key}: {as_prior(move)}")
     shipped = NODE_MOVE_PRIOR
@@ -696,9 +705,10 @@ def main() -> int:
         "held-out moves that start at 2 or more nodes (the AWS 1-2 -> 3 fold, pooled over its "
         "six models; none for a fit on 1-2 nodes), under a hyperprior learned on the other "
         "clusters' moves, for these AWS rows the Azure and RTX ones: (centre, between types, "
-        f"between moves, scatter, growth) = {as_prior(aws_prior)}, in log network time per "
-        "unit of reach (sync share x d**growth, d the doublings of the node count beyond the "
-        "fitted; 2 -> 4 nodes is one doubling). A configuration's own "
+        f"between moves, scatter, growth, seen) = {as_prior(aws_prior)}, in log network time "
+        "per unit of reach (sync share x d**growth, d the doublings of the node count beyond "
+        "the fitted, 2 -> 4 nodes is one doubling; past `seen` doublings, the farthest the "
+        "prior's moves reached, it grows in proportion to d again). A configuration's own "
         "part there is the larger of the group's half-width and the move's scatter, the "
         "rate's uncertainty added in quadrature.\n\n"
         "*Width factor for 90%*: the factor on our half-widths (each side its own) that would "
@@ -763,7 +773,7 @@ def main() -> int:
         "learned on the OTHER clusters' moves (each move fitted on the smaller node counts "
         "and predicting every larger one; clusters weigh the same; the growth is the one "
         "under which each move's errors at its several distances fit one rate best), as "
-        "(centre, between types, between moves, scatter, growth): "
+        "(centre, between types, between moves, scatter, growth, seen): "
         + "; ".join(f"{c}: {as_prior(m)}" for c, m in node_priors.items() if c != "all")
         + ". `intervals.NODE_MOVE_PRIOR`, what a user gets, is learned on all three: "
         + f"{as_prior(node_priors['all'])}.\n\n"

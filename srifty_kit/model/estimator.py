@@ -137,8 +137,8 @@ class StepTimeModel(BaseEstimator):
         self.structure = structure
         self.correction = correction
         self.decay_prior = decay_prior  # None: network.DECAY_PRIOR
-        # (centre, between_types, between_moves, scatter[, growth]) of
-        # intervals.NetworkPrior (growth 1 when left out); None: intervals.NODE_MOVE_PRIOR
+        # (centre, between_types, between_moves, scatter[, growth[, seen]]) of
+        # intervals.NetworkPrior (growth 1, seen inf when left out); None: NODE_MOVE_PRIOR
         self.node_move_prior = node_move_prior
 
     # -- fitting -------------------------------------------------------------------------
@@ -258,9 +258,9 @@ class StepTimeModel(BaseEstimator):
         """The population of network moves a type's own are pooled with."""
         if self.node_move_prior is None:
             return intervals.NODE_MOVE_PRIOR
-        centre, types, moves, scatter, *growth = (float(v) for v in self.node_move_prior)
+        centre, types, moves, scatter, *shape = (float(v) for v in self.node_move_prior)
         return intervals.NetworkPrior(
-            centre, types, moves, scatter, "the node_move_prior given", *growth
+            centre, types, moves, scatter, "the node_move_prior given", *shape
         )
 
     def _check_options(self) -> None:
@@ -268,17 +268,19 @@ class StepTimeModel(BaseEstimator):
         prior = self.node_move_prior
         if prior is not None and not (
             isinstance(prior, tuple | list)
-            and len(prior) in (4, 5)
-            and all(isinstance(v, int | float) and np.isfinite(v) for v in prior)
+            and len(prior) in (4, 5, 6)
+            and all(isinstance(v, int | float) and not np.isnan(v) for v in prior)
+            and all(np.isfinite(v) for v in prior[:5])
             and min(prior[1:3]) > 0
             and prior[3] >= 0
             and (len(prior) == 4 or 0 <= prior[4] <= 1)
+            and (len(prior) < 6 or prior[5] > 0)
         ):
             raise InputError(
                 "node_move_prior must be (centre, between_types, between_moves, scatter"
-                "[, growth]): finite numbers, the two spreads above 0, scatter not negative, "
-                f"growth in [0, 1], got {prior!r}",
-                fix="e.g. (0.0, 0.2, 0.3, 0.05, 0.5), or None for intervals.NODE_MOVE_PRIOR",
+                "[, growth[, seen]]): finite numbers, the two spreads above 0, scatter not "
+                f"negative, growth in [0, 1], seen above 0 (inf allowed), got {prior!r}",
+                fix="e.g. (0.0, 0.2, 0.3, 0.05, 0.5, 1.5), or None for intervals.NODE_MOVE_PRIOR",
             )
         for value, allowed, what in (
             (self.structure, ("auto", *VARIANTS), "structure"),
@@ -337,6 +339,7 @@ class StepTimeModel(BaseEstimator):
                     moves[k].doublings,
                     moves[k].fold,
                     prior.growth,
+                    prior.seen,
                 )
                 for k in keys
             ]

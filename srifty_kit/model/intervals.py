@@ -24,11 +24,15 @@ doublings (log2 of the node count over the largest fitted). ``growth`` says how 
 grows with the distance: 1 in proportion to it (a network that slows by the same factor at
 every doubling), 0 not at all (the error is the step off the measured node counts, the same at
 any distance beyond); it is learned with the hyperprior (``learn_prior``) from moves that
-predict several node counts from one fit. ``centre`` is the network's rate at one doubling,
-learned from held-out moves starting at 2 or more nodes (``move_rates``), pooled over every
-training model on that instance type and under the hyperprior ``NODE_MOVE_PRIOR`` learned on
-the reference clusters (``network_move``, ``learn_prior``); ``sd`` is how unsure that rate
-is, ``scatter`` how far one configuration strays from it. Those moves were whole (the added
+predict several node counts from one fit. Those moves reach only so far (the reference
+clusters', 1.32 doublings: 2 -> 5 nodes); past that distance (``seen``) the error grows in
+proportion to the distance again, u = share * seen**growth * d / seen, so a flat growth
+learned on near moves is not stretched to 16 nodes from 4 (2 doublings) on no evidence.
+``centre`` is the network's rate at one doubling, learned from held-out moves starting at 2
+or more nodes (``move_rates``), pooled over every training model on that instance type and
+under the hyperprior ``NODE_MOVE_PRIOR`` learned on the reference clusters (``network_move``,
+``learn_prior``); ``sd`` is how unsure that rate is, ``scatter`` how far one configuration
+strays from it. Those moves were whole (the added
 workers came with them), and ``scatter`` is measured about them, so it already holds the
 group's own error at the edge of what it measured (distance 1): a configuration's own part there
 is the larger of the two, not their sum, and the rate's uncertainty adds in quadrature,
@@ -112,10 +116,15 @@ def two_sided_z(level: float) -> float:
     return float(norm.ppf(0.5 + level / 2))
 
 
-def reach(share: np.ndarray, doublings: np.ndarray, growth: float) -> np.ndarray:
-    """u = share * d**growth beyond the fitted node counts (d > 0), 0 within them."""
+def reach(
+    share: np.ndarray, doublings: np.ndarray, growth: float, seen: float = math.inf
+) -> np.ndarray:
+    """u = share * d**growth beyond the fitted node counts (d > 0), 0 within them; past
+    ``seen`` doublings (the farthest move the growth was learned on) it goes on in proportion
+    to the distance: u = share * seen**growth * d / seen."""
     d = np.asarray(doublings, float)
-    beyond = np.where(d > 0, np.maximum(d, 1e-12) ** growth, 0.0)
+    near = np.maximum(np.minimum(d, seen), 1e-12)
+    beyond = np.where(d > 0, near**growth * np.maximum(d / seen, 1.0), 0.0)
     return np.asarray(share, float) * beyond
 
 
@@ -183,7 +192,8 @@ class NodeMove:
     uncertainty of that rate for this group (shared by its configurations: the network's, and
     every model on it), and ``scatter`` how far single configurations stray from the rate at a
     new node count (their own, independent). ``growth`` 1 (files written before it) makes the
-    error grow in proportion to the distance, 0 the same at every node count beyond.
+    error grow in proportion to the distance, 0 the same at every node count beyond, up to
+    ``seen`` doublings; past them it grows in proportion (``reach``; inf in files before it).
     """
 
     centre: float
@@ -191,10 +201,11 @@ class NodeMove:
     scatter: float = 0.0
     source: str = ""  # where it was learned, in words (shown by StepTimeModel.summary)
     growth: float = 1.0  # u = share * d**growth
+    seen: float = math.inf  # ... up to d = seen, then share * seen**growth * d / seen
 
     def reach(self, share: np.ndarray, doublings: np.ndarray) -> np.ndarray:
         """u of each configuration (0 where its node count was measured)."""
-        return reach(share, doublings, self.growth)
+        return reach(share, doublings, self.growth, self.seen)
 
     def band(
         self, level: float, share: np.ndarray, doublings: np.ndarray
@@ -223,6 +234,9 @@ class NetworkPrior:
     scatter: float = 0.0  # how far one configuration strays from its move's rate (log)
     source: str = ""
     growth: float = 1.0  # how the error grows with the distance d beyond: u = share * d**growth
+    # the farthest distance the growth was learned on: beyond it nothing says the error stays
+    # as flat as it was, so it grows in proportion to the distance again (``reach``)
+    seen: float = math.inf
 
 
 # The hyperprior, learned by ``learn_prior`` from every node-count move of the three
@@ -241,18 +255,19 @@ NODE_MOVE_PRIOR = NetworkPrior(
     0.088,
     "a prior learned on three reference clusters' node-count moves (intervals.NODE_MOVE_PRIOR)",
     0.0,
+    1.322,
 )
 _MAD = 1.4826  # MAD to sd of a normal
 
 
 def move_rates(
-    log_ratio, share, doublings, fold, growth: float = 1.0
+    log_ratio, share, doublings, fold, growth: float = 1.0, seen: float = math.inf
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per held-out move (fold): its rate, the least-squares slope through 0 of log(measured /
-    predicted) on the reach u = share * d**growth, and the RMS of its steps about that line
-    (their scatter). Folds with fewer than ``MIN_SCORES`` steps or no reach are left out."""
+    predicted) on the reach u (``reach``), and the RMS of its steps about that line (their
+    scatter). Folds with fewer than ``MIN_SCORES`` steps or no reach are left out."""
     r = np.asarray(log_ratio, float)
-    u = reach(share, doublings, growth)
+    u = reach(share, doublings, growth, seen)
     fold = np.asarray(fold)
     lines = [_rate_line(r[fold == f], u[fold == f]) for f in np.unique(fold)]
     lines = [line for line in lines if line is not None]
@@ -305,7 +320,7 @@ def network_move(
         var = 1.0 / (w_prior + w_own)
     stray = float(np.median(np.append(np.asarray(scatter, float), prior.scatter)))
     sd = float(np.sqrt(var + spread**2))
-    return NodeMove(float(max(mean, 0.0)), sd, stray, source, prior.growth)
+    return NodeMove(float(max(mean, 0.0)), sd, stray, source, prior.growth, prior.seen)
 
 
 def _moves_by_cluster(rows: pd.DataFrame, growth: float) -> tuple[dict, float]:
@@ -338,7 +353,8 @@ def learn_prior(rows: pd.DataFrame, source: str, growths: tuple = GROWTHS) -> Ne
     Then each model's rate per move (``move_rates``); per cluster their median; the centre is
     the median of the clusters', between_types their robust sd (at least the sd of a median of
     the clusters' moves: two or three clusters cannot say less), between_moves the median over
-    clusters of their moves' robust sd, scatter the median of every move's."""
+    clusters of their moves' robust sd, scatter the median of every move's. ``seen`` is the
+    farthest distance (doublings) of the rows it learned on: the growth holds up to there."""
     fits = {g: _moves_by_cluster(rows, g) for g in growths}
     best = max(fits[g][1] for g in growths)
     # ties (no move spans several node counts): the largest growth, the widest far out
@@ -364,8 +380,16 @@ def learn_prior(rows: pd.DataFrame, source: str, growths: tuple = GROWTHS) -> Ne
         )
     )
     floor = 1.25 * within / np.sqrt(min(counts))
+    used = np.isfinite(rows["log_ratio"].to_numpy(float)) & (rows["share"].to_numpy(float) > 0)
+    seen = float(rows.loc[used, "doublings"].max())
     return NetworkPrior(
-        centre, max(between, floor), within, float(np.median(strays)), source, float(growth)
+        centre,
+        max(between, floor),
+        within,
+        float(np.median(strays)),
+        source,
+        float(growth),
+        seen,
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,8 +56,12 @@ FORMAT = "srifty_kit.StepTimeModel"
 # release would grow it in proportion to the distance. Version 6 files still load and predict
 # what they did at 90% (growth 1); at other levels their bands beyond the measured node counts
 # now nest as the level rises (intervals.Spread.offsets), which they did not always before
-VERSION = 7
-READS = (6, 7)
+# 8: a group's move carries the farthest distance its growth was learned on
+# (intervals.NodeMove.seen), past which it grows in proportion to the distance; an older
+# release would keep it flat however far. Version 7 files still load and predict what they
+# did (seen infinite)
+VERSION = 8
+READS = (6, 7, 8)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -305,7 +310,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
             "node_prior": False,  # kept for readers of version 6 files, which require it
             "moves": list(spread.moves),
             "signed": True,
-            "node_move": None if spread.node is None else vars(spread.node),
+            "node_move": None if spread.node is None else _node_move_doc(spread.node),
         },
         "max_nodes": int(fit.max_nodes),
         "max_workers": int(fit.max_workers),
@@ -320,6 +325,12 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
     }
 
 
+def _node_move_doc(node: NodeMove) -> dict:
+    doc = dict(vars(node))
+    doc["seen"] = None if math.isinf(node.seen) else float(node.seen)  # JSON has no inf
+    return doc
+
+
 def _node_move_of(data: dict | None) -> NodeMove | None:
     if data is None:
         return None
@@ -332,7 +343,11 @@ def _node_move_of(data: dict | None) -> NodeMove | None:
     growth = float(data.get("growth", 1.0))
     if not 0.0 <= growth <= 1.0:
         raise ValueError("node_move's growth must lie in [0, 1]")
-    return NodeMove(centre, sd, scatter, str(data["source"]), growth)
+    # ... and of version 7 before its reach: that growth however far (null: the same)
+    seen = math.inf if data.get("seen") is None else float(data["seen"])
+    if not seen > 0:
+        raise ValueError("node_move's seen must be above 0 (or null: no limit)")
+    return NodeMove(centre, sd, scatter, str(data["source"]), growth, seen)
 
 
 def _signed_scores(spread: dict) -> np.ndarray:

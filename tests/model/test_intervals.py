@@ -116,6 +116,24 @@ def test_a_new_node_count_moves_the_interval_by_the_network_s_share_and_holds_th
     assert up[1] < up[2]  # and nothing where the node count was measured
 
 
+def test_past_the_distances_its_growth_was_learned_on_a_move_grows_in_proportion_again():
+    # learned flat on moves of up to 1.5 doublings: flat to there, then in proportion to the
+    # distance (twice as far, twice the reach)
+    d = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+    u = intervals.reach(np.full(6, 0.5), d, growth=0.0, seen=1.5)
+    np.testing.assert_allclose(u, 0.5 * np.array([0.0, 1.0, 1.0, 1.0, 4 / 3, 2.0]))
+    # linear growth is the same with or without a limit; no limit keeps a growth however far
+    np.testing.assert_allclose(intervals.reach(1.0, d, 1.0, seen=1.5), d)
+    np.testing.assert_allclose(intervals.reach(1.0, d, 0.0)[1:], 1.0)
+    # the band of a configuration 2 doublings out widens past the limit, not before it
+    near = NodeMove(0.0, 0.3, 0.05, "", 0.0, seen=1.5)
+    wide = NodeMove(0.0, 0.3, 0.05, "", 0.0)
+    share = np.full(2, 0.8)
+    at = np.array([1.0, 2.0])
+    assert near.band(0.9, share, at)[1][0] == pytest.approx(wide.band(0.9, share, at)[1][0])
+    assert near.band(0.9, share, at)[1][1] > 1.3 * wide.band(0.9, share, at)[1][1]
+
+
 def _moves(growth: float, seed: int = 0) -> pd.DataFrame:
     """Held-out moves of three clusters whose errors grow as d**growth: each fit of up to 2
     nodes predicts 3, 4 and 8 nodes, each model of a cluster at its own rate."""
@@ -147,8 +165,11 @@ def _moves(growth: float, seed: int = 0) -> pd.DataFrame:
 def test_the_hyperprior_learns_how_the_error_grows_with_the_distance(growth):
     prior = learn_prior(_moves(growth), "test")
     assert prior.growth == growth
-    # the network's move carries it to every model fitted under the prior
-    assert network_move(np.array([]), np.array([]), prior, "p").growth == growth
+    # it holds as far as the moves reached: 2 -> 8 nodes
+    assert prior.seen == pytest.approx(2.0)
+    # the network's move carries both to every model fitted under the prior
+    move = network_move(np.array([]), np.array([]), prior, "p")
+    assert (move.growth, move.seen) == (growth, prior.seen)
 
 
 def test_moves_of_one_distance_each_cannot_tell_growths_apart_and_keep_it_linear():
@@ -190,9 +211,18 @@ def test_the_node_move_prior_is_a_parameter_and_bad_values_are_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         flat = StepTimeModel(node_move_prior=(0.0, 1.0, 1.0, 0.1, 0.0)).fit(measurements(2))
+        # a sixth, how far that growth was learned to hold: past it the band widens again
+        held = StepTimeModel(node_move_prior=(0.0, 1.0, 1.0, 0.1, 0.0, 2.0)).fit(measurements(2))
+        endless = StepTimeModel(node_move_prior=(0.0, 1.0, 1.0, 0.1, 0.0, np.inf))
+        endless.fit(measurements(2))
     far = configs(measurements(16, min_nodes=16, seed=6))
-    ratio = [m.predict(far)["step_time_hi"] / m.predict(far)["step_time_s"] for m in (wide, flat)]
+    ratio = [
+        m.predict(far)["step_time_hi"] / m.predict(far)["step_time_s"]
+        for m in (wide, flat, held, endless)
+    ]
     assert (ratio[1] < ratio[0]).all()
+    assert (ratio[2] > ratio[1]).all() and (ratio[2] < ratio[0]).all()
+    np.testing.assert_allclose(ratio[3], ratio[1])
     bad_values = (
         (0.0, -0.1, 0.2, 0.0),
         (0.0, 0.1, 0.1),
@@ -201,7 +231,10 @@ def test_the_node_move_prior_is_a_parameter_and_bad_values_are_refused():
         (0.0, 0.1, 0.0, 0.0),
         (0.0, 0.1, 0.1, -0.1),
         (0.0, 0.1, 0.1, 0.0, 1.5),
-        (0.0, 0.1, 0.1, 0.0, 0.5, 1.0),
+        (0.0, 0.1, 0.1, 0.0, 0.5, 0.0),
+        (0.0, 0.1, 0.1, 0.0, 0.5, float("nan")),
+        (0.0, 0.1, 0.1, 0.0, np.inf, 1.0),
+        (0.0, 0.1, 0.1, 0.0, 0.5, 1.0, 1.0),
     )
     for bad in bad_values:
         with pytest.raises(InputError, match="node_move_prior"):
