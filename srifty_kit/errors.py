@@ -1,8 +1,22 @@
-"""The one exception for "what you gave me is wrong", and the helpers that word it."""
+"""The one exception for "what you gave me is wrong", the helpers that word it, and the
+record of the signals that interrupt a command.
+
+**Interrupts.** The ``srifty`` command turns SIGINT and SIGTERM into an exception raised
+wherever Python happens to be when the signal arrives (``on_interrupt``). A library can
+swallow it there: numpy re-raises an interrupt that lands inside an extension module's import
+as ``ImportError``, and a ``try: import x`` / ``except ImportError`` carries on without the
+module; a loop that catches ``Exception`` to keep going after one bad item may catch that
+``ImportError`` too. The handler therefore also records the signal (``interrupted_by``), and
+every long loop (timing steps, world sizes, online profiling) calls ``check_interrupt``
+between units of work, so that a swallowed interrupt still ends the command at the next step,
+with what was measured kept. The measuring and deciding loops read the record, the command
+line writes it.
+"""
 
 from __future__ import annotations
 
 import difflib
+import signal
 from collections.abc import Iterable
 
 from srifty_kit.tables.redact import redact
@@ -77,3 +91,42 @@ def plain(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return repr(value) if isinstance(value, str) else str(value)
+
+
+interrupted_by: list[int] = []  # the signals that interrupted this command, in order
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so that every command keeps what it measured."""
+
+
+def on_interrupt(signum: int, frame: object = None) -> None:
+    """Signal handler: record ``signum`` and raise it as an interrupt.
+
+    Args:
+        signum: the signal received (SIGINT or SIGTERM).
+        frame: the interrupted frame (unused; the signal module passes it).
+
+    Raises:
+        Terminated: for SIGTERM.
+        KeyboardInterrupt: for any other signal.
+    """
+    interrupted_by.append(signum)
+    _raise_interrupt(signum)
+
+
+def check_interrupt() -> None:
+    """Raise again an interrupt that was received, in case something swallowed it.
+
+    Returns:
+        None when no signal was received.
+
+    Raises:
+        Terminated or KeyboardInterrupt: as ``on_interrupt`` raised them, for the last signal.
+    """
+    if interrupted_by:
+        _raise_interrupt(interrupted_by[-1])
+
+
+def _raise_interrupt(signum: int) -> None:
+    raise Terminated(signum) if signum == signal.SIGTERM else KeyboardInterrupt

@@ -16,7 +16,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from srifty_kit import interrupts
+from srifty_kit import errors
 from srifty_kit.cli.flags import check_paths, for_command_line
 from srifty_kit.errors import CommandFailed, InputError
 from srifty_kit.tables.redact import install as install_redaction
@@ -57,9 +57,9 @@ def _handle_signals() -> None:
     whole run. Schedulers and ``timeout`` send SIGTERM, whose default kills the process
     before it can save what it measured.
     """
-    interrupts.received.clear()  # a command called again in one process starts afresh
-    signal.signal(signal.SIGINT, interrupts.interrupt)
-    signal.signal(signal.SIGTERM, interrupts.interrupt)
+    errors.interrupted_by.clear()  # a command called again in one process starts afresh
+    signal.signal(signal.SIGINT, errors.on_interrupt)
+    signal.signal(signal.SIGTERM, errors.on_interrupt)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -84,17 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, code, unwound, args = "srifty", 0, False, None
     try:
         args = build_parser().parse_args(argv)
-        interrupts.check()  # one that arrived while a library imported, and was swallowed
+        errors.check_interrupt()  # one that arrived while a library imported, and was swallowed
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
         check_paths(args)  # no output over an input or another output, before any work
         code = int(args.func(args) or 0)
     except InputError as err:
-        if not interrupts.received:
+        if not errors.interrupted_by:
             print(redact(f"{command}: error: {for_command_line(err, args)}"), file=sys.stderr)
             return 2
         unwound = True
     except CommandFailed as err:  # the command ran and failed; what it had done is kept
-        if not interrupts.received:
+        if not errors.interrupted_by:
             print(redact(f"{command}: error: {err}"), file=sys.stderr)
             return 1
         unwound = True
@@ -103,15 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException:
         # an interrupt can surface as another exception: arriving inside an extension
         # module's import, numpy re-raises it as ImportError. Without one, a bug: traceback.
-        if not interrupts.received:
+        if not errors.interrupted_by:
             raise
         unwound = True
     if unwound:  # the command did not get to say it was interrupted: say it here
-        said = "terminated" if signal.SIGTERM in interrupts.received else "interrupted"
+        said = "terminated" if signal.SIGTERM in errors.interrupted_by else "interrupted"
         print(f"{command}: {said}", file=sys.stderr)
     # a command that caught the interrupt itself (to save what it measured) returns normally
-    code = 128 + interrupts.received[-1] if interrupts.received else code
-    interrupts.received.clear()  # handled: later work in this process is not interrupted
+    code = 128 + errors.interrupted_by[-1] if errors.interrupted_by else code
+    errors.interrupted_by.clear()  # handled: later work in this process is not interrupted
     return code
 
 

@@ -28,10 +28,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from srifty_kit import interrupts
 from srifty_kit.catalog.query import hourly_price, load_catalog
 from srifty_kit.decide.planner import Constraints, Job, evaluate_configs, known_outcomes
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, check_interrupt
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.tables.contracts import validate_measurements
 
@@ -299,7 +298,7 @@ def online_search(
     bar = tqdm(total=limit, desc="online search", disable=not progress)
     try:
         while len(done) < limit:
-            interrupts.check()  # one a library swallowed still ends the search
+            check_interrupt()  # one a library swallowed still ends the search
             if not queue and predicted is None:
                 predicted = _evaluate(model, env, job, constraints, space)
             config = (

@@ -30,8 +30,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from srifty_kit import interrupts
-from srifty_kit.errors import InputError, plain
+from srifty_kit.errors import InputError, check_interrupt, plain
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker
 from srifty_kit.measure.torch_step import (
@@ -177,7 +176,7 @@ class _Run:
         o = self.opts
         batch = device_batch(self.spec.make_batch, b, self.dev)
         for _ in range(o["warmup"]):
-            interrupts.check()
+            check_interrupt()
             self.step(batch)
         synchronize(self.dev)
         self.mem.reset()
@@ -190,7 +189,7 @@ class _Run:
         first = len(self.rows)
         try:
             while True:
-                interrupts.check()  # an interrupt a library swallowed ends the run here
+                check_interrupt()  # an interrupt a library swallowed ends the run here
                 t = timed_step(lambda: self.step(batch), self.dev)
                 tracker.add(t)
                 self.rows.append(
@@ -384,12 +383,12 @@ def profile_model(
                 except InputError:
                     raise
                 except Exception as err:  # one batch size failing must not lose the others
-                    interrupts.check()  # unless it was an interrupt in another guise
+                    check_interrupt()  # unless it was an interrupt in another guise
                     run.fail(b, err)
                 if stage is not None and run.rows:
                     _result(run, facts, False, wall0).save(stage.working)
         phase("timing")
-        interrupts.check()
+        check_interrupt()
         facts["other_processes_cores"] = round(watch.others_cores(), 2)
         busy = watch.busy_message() if dev.type == "cpu" else None
         if busy:
@@ -399,7 +398,7 @@ def profile_model(
         noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
         facts.update(_noise(run, pair, max(sizes), noise_repeats, noise_time))
         phase("noise_scale")
-        interrupts.check()
+        check_interrupt()
         facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
         phase("max_batch")
         # the op mix (a meta-device pass) after the timing, so it spends none of its budget

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from srifty_kit import InputError, interrupts
+from srifty_kit import InputError, errors
 from srifty_kit.measure.profile import ProfileWarning, facts_path, profile_model, profile_spec
 from srifty_kit.measure.variance import precision
 from srifty_kit.measure.zoo import DEMO_MODELS, load_spec
@@ -285,7 +285,7 @@ def test_an_interrupt_a_library_swallowed_still_stops_the_profile(tmp_path, wher
         calls["n"] += 1
         if calls["n"] == 40:
             try:  # what the signal handler does, inside a library's guarded import
-                interrupts.interrupt(signal.SIGINT)
+                errors.on_interrupt(signal.SIGINT)
             except KeyboardInterrupt:
                 if where == "batch size":  # surfaces as another error: one batch size fails
                     raise ImportError("numpy core failed to import") from None
@@ -307,7 +307,7 @@ def test_an_interrupt_a_library_swallowed_still_stops_the_profile(tmp_path, wher
             **FAST,
         )
     finally:
-        interrupts.received.clear()
+        errors.interrupted_by.clear()
     assert result.interrupted and calls["n"] < 45  # stopped at the next step, not at 90
     assert set(read_table(out)["local_bsz"]) == {4, 8}  # what was measured is kept
     assert not result.errors  # the interrupt is not reported as a failed batch size

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from srifty_kit import interrupts
+from srifty_kit.errors import check_interrupt
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.worker import Plan, spawned_worker
 
@@ -153,7 +153,7 @@ def measure_world(
     last = time.monotonic()
     try:
         while len(group.done) < world:
-            interrupts.check()  # one a library swallowed still stops the workers
+            check_interrupt()  # one a library swallowed still stops the workers
             if group.drain(sink, timeout=0.2):
                 last = time.monotonic()
                 bar.set_postfix(  # refresh=False: tqdm's own rate limit decides when to draw
