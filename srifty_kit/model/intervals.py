@@ -274,15 +274,14 @@ def move_rates(
     return np.array([line[0] for line in lines]), np.array([line[1] for line in lines])
 
 
-def _rate_line(r: np.ndarray, u: np.ndarray) -> tuple[float, float, int] | None:
-    """One move's rate (slope through 0 of r on u), the RMS of r about it and the number of
+def _rate_line(r: np.ndarray, u: np.ndarray) -> tuple[float, float, np.ndarray] | None:
+    """One move's rate (slope through 0 of r on u), the RMS of r about it and the mask of the
     steps it stands on; None below ``MIN_SCORES`` usable steps (finite r, u > 0)."""
     keep = np.isfinite(r) & (u > 0)
-    n = int(keep.sum())
-    if n < MIN_SCORES:
+    if keep.sum() < MIN_SCORES:
         return None
     rate = float(np.sum(u[keep] * r[keep]) / np.sum(u[keep] ** 2))
-    return rate, float(np.sqrt(np.mean((r[keep] - rate * u[keep]) ** 2))), n
+    return rate, float(np.sqrt(np.mean((r[keep] - rate * u[keep]) ** 2))), keep
 
 
 def _robust(values: np.ndarray) -> tuple[float, float]:
@@ -323,23 +322,25 @@ def network_move(
     return NodeMove(float(max(mean, 0.0)), sd, stray, source, prior.growth, prior.seen)
 
 
-def _moves_by_cluster(rows: pd.DataFrame, growth: float) -> tuple[dict, float]:
-    """Per cluster, the rates and strays of its (move, model) folds at ``growth``, and the
+def _moves_by_cluster(rows: pd.DataFrame, growth: float) -> tuple[dict, float, float]:
+    """Per cluster, the rates and strays of its (move, model) folds at ``growth``; the
     profile log-likelihood of every fold's steps about its own rate line (each fold its own
-    Gaussian scatter): sum over folds of -n/2 * log(mean squared residual)."""
-    per, loglik = {}, 0.0
+    Gaussian scatter): sum over folds of -n/2 * log(mean squared residual); and the farthest
+    distance (doublings) of those steps."""
+    per, loglik, seen = {}, 0.0, 0.0
     for cluster, g in rows.groupby("cluster"):
         rates, strays = [], []
         for _, m in g.groupby(["move", "model"]):
-            u = reach(m["share"].to_numpy(float), m["doublings"].to_numpy(float), growth)
-            line = _rate_line(m["log_ratio"].to_numpy(float), u)
+            d = m["doublings"].to_numpy(float)
+            line = _rate_line(m["log_ratio"].to_numpy(float), reach(m["share"], d, growth))
             if line is not None:
-                rate, stray, n = line
-                loglik -= n / 2 * np.log(max(stray**2, 1e-12))
+                rate, stray, keep = line
+                loglik -= keep.sum() / 2 * np.log(max(stray**2, 1e-12))
+                seen = max(seen, float(d[keep].max()))
                 rates.append(rate)
                 strays.append(stray)
         per[cluster] = (np.array(rates), np.array(strays))
-    return per, loglik
+    return per, loglik, seen
 
 
 def learn_prior(rows: pd.DataFrame, source: str, growths: tuple = GROWTHS) -> NetworkPrior:
@@ -354,7 +355,7 @@ def learn_prior(rows: pd.DataFrame, source: str, growths: tuple = GROWTHS) -> Ne
     the median of the clusters', between_types their robust sd (at least the sd of a median of
     the clusters' moves: two or three clusters cannot say less), between_moves the median over
     clusters of their moves' robust sd, scatter the median of every move's. ``seen`` is the
-    farthest distance (doublings) of the rows it learned on: the growth holds up to there."""
+    farthest distance (doublings) of the steps it learned on: the growth holds up to there."""
     fits = {g: _moves_by_cluster(rows, g) for g in growths}
     best = max(fits[g][1] for g in growths)
     # ties (no move spans several node counts): the largest growth, the widest far out
@@ -380,8 +381,6 @@ def learn_prior(rows: pd.DataFrame, source: str, growths: tuple = GROWTHS) -> Ne
         )
     )
     floor = 1.25 * within / np.sqrt(min(counts))
-    used = np.isfinite(rows["log_ratio"].to_numpy(float)) & (rows["share"].to_numpy(float) > 0)
-    seen = float(rows.loc[used, "doublings"].max())
     return NetworkPrior(
         centre,
         max(between, floor),
@@ -389,7 +388,7 @@ def learn_prior(rows: pd.DataFrame, source: str, growths: tuple = GROWTHS) -> Ne
         float(np.median(strays)),
         source,
         float(growth),
-        seen,
+        fits[growth][2],
     )
 
 
