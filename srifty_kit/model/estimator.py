@@ -38,7 +38,13 @@ from srifty_kit.model.fit import (
     with_per_node,
 )
 from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker_spread
-from srifty_kit.model.holdout import VARIANTS, HeldOut, choose_structure, with_variant
+from srifty_kit.model.holdout import (
+    VARIANTS,
+    HeldOut,
+    choose_structure,
+    probe_rows,
+    with_variant,
+)
 from srifty_kit.model.physics import max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
 from srifty_kit.tables.contracts import validate_configs, validate_measurements
@@ -152,8 +158,10 @@ class StepTimeModel(BaseEstimator):
         """Fit every (model, instance_type) group of a measurement table.
 
         The fit reads top to bottom: validate the table, then per group aggregate the steps,
-        choose the structure on held-out larger scales, fit it on every configuration and
-        calibrate its intervals on the held-out residuals; then borrow the terms a group could
+        choose the structure on held-out larger scales, fit it on every configuration of its
+        dense part (node counts measured at one worker count beyond it are probes, which the
+        belief conditions on: ``holdout.probe_rows``) and calibrate its intervals on the
+        held-out residuals; then borrow the terms a group could
         not identify from groups on the same instance type, and carry a better-measured fit
         to thinly measured groups.
 
@@ -188,8 +196,13 @@ class StepTimeModel(BaseEstimator):
         self.run_variance_ = intervals.run_variance(table)
         table = intervals.without_warmup(table)
         prior = DECAY_PRIOR if self.decay_prior is None else float(self.decay_prior)
+        # a network's decay is learned where its groups were measured densely, like their
+        # fits; the runs beyond (probes) are conditioned on, not fitted (``probe_rows``)
+        probe = np.zeros(len(table), bool)
+        for idx in table.groupby(["model", "instance_type"]).indices.values():
+            probe[idx] = probe_rows(table.iloc[idx])
         self.network_decay_ = {
-            str(t): network_decay(rows, prior) for t, rows in table.groupby("instance_type")
+            str(t): network_decay(rows, prior) for t, rows in table[~probe].groupby("instance_type")
         }
         fits: dict[tuple[str, str], GroupFit] = {}
         borrowed: dict[tuple[str, str], set] = {}
@@ -358,7 +371,10 @@ class StepTimeModel(BaseEstimator):
         """One group: aggregate, choose the structure on held-out scales, fit, calibrate.
         Also returns its held-out steps at node counts their fold never saw (``_node_moves``);
         its spread's node move is None until ``_node_moves`` fills it when its own folds
-        could not learn one."""
+        could not learn one. Rows beyond its dense part (``probe_rows``) are kept as measured
+        means only: the belief conditions on them (``GroupFit.probes``)."""
+        measured = _measured_means(aggregate(rows))
+        rows = rows[~probe_rows(rows)].reset_index(drop=True)
         configs = aggregate(rows)
         base = unidentified(configs, decay)
         variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
@@ -393,7 +409,7 @@ class StepTimeModel(BaseEstimator):
             n_configs=len(configs),
             fixed=fixed,
             correction=correction,
-            measured=_measured_means(configs),
+            measured=measured,
         )
         return fit, set(base.borrowed), moved
 

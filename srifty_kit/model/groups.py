@@ -8,7 +8,10 @@ A group predicts
     [lo, hi] = T_hat(x) * exp([-down(x), up(x)])                      (intervals.Spread)
 
 and, where x itself was measured with run mean y (``measured``), believes its level
-theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor.
+theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor. Runs
+beyond the fitted node counts (``probes``: node counts measured at one worker count,
+``holdout.probe_rows``) are not fitted; every configuration beyond those node counts is
+conditioned on them jointly through the errors it shares with them (``posterior.observe``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,16 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.model import intervals, posterior
-from srifty_kit.model.fit import BatchCorrection
+from srifty_kit.model.fit import NOISE_FLOOR, BatchCorrection
 from srifty_kit.model.holdout import predict_rows
-from srifty_kit.model.physics import INTER_TERMS, INTRA_TERMS, StepParams, step_time, sync_share
+from srifty_kit.model.physics import (
+    INTER_TERMS,
+    INTRA_TERMS,
+    StepParams,
+    max_per_node,
+    step_time,
+    sync_share,
+)
 from srifty_kit.model.transfer import TransferFit
 
 # how much wider intervals get where a regime's terms were borrowed from other training models
@@ -52,7 +62,64 @@ class GroupFit:
     ) -> dict:
         """Point, interval and breakdown (numpy broadcasting); given ``beliefs`` = (group
         label, network label), also ``"belief"``: the ``posterior.Belief`` read from the same
-        interval (one evaluation of the physics for both)."""
+        interval (one evaluation of the physics for both).
+
+        Configurations beyond the fitted node counts are conditioned on the runs measured
+        there (``probes``): their point moves by the belief's shift and their interval is the
+        conditioned belief's at ``level``."""
+        out, belief = self._physics(num_nodes, num_workers, local_bsz, per_node, level, beliefs)
+        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        if belief is None:
+            return out
+        before = np.array(belief.centre, float)
+        if self.measured is not None:
+            belief = _with_measured(belief, self.measured[self.measured[:, 0] <= self.max_nodes],
+                                    k, n, np.asarray(local_bsz))  # fmt: skip
+        probes = self.probes
+        if probes.size:
+            belief = self._observe(belief, k, n, np.asarray(local_bsz), level, beliefs)
+            beyond = np.broadcast_to(k > self.max_nodes, np.shape(belief.centre))
+            lo, hi = belief.interval(level)
+            shifted = out["step_time_s"] * np.exp(belief.centre - before)
+            for name, value in (("step_time_s", shifted), ("step_time_lo", lo),
+                                ("step_time_hi", hi)):  # fmt: skip
+                out[name] = np.where(beyond, value, out[name])
+        if beliefs:
+            out["belief"] = belief
+        return out
+
+    @property
+    def probes(self) -> np.ndarray:
+        """Measured configuration means beyond the fitted node counts (``holdout.probe_rows``):
+        rows of (nodes, workers, local batch, log mean step); the fit conditions on them."""
+        if self.measured is None:
+            return np.zeros((0, 4))
+        return self.measured[self.measured[:, 0] > self.max_nodes]
+
+    def _observe(self, belief, k, n, b, level, beliefs) -> posterior.Belief:
+        """``belief`` conditioned jointly on the probes' runs (``posterior.observe``), for
+        the configurations beyond the fitted node counts; those within keep theirs."""
+        probes = self.probes
+        pk, pn, pb = (probes[:, i] for i in range(3))
+        _, seen = self._physics(pk, pn, pb, max_per_node(pk, pn), level, beliefs or (0, 0))
+        shape = np.shape(belief.centre)
+        known = _config_key(pk, pn, pb)
+        asked = _config_key(*(np.broadcast_to(a, shape) for a in (k, n, b)))
+        order = np.argsort(known)
+        at = np.clip(np.searchsorted(known[order], asked), 0, known.size - 1)
+        match = np.where(known[order][at] == asked, order[at], -1)
+        after = posterior.observe(belief, seen, probes[:, 3] - np.log(seen.point), match)
+        beyond = np.broadcast_to(k > self.max_nodes, shape)
+        return posterior.Belief(
+            *(np.where(beyond, getattr(after, f), np.broadcast_to(getattr(belief, f), shape))
+              for f in posterior.FIELDS)
+        )  # fmt: skip
+
+    def _physics(
+        self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
+    ) -> tuple[dict, posterior.Belief | None]:
+        """The fitted physics and its calibrated interval; the belief read from that interval
+        when ``beliefs`` are given or the group has probes to condition on, else None."""
         factor = 1.0 if self.correction is None else self.correction.factor(local_bsz)
         total, t_c, t_s = step_time(
             self.params, num_nodes, num_workers, local_bsz, per_node, compute_factor=factor
@@ -73,20 +140,42 @@ class GroupFit:
             "compute_s": t_c,
             "sync_s": t_s,
         }
-        if beliefs:  # the same offsets read as a Gaussian: the network's part separated
-            within = self.spread.offsets(level, share, np.where(doublings > 0, 1.0, dist), 0.0)
-            if self.widen:
-                within = (within[0] * widen, within[1] * widen)
-            # a configuration's own stray at a new node count is its own, not the network's
-            node = self.spread.node
-            stray = np.where(doublings > 0, node.scatter, 0.0) if node is not None else 0.0
-            belief = posterior.from_offsets(
-                total, (down, up), within, *beliefs, level=level, stray=stray
-            )
-            if self.measured is not None:
-                belief = _with_measured(belief, self.measured, k, n, np.asarray(local_bsz))
-            out["belief"] = belief
-        return out
+        if not beliefs and not self.probes.size:
+            return out, None
+        # the same offsets read as a Gaussian: the network's part separated
+        within = self.spread.offsets(level, share, np.where(doublings > 0, 1.0, dist), 0.0)
+        if self.widen:
+            within = (within[0] * widen, within[1] * widen)
+        # a configuration's own stray at a new node count is its own, not the network's
+        node = self.spread.node
+        stray = np.where(doublings > 0, node.scatter, 0.0) if node is not None else 0.0
+        belief = posterior.from_offsets(
+            total,
+            (down, up),
+            within,
+            *(beliefs or (0, 0)),
+            level=level,
+            stray=stray,
+            own=self.own_scatter(),
+        )
+        return out, belief
+
+    def own_scatter(self) -> float:
+        """How far the measured configurations within the fitted node counts scatter about
+        the fit: log sd beyond the noise floor, from the robust sd (1.4826 MAD) of their
+        log(mean / T_hat); 0 with fewer than 3. A configuration's own, not shared: the part of
+        the group's spread one run of another configuration says nothing about."""
+        if self.measured is None:
+            return 0.0
+        inside = self.measured[self.measured[:, 0] <= self.max_nodes]
+        if len(inside) < 3:
+            return 0.0
+        k, n, b = (inside[:, i] for i in range(3))
+        factor = 1.0 if self.correction is None else self.correction.factor(b)
+        total, _, _ = step_time(self.params, k, n, b, max_per_node(k, n), compute_factor=factor)
+        r = inside[:, 3] - np.log(total)
+        sd = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        return float(np.sqrt(max(sd**2 - NOISE_FLOOR**2, 0.0)))
 
 
 def _with_measured(
@@ -95,10 +184,11 @@ def _with_measured(
     """The belief where a configuration was measured, given its measured mean y:
 
         theta ~ N(c, V)            the configuration's own level, as the fit believes it
+                                   (its shared errors and its own stray)
         y = theta + e_old          the measured run;  a new run = theta + e_new
-        e ~ N(0, noise**2)         run to run (the noise floor)
+        e ~ N(0, floor**2)         run to run (the noise floor)
 
-    so theta | y ~ N(c + V / (V + noise**2) (y - c), V noise**2 / (V + noise**2)), and a new
+    so theta | y ~ N(c + V / (V + floor**2) (y - c), V floor**2 / (V + floor**2)), and a new
     run adds its own noise. Where the fit is sure (V small) the measurement moves it little;
     where the physics strays from a measured configuration, the measurement wins.
     """
@@ -115,12 +205,12 @@ def _with_measured(
     if not seen.any():
         return belief
     y = np.where(seen, hit - np.log(flat), 0.0)
-    shared = belief.group_sd**2 + belief.network_sd**2
-    noise = belief.noise_sd**2
-    gain = shared / np.maximum(shared + noise, 1e-300)
+    level = belief.group_sd**2 + belief.network_sd**2 + posterior.stray_sd(belief.noise_sd) ** 2
+    gain = level / np.maximum(level + NOISE_FLOOR**2, 1e-300)
     belief.centre = np.where(seen, belief.centre + gain * (y - belief.centre), belief.centre)
-    belief.group_sd = np.where(seen, np.sqrt(shared * (1.0 - gain)), belief.group_sd)
+    belief.group_sd = np.where(seen, np.sqrt(level * (1.0 - gain)), belief.group_sd)
     belief.network_sd = np.where(seen, 0.0, belief.network_sd)
+    belief.noise_sd = np.where(seen, NOISE_FLOOR, belief.noise_sd)
     return belief
 
 

@@ -161,6 +161,25 @@ def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndar
     return folds[:max_folds]
 
 
+def probe_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Which rows of one group the fit conditions on rather than fits: those at node counts
+    above the largest measured at two or more worker counts, when that one is multi-node.
+
+    A node count measured at one worker count only is a probe run appended to the table
+    (``srifty search --suggest-probes``) or a scale-out point: one configuration cannot tell
+    the network's terms apart, and a robust fit would treat its residual as an outlier. The
+    fit keeps to the dense part (which identifies the network) and the belief conditions on
+    the rest (``groups.GroupFit.probes``, ``posterior.observe``). Rows are the measurements
+    contract's or ``aggregate``'s (num_nodes, num_workers); returns a boolean mask.
+    """
+    k = rows["num_nodes"].to_numpy()
+    counts = rows.groupby("num_nodes")["num_workers"].nunique()
+    dense = counts.index[counts.to_numpy() >= 2]
+    if dense.size == 0 or int(dense.max()) < 2:
+        return np.zeros(k.size, bool)
+    return k > int(dense.max())
+
+
 def fold_move(train: pd.DataFrame, test: pd.DataFrame) -> str:
     """What a fold asked of the fit, in words: '1-2 -> 3-4 nodes' (fitted -> predicted) or
     '<=8 -> 9-12 workers on 3 nodes'."""

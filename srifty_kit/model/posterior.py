@@ -27,6 +27,13 @@ one that reads draws of this belief does not.
 marginal, exact under this belief); ``Belief.draws`` samples it jointly (shared z per group and
 per network) for what needs the joint law: a saving's work and cost from one draw, the value
 of a measurement not yet made (``Belief.condition``: the belief after seeing one run's mean).
+``observe`` conditions one group's belief on the runs made beyond its fit (probes appended to
+the table), jointly: all of them inform the shared z_g and z_t at once.
+
+How the group's spread splits into shared (w) and own (e) parts is read from the fit: a
+configuration's own stray is at least how far the group's measured configurations scatter
+about the fit (``GroupFit.own_scatter``); only the rest is shared. The split leaves each
+marginal as it was and decides how far one run moves the others.
 ``Draws`` is ``StepTimeModel.predict_draws``' result, shaped like statsmodels' prediction
 results: ``mean``, ``interval(level)``, ``prob_below(t)``, ``summary_frame(level)``.
 
@@ -107,7 +114,7 @@ class Belief:
 
     def take(self, index: np.ndarray) -> Belief:
         """The belief about the configurations at ``index``."""
-        return Belief(*(np.asarray(getattr(self, f))[index] for f in _FIELDS))
+        return Belief(*(np.asarray(getattr(self, f))[index] for f in FIELDS))
 
     def draws(self, n: int, seed: int | np.random.Generator = 0) -> np.ndarray:
         """(n, N) joint draws of T: one z per group and per network shared by its rows."""
@@ -165,6 +172,62 @@ class Belief:
         )
 
 
+def observe(belief: Belief, seen: Belief, log_ratio: np.ndarray, match: np.ndarray) -> Belief:
+    """The belief about one group's configurations after runs of others of the same group.
+
+    ``seen`` is the belief about the configurations run (all of this group and network, so
+    all share its z = (z_g, z_t)), ``log_ratio`` their measured log(T / T_hat), ``match`` for
+    each configuration of ``belief`` the position in ``seen`` of the same configuration, or
+    -1. Each run j is y_j = c_j + a_j'z + n_j, a_j = (w_j, v_j), n_j ~ N(0, e_j^2) its own
+    stray and the run's noise, so (linear-Gaussian; Bishop, PRML, eq. 2.116-2.117)
+
+        S = (I + sum_j a_j a_j' / e_j^2)^-1,    m = S sum_j a_j (y_j - c_j) / e_j^2
+
+    and z = m + L u with L L' = S, u standard normal: a configuration x moves by a_x'm and
+    loads a_x'L on u, whose two parts are read as its new group and network loadings. A
+    configuration that was itself run also learns its stray: with k = stray^2 / e^2 its level
+    is c + k r + (1 - k) a'z (r its measured residual), the stray's leftover sd
+    stray * floor / e, and a new run adds the floor.
+
+    Raises:
+        ValueError: the shapes of ``seen``, ``log_ratio`` and ``match`` disagree.
+    """
+    load_seen = np.column_stack([seen.group_sd, seen.network_sd])
+    e2 = np.maximum(np.asarray(seen.noise_sd, float) ** 2, 1e-12)
+    resid = np.asarray(log_ratio, float) - np.asarray(seen.centre, float)
+    if resid.shape != e2.shape:
+        raise ValueError("one measured log ratio per configuration seen")
+    precision = np.eye(2) + (load_seen / e2[:, None]).T @ load_seen
+    cov = np.linalg.inv(precision)
+    shift_z = cov @ (load_seen.T @ (resid / e2))
+    lower = np.linalg.cholesky(0.5 * (cov + cov.T))
+    shape = np.shape(belief.centre)
+    load = np.stack(
+        [np.broadcast_to(belief.group_sd, shape), np.broadcast_to(belief.network_sd, shape)], -1
+    )
+    centre = np.broadcast_to(belief.centre, shape) + load @ shift_z
+    new_load = load @ lower
+    noise = np.broadcast_to(np.asarray(belief.noise_sd, float), shape).copy()
+    match = np.broadcast_to(np.asarray(match), shape)
+    hit = match >= 0
+    if hit.any():
+        j = match[hit]
+        stray2 = stray_sd(seen.noise_sd)[j] ** 2
+        keep = 1.0 - stray2 / e2[j]  # 1 - k: what of the shared part the stray leaves
+        centre[hit] = centre[hit] + (1.0 - keep) * (resid[j] - load[hit] @ shift_z)
+        new_load[hit] = new_load[hit] * keep[:, None]
+        noise[hit] = np.sqrt(stray2 * NOISE_FLOOR**2 / e2[j] + NOISE_FLOOR**2)
+    return Belief(
+        np.broadcast_to(belief.point, shape),
+        centre,
+        new_load[..., 0],
+        new_load[..., 1],
+        noise,
+        np.broadcast_to(belief.group, shape),
+        np.broadcast_to(belief.network, shape),
+    )
+
+
 def stray_sd(noise_sd: np.ndarray) -> np.ndarray:
     """The persistent part of each configuration's independent error: what its e(x) holds
     beyond a run's own noise (the noise floor), sqrt(e^2 - floor^2), 0 where none."""
@@ -172,7 +235,7 @@ def stray_sd(noise_sd: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(noise_sd**2 - NOISE_FLOOR**2, 0.0))
 
 
-_FIELDS = ("point", "centre", "group_sd", "network_sd", "noise_sd", "group", "network")
+FIELDS = ("point", "centre", "group_sd", "network_sd", "noise_sd", "group", "network")
 
 
 def concat(beliefs: list[Belief]) -> Belief:
@@ -180,7 +243,7 @@ def concat(beliefs: list[Belief]) -> Belief:
     if not beliefs:
         empty = np.zeros(0)
         return Belief(empty, empty, empty, empty, empty, empty.astype(int), empty.astype(int))
-    return Belief(*(np.concatenate([getattr(b, f) for b in beliefs]) for f in _FIELDS))
+    return Belief(*(np.concatenate([getattr(b, f) for b in beliefs]) for f in FIELDS))
 
 
 def from_offsets(
@@ -191,14 +254,19 @@ def from_offsets(
     network: int,
     level: float = READ_LEVEL,
     stray: float | np.ndarray = 0.0,
+    own: float = 0.0,
 ) -> Belief:
     """A belief from an interval's log offsets (down, up) read at ``level``: ``full`` with
     the network's move beyond the measured node counts, ``within`` without it.
 
-    The centre is the middle of the full interval, the total sd its half-width over z; the
-    network's loading is what the move adds in quadrature, less ``stray`` (each configuration's
-    own stray from the move, log sd: its own, independent); the noise floor and the stray are
-    the independent part and the rest of the within spread is the group's shared error.
+    The centre is the middle of the full interval, the total sd its half-width over z. Each
+    configuration's own part (independent of the others) is the noise floor and its stray:
+    the larger of ``stray`` (its stray from the network's move, beyond the measured node
+    counts) and ``own`` (how far the group's measured configurations scatter about its fit,
+    log sd beyond the floor). The network's loading is what the move adds in quadrature less
+    the stray it brings; the rest of the within spread is the group's shared error. How the
+    variance is split does not change a configuration's marginal; it decides how much one
+    measured run says about the others (``condition``, ``observe``).
     """
     z = two_sided_z(level)
     down, up = (np.asarray(a, float) for a in full)
@@ -206,9 +274,11 @@ def from_offsets(
     centre = (up - down) / 2.0
     sd = np.maximum((up + down) / (2.0 * z), NOISE_FLOOR)
     sd_within = np.minimum(np.maximum((up0 + down0) / (2.0 * z), NOISE_FLOOR), sd)
-    stray = np.asarray(stray, float)
-    network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2 - stray**2, 0.0))
-    group_sd = np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2, 0.0))
+    # no configuration's own part is wider than its whole within spread
+    own = np.minimum(float(own), np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2, 0.0)))
+    stray = np.maximum(np.asarray(stray, float), own)
+    network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2 - (stray**2 - own**2), 0.0))
+    group_sd = np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2 - own**2, 0.0))
     noise = np.sqrt(NOISE_FLOOR**2 + stray**2) * np.ones(np.shape(sd))
     n = np.shape(point)
     return Belief(

@@ -135,3 +135,100 @@ def test_held_out_larger_runs_fall_inside_the_belief_about_as_often_as_stated(sm
     assert 0.05 < np.mean(p <= 0.9) <= 1.0
     assert np.mean(p < 0.05) < 0.1
     assert len(configs(held)) == len(held)
+
+
+def test_runs_beyond_the_fit_condition_every_configuration_exactly_as_gaussians_do():
+    # brute force: the joint covariance of the levels asked and the runs seen, conditioned by
+    # the textbook formula, against posterior.observe's factored update
+    from srifty_kit.model.fit import NOISE_FLOOR
+    from srifty_kit.model.posterior import observe, stray_sd
+
+    rng = np.random.default_rng(3)
+    seen = Belief(
+        point=np.ones(2),
+        centre=np.array([0.1, 0.2]),
+        group_sd=np.array([0.10, 0.15]),
+        network_sd=np.array([0.20, 0.30]),
+        noise_sd=np.hypot([0.08, 0.05], NOISE_FLOOR),
+        group=np.zeros(2, int),
+        network=np.zeros(2, int),
+    )
+    asked = Belief(
+        point=np.ones(4),
+        centre=np.array([0.0, 0.05, 0.1, 0.2]),
+        group_sd=np.array([0.05, 0.12, 0.10, 0.15]),
+        network_sd=np.array([0.0, 0.25, 0.20, 0.30]),
+        noise_sd=np.hypot([0.02, 0.06, 0.08, 0.05], NOISE_FLOOR),
+        group=np.zeros(4, int),
+        network=np.zeros(4, int),
+    )
+    match = np.array([-1, -1, 0, 1])  # the last two were run
+    y = np.array([0.45, -0.1])
+    a_seen = np.column_stack([seen.group_sd, seen.network_sd])
+    a_ask = np.column_stack([asked.group_sd, asked.network_sd])
+    s_seen, s_ask = stray_sd(seen.noise_sd), stray_sd(asked.noise_sd)
+    own = np.array([[float(m == j) for j in range(2)] for m in match])  # asked x seen
+    # levels L = c + a z + s; runs y = c + a z + s + floor noise
+    cov_ll = a_ask @ a_ask.T + np.diag(np.where(match < 0, s_ask**2, 0.0))
+    cov_ll += own @ np.diag(s_seen**2) @ own.T
+    cov_ly = a_ask @ a_seen.T + own * s_seen**2
+    cov_yy = a_seen @ a_seen.T + np.diag(seen.noise_sd**2)
+    gain = cov_ly @ np.linalg.inv(cov_yy)
+    mean = asked.centre + gain @ (y - seen.centre)
+    cov = cov_ll - gain @ cov_ly.T
+    after = observe(asked, seen, y, match)
+    assert after.centre == pytest.approx(mean, abs=1e-12)
+    # a new run of each: its level's variance plus the floor (the stray is part of the level)
+    shared = np.column_stack([after.group_sd, after.network_sd])
+    own_after = stray_sd(after.noise_sd) ** 2
+    assert shared @ shared.T + np.diag(own_after) == pytest.approx(cov, abs=1e-12)
+    # so draws of the updated belief have the conditional law
+    draws = np.log(after.draws(40_000, rng))
+    assert np.cov(draws.T)[1, 3] == pytest.approx(cov[1, 3], abs=0.002)
+
+
+def test_a_probe_run_appended_moves_what_lies_beyond_the_fit_and_nothing_within(tmp_path):
+    from srifty_kit.model.holdout import probe_rows
+
+    table = measurements(2, seed=4)  # 1-2 nodes, every shape: the network is identified
+    probe = measurements(4, min_nodes=4, seed=5)
+    probe = probe[(probe["num_workers"] == 16) & (probe["local_bsz"] == 32)].copy()
+    probe["step_time_s"] *= 1.4  # this network scales worse than the physics says
+    both = pd.concat([table, probe], ignore_index=True)
+    assert probe_rows(both).sum() == len(probe) and not probe_rows(both)[: len(table)].any()
+    assert not probe_rows(table).any()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = StepTimeModel().fit(table)
+        after = StepTimeModel().fit(both)
+    ask = pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "g4dn.12xlarge",
+            "num_nodes": [1, 2, 4, 4, 8],
+            "num_workers": [4, 8, 16, 12, 32],
+            "local_bsz": 32,
+        }
+    )
+    old, new = before.predict(ask), after.predict(ask)
+    # within the fitted node counts the run changes nothing: it was not fitted
+    for col in ("step_time_s", "step_time_lo", "step_time_hi"):
+        assert new[col][:2].to_numpy() == pytest.approx(old[col][:2].to_numpy(), rel=1e-9)
+    measured = probe["step_time_s"].mean()
+    # the run configuration is now believed near what it measured, and surer than before
+    assert new["step_time_lo"][2] < measured < new["step_time_hi"][2]
+    assert abs(np.log(new["step_time_s"][2] / measured)) < 0.1
+    width = np.log(new["step_time_hi"] / new["step_time_lo"]).to_numpy()
+    old_width = np.log(old["step_time_hi"] / old["step_time_lo"]).to_numpy()
+    assert width[2] < 0.5 * old_width[2]
+    # and the configurations it shares the network with move the same way, under one unknown
+    assert (new["step_time_s"][2:] > old["step_time_s"][2:] * 1.05).all()
+    assert (width[3:] < old_width[3:]).all()
+    # the search reads the same belief
+    b = after.predict_belief("resnet", "g4dn.12xlarge", [4, 8], [12, 32], [32, 32])
+    lo, hi = b.interval(0.9)
+    assert hi == pytest.approx(new["step_time_hi"][3:].to_numpy(), rel=1e-6)
+    # and a saved model keeps its probes: loaded, it predicts the same
+    after.save(tmp_path / "m.json")
+    again = StepTimeModel.load(tmp_path / "m.json").predict(ask)
+    assert again["step_time_hi"].to_numpy() == pytest.approx(new["step_time_hi"].to_numpy())
