@@ -115,6 +115,16 @@ def _measured_means(configs: pd.DataFrame) -> np.ndarray:
     )
 
 
+def _probe_note(fit: GroupFit) -> str:
+    """'; conditioned on 1 run beyond 2 nodes (5 x 40)' for a group with probes, else ''."""
+    runs = fit.probes
+    if not len(runs):
+        return ""
+    shapes = ", ".join(dict.fromkeys(f"{int(k)} x {int(n)}" for k, n in runs[:, :2]))
+    plural = "s" if len(runs) > 1 else ""
+    return f"; conditioned on {len(runs)} run{plural} beyond {fit.max_nodes} nodes ({shapes})"
+
+
 def _label(name: str) -> int:
     """A stable integer label of a group or network name (the same across calls)."""
     return zlib.crc32(name.encode())
@@ -550,18 +560,28 @@ class StepTimeModel(BaseEstimator):
 
     def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
         """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s
-        and ``route``: "measured" for a fitted group, else how its compute was carried to a
-        type never measured ("roofline (op mix)", "fp32-peak rule", ...; ``transfer``)."""
+        and ``route``: "measured" for a fitted group ("measured + N probe run(s)" beyond its
+        fitted node counts where it conditions on runs made there), else how its compute was
+        carried to a type never measured ("roofline (op mix)", "fp32-peak rule", ...;
+        ``transfer``)."""
         out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
         out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
         routes = {
             key: getattr(self._group(*key, None), "route", "") or "carried"
             for key in set(zip(out["model"], out["instance_type"], strict=True))
         }
-        out["route"] = [
-            "measured" if isinstance(self.groups_.get(k), GroupFit) else routes[k]
-            for k in zip(out["model"], out["instance_type"], strict=True)
-        ]
+
+        def route(key, nodes) -> str:
+            fit = self.groups_.get(key)
+            if not isinstance(fit, GroupFit):
+                return routes[key]
+            runs = len(fit.probes)
+            if runs and nodes > fit.max_nodes:
+                return f"measured + {runs} probe run{'s' if runs > 1 else ''}"
+            return "measured"
+
+        keys = zip(out["model"], out["instance_type"], strict=True)
+        out["route"] = [route(k, n) for k, n in zip(keys, out["num_nodes"], strict=True)]
         return out
 
     def _predict_table(
@@ -644,7 +664,8 @@ class StepTimeModel(BaseEstimator):
                     if carried
                     else fit.structure
                     + (" + batch correction" if fit.correction else "")
-                    + (", log loss" if fit.loss == "log" else ""),
+                    + (", log loss" if fit.loss == "log" else "")
+                    + _probe_note(fit),
                     "configs": fit.n_observed if carried else fit.n_configs,
                     "max_nodes": fit.max_nodes,
                     "held_out_error": np.nan if carried else np.expm1(fit.cv_error),
