@@ -137,9 +137,15 @@ class Belief:
         noise (the noise floor, new in every run): ``stray_sd``. The run measured at ``at``
         reveals its shared errors and its own stray; another configuration shares z_g with it
         when of the same group and z_t when of the same network, and keeps its own stray.
+        A run beyond the measured node counts (``network_sd > 0`` there) moves only the
+        configurations beyond them, as a fit with that run appended does (``observe``): those
+        within were fitted on their own measurements, which the run does not change.
         """
         same_g = self.group == self.group[at]
         same_t = self.network == self.network[at]
+        if self.network_sd[at] > 0:
+            beyond = self.network_sd > 0
+            same_g, same_t = same_g & beyond, same_t & beyond
         wg, wt = self.group_sd[at], self.network_sd[at]
         var_y = wg**2 + wt**2 + self.noise_sd[at] ** 2 + noise**2
         # covariance of each configuration's level with the measured run: the shared normals,

@@ -235,3 +235,23 @@ def test_a_probe_run_appended_moves_what_lies_beyond_the_fit_and_nothing_within(
     after.save(tmp_path / "m.json")
     again = StepTimeModel.load(tmp_path / "m.json").predict(ask)
     assert again["step_time_hi"].to_numpy() == pytest.approx(new["step_time_hi"].to_numpy())
+
+
+def test_a_simulated_run_beyond_the_fit_moves_what_a_refit_would_move():
+    # the value of a probe is judged on the belief a refit with it would hold: a run beyond
+    # the fitted node counts moves the configurations beyond them, not those within
+    b = Belief(
+        point=np.ones(3),
+        centre=np.zeros(3),
+        group_sd=np.full(3, 0.1),
+        network_sd=np.array([0.2, 0.3, 0.0]),  # 4 and 8 nodes beyond the fit; 2 within
+        noise_sd=np.full(3, 0.03),
+        group=np.ones(3, int),
+        network=np.full(3, 7),
+    )
+    after = b.condition(0, 0.3, 0.0)
+    assert after.centre[1] > 0 and after.sd[1] < b.sd[1]
+    assert after.centre[2] == 0.0 and after.sd[2] == b.sd[2]
+    # a run within the fit still informs the whole group through its shared error
+    within = b.condition(2, 0.3, 0.0)
+    assert (within.centre[:2] > 0).all()
