@@ -383,9 +383,10 @@ class StepTimeModel(BaseEstimator):
         its spread's node move is None until ``_node_moves`` fills it when its own folds
         could not learn one. Rows beyond its dense part (``probe_rows``) are kept as measured
         means only: the belief conditions on them (``GroupFit.probes``)."""
-        measured = _measured_means(aggregate(rows))
+        everything = aggregate(rows)
+        measured = _measured_means(everything)
         rows = rows[~probe_rows(rows)].reset_index(drop=True)
-        configs = aggregate(rows)
+        configs = everything[~probe_rows(everything)].reset_index(drop=True)
         base = unidentified(configs, decay)
         variants = tuple(VARIANTS) if self.structure == "auto" else (self.structure,)
         structure, correct, loss, held = choose_structure(
