@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy.stats import median_abs_deviation
 
 from srifty_kit.model import intervals, posterior
 from srifty_kit.model.fit import NOISE_FLOOR, BatchCorrection
@@ -103,11 +104,7 @@ class GroupFit:
         pk, pn, pb = (probes[:, i] for i in range(3))
         _, seen = self._physics(pk, pn, pb, max_per_node(pk, pn), level, beliefs or (0, 0))
         shape = np.shape(belief.centre)
-        known = _config_key(pk, pn, pb)
-        asked = _config_key(*(np.broadcast_to(a, shape) for a in (k, n, b)))
-        order = np.argsort(known)
-        at = np.clip(np.searchsorted(known[order], asked), 0, known.size - 1)
-        match = np.where(known[order][at] == asked, order[at], -1)
+        match = _match(probes, k, n, b, shape)
         after = posterior.observe(belief, seen, probes[:, 3] - np.log(seen.point), match)
         beyond = np.broadcast_to(k > self.max_nodes, shape)
         return posterior.Belief(
@@ -162,7 +159,7 @@ class GroupFit:
 
     def own_scatter(self) -> float:
         """How far the measured configurations within the fitted node counts scatter about
-        the fit: log sd beyond the noise floor, from the robust sd (1.4826 MAD) of their
+        the fit: log sd beyond the noise floor, from the robust sd (normal-scaled MAD) of their
         log(mean / T_hat); 0 with fewer than 3. A configuration's own, not shared: the part of
         the group's spread one run of another configuration says nothing about."""
         if self.measured is None:
@@ -173,8 +170,7 @@ class GroupFit:
         k, n, b = (inside[:, i] for i in range(3))
         factor = 1.0 if self.correction is None else self.correction.factor(b)
         total, _, _ = step_time(self.params, k, n, b, max_per_node(k, n), compute_factor=factor)
-        r = inside[:, 3] - np.log(total)
-        sd = 1.4826 * float(np.median(np.abs(r - np.median(r))))
+        sd = float(median_abs_deviation(inside[:, 3] - np.log(total), scale="normal"))
         return float(np.sqrt(max(sd**2 - NOISE_FLOOR**2, 0.0)))
 
 
@@ -194,17 +190,11 @@ def _with_measured(
     """
     shape = np.shape(belief.centre)
     flat = np.broadcast_to(np.asarray(belief.point), shape)
-    # a search asks for a million configurations: look them up by a sorted key, no Python loop
-    known = _config_key(measured[:, 0], measured[:, 1], measured[:, 2])
-    order = np.argsort(known)
-    asked = _config_key(*(np.broadcast_to(np.asarray(a), shape) for a in (k, n, b)))
-    at = np.clip(np.searchsorted(known[order], asked), 0, max(known.size - 1, 0))
-    seen = known.size > 0 and known[order][at] == asked
-    seen = np.broadcast_to(seen, shape)
-    hit = np.where(seen, measured[order, 3][at] if known.size else 0.0, np.nan)
+    match = _match(measured, k, n, b, shape)
+    seen = match >= 0
     if not seen.any():
         return belief
-    y = np.where(seen, hit - np.log(flat), 0.0)
+    y = np.where(seen, measured[np.maximum(match, 0), 3] - np.log(flat), 0.0)
     level = belief.group_sd**2 + belief.network_sd**2 + posterior.stray_sd(belief.noise_sd) ** 2
     gain = level / np.maximum(level + NOISE_FLOOR**2, 1e-300)
     belief.centre = np.where(seen, belief.centre + gain * (y - belief.centre), belief.centre)
@@ -212,6 +202,19 @@ def _with_measured(
     belief.network_sd = np.where(seen, 0.0, belief.network_sd)
     belief.noise_sd = np.where(seen, NOISE_FLOOR, belief.noise_sd)
     return belief
+
+
+def _match(measured: np.ndarray, k, n, b, shape: tuple) -> np.ndarray:
+    """For each asked configuration (k, n, b broadcast to ``shape``), its row in ``measured``
+    (rows of nodes, workers, local batch, ...), or -1. A search asks for a million
+    configurations: they are looked up by a sorted key, no Python loop."""
+    if len(measured) == 0:
+        return np.full(shape, -1)
+    known = _config_key(measured[:, 0], measured[:, 1], measured[:, 2])
+    order = np.argsort(known)
+    asked = _config_key(*(np.broadcast_to(np.asarray(a), shape) for a in (k, n, b)))
+    at = np.clip(np.searchsorted(known[order], asked), 0, known.size - 1)
+    return np.where(known[order][at] == asked, order[at], -1)
 
 
 def _config_key(nodes, workers, local_bsz) -> np.ndarray:
@@ -232,7 +235,7 @@ def single_worker_spread(
         return 0.0
     pred, _ = predict_rows(params, one, correction)
     r = np.log(one["step_time_s"].to_numpy() / pred)
-    return float(1.4826 * np.median(np.abs(r - np.median(r))))
+    return float(median_abs_deviation(r, scale="normal"))
 
 
 def fixed_terms(groups: dict) -> dict[str, dict[str, str]]:
