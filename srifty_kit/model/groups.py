@@ -105,7 +105,13 @@ class GroupFit:
         _, seen = self._physics(pk, pn, pb, max_per_node(pk, pn), level, beliefs or (0, 0))
         shape = np.shape(belief.centre)
         match = _match(probes, k, n, b, shape)
-        after = posterior.observe(belief, seen, probes[:, 3] - np.log(seen.point), match)
+        # each run's placement (nodes, workers), and each asked configuration's among them
+        places, seen_cell = np.unique(probes[:, :2], axis=0, return_inverse=True)
+        places = np.column_stack([places, np.zeros(len(places))])
+        cell = _match(places, k, n, np.zeros(shape), shape)
+        share = self.placement_share()
+        log_ratio = probes[:, 3] - np.log(seen.point)
+        after = posterior.observe(belief, seen, log_ratio, match, cell, seen_cell.ravel(), share)
         beyond = np.broadcast_to(k > self.max_nodes, shape)
         return posterior.Belief(
             *(np.where(beyond, getattr(after, f), np.broadcast_to(getattr(belief, f), shape))
@@ -162,16 +168,44 @@ class GroupFit:
         the fit: log sd beyond the noise floor, from the robust sd (normal-scaled MAD) of their
         log(mean / T_hat); 0 with fewer than 3. A configuration's own, not shared: the part of
         the group's spread one run of another configuration says nothing about."""
+        _, resid = self._in_core_residuals()
+        if resid.size < 3:
+            return 0.0
+        sd = float(median_abs_deviation(resid, scale="normal"))
+        return float(np.sqrt(max(sd**2 - NOISE_FLOOR**2, 0.0)))
+
+    def placement_share(self) -> float:
+        """The share of a configuration's own stray that its placement (nodes, workers) holds,
+        shared by every batch size run there: between-placement over total variance of the
+        measured configurations' log(mean / T_hat) within the fitted node counts (one-way
+        analysis of variance, each part unbiased). 0 (every stray its own, as before this
+        was learned) when fewer than two placements were measured at two or more batches.
+
+        It decides how much a sweep of batch sizes on one placement beyond the fit says about
+        the network: with share 1 all of them are one placement's evidence, with 0 each is
+        independent (``posterior.observe``)."""
+        places, resid = self._in_core_residuals()
+        if resid.size == 0:
+            return 0.0
+        _, idx, size = np.unique(places, axis=0, return_inverse=True, return_counts=True)
+        idx = idx.ravel()
+        if np.sum(size >= 2) < 2:
+            return 0.0
+        means = np.bincount(idx, resid) / size
+        within = float(np.sum((resid - means[idx]) ** 2) / (resid.size - size.size))
+        total = float(np.var(resid, ddof=1))
+        return float(np.clip(1.0 - within / total, 0.0, 1.0)) if total > 0 else 0.0
+
+    def _in_core_residuals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Placement (nodes, workers) and log(mean / T_hat) of each measured configuration
+        within the fitted node counts (empty without measurements)."""
         if self.measured is None:
-            return 0.0
+            return np.zeros((0, 2)), np.zeros(0)
         inside = self.measured[self.measured[:, 0] <= self.max_nodes]
-        if len(inside) < 3:
-            return 0.0
         k, n, b = (inside[:, i] for i in range(3))
         factor = 1.0 if self.correction is None else self.correction.factor(b)
         total, _, _ = step_time(self.params, k, n, b, max_per_node(k, n), compute_factor=factor)
-        sd = float(median_abs_deviation(inside[:, 3] - np.log(total), scale="normal"))
-        return float(np.sqrt(max(sd**2 - NOISE_FLOOR**2, 0.0)))
+        return inside[:, :2], inside[:, 3] - np.log(total)
 
 
 def _with_measured(

@@ -28,7 +28,13 @@ marginal, exact under this belief); ``Belief.draws`` samples it jointly (shared 
 per network) for what needs the joint law: a saving's work and cost from one draw, the value
 of a measurement not yet made (``Belief.condition``: the belief after seeing one run's mean).
 ``observe`` conditions one group's belief on the runs made beyond its fit (probes appended to
-the table), jointly: all of them inform the shared z_g and z_t at once.
+the table, or a scale-out sweep), jointly: all of them inform the shared z_g and z_t at once.
+There a stray is split between the configuration's placement (nodes, workers; the same at
+every batch size run on it, in the share ``GroupFit.placement_share`` reads off the dense
+runs) and the configuration itself, so a sweep of batch sizes on one placement is one
+placement's evidence; and with three runs or more, the strays' size is the one under which
+the runs are most likely (never below the fit's): a sweep that scatters widens what it did
+not run instead of pinning it.
 
 How the group's spread splits into shared (w) and own (e) parts is read from the fit: a
 configuration's own stray is at least how far the group's measured configurations scatter
@@ -53,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
-from scipy.optimize import least_squares
+from scipy.optimize import least_squares, minimize_scalar
 from scipy.special import ndtr, ndtri
 
 from srifty_kit.errors import InputError
@@ -63,6 +69,10 @@ from srifty_kit.model.intervals import two_sided_z
 # the level at which a group's interval offsets are read to turn them into a Gaussian: the
 # calibration's own (signed conformal quantiles at 5% and 95%; ``intervals``)
 READ_LEVEL = 0.9
+# ``observe`` learns how far configurations stray beyond the fit from the runs there when it
+# has at least this many (a spread needs three), up to this factor on the fit's own scatter
+MIN_RUNS = 3
+MAX_STRAY_SCALE = 10.0
 
 
 @dataclass
@@ -178,60 +188,116 @@ class Belief:
         )
 
 
-def observe(belief: Belief, seen: Belief, log_ratio: np.ndarray, match: np.ndarray) -> Belief:
+def observe(
+    belief: Belief,
+    seen: Belief,
+    log_ratio: np.ndarray,
+    match: np.ndarray,
+    cell: np.ndarray | None = None,
+    seen_cell: np.ndarray | None = None,
+    share: float = 0.0,
+) -> Belief:
     """The belief about one group's configurations after runs of others of the same group.
 
     ``seen`` is the belief about the configurations run (all of this group and network, so
     all share its z = (z_g, z_t)), ``log_ratio`` their measured log(T / T_hat), ``match`` for
     each configuration of ``belief`` the position in ``seen`` of the same configuration, or
-    -1. Each run j is y_j = c_j + a_j'z + n_j, a_j = (w_j, v_j), n_j ~ N(0, e_j^2) its own
-    stray and the run's noise, so (linear-Gaussian; Bishop, PRML, eq. 2.116-2.117)
+    -1. A configuration's stray s (what its e holds beyond the noise floor) is split between
+    its placement (nodes, workers: shared by every batch size run there) and itself:
 
-        S = (I + sum_j a_j a_j' / e_j^2)^-1,    m = S sum_j a_j (y_j - c_j) / e_j^2
+        y_j = c_j + a_j'z + u_j p_c(j) + v_j q_j + n_j,   u = sqrt(share) s, v = sqrt(1 - share) s
 
-    and z = m + L u with L L' = S, u standard normal: a configuration x moves by a_x'm and
-    loads a_x'L on u, whose two parts are read as its new group and network loadings. A
-    configuration that was itself run also learns its stray: with k = stray^2 / e^2 its level
-    is c + k r + (1 - k) a'z (r its measured residual), the stray's leftover sd
-    stray * floor / e, and a new run adds the floor.
+    with z, p, q independent standard normals and n_j ~ N(0, floor^2) the run's noise.
+    ``seen_cell`` names each run's placement (0..C-1) and ``cell`` each asked configuration's
+    among them, or -1 (None: every run its own placement, ``share`` then moves nothing). A
+    sweep of ten batch sizes on one placement is then one placement's evidence about z, not
+    ten independent runs'. With x = (z, p, q), H the runs' loadings (linear-Gaussian; Bishop,
+    PRML, eq. 2.116-2.117):
+
+        S = (I + H'H / floor^2)^-1,    m = S H' (y - c) / floor^2
+
+    An asked configuration with loadings h on x moves by h'm. Its variance h'Sh is split into
+    the part that goes through z (its new group and network loadings, L'(a + B'h_r) with
+    B = S_rz S_zz^-1, L L' = S_zz) and the rest, which is its own; the stray of a placement
+    never run stays its own, and a new run adds the floor.
 
     Raises:
-        ValueError: the shapes of ``seen``, ``log_ratio`` and ``match`` disagree.
+        ValueError: the shapes of ``seen``, ``log_ratio``, ``match`` and the cells disagree.
     """
     load_seen = np.column_stack([seen.group_sd, seen.network_sd])
-    e2 = np.maximum(np.asarray(seen.noise_sd, float) ** 2, 1e-12)
     resid = np.asarray(log_ratio, float) - np.asarray(seen.centre, float)
-    if resid.shape != e2.shape:
+    runs = resid.size
+    if resid.shape != np.shape(seen.centre):
         raise ValueError("one measured log ratio per configuration seen")
-    precision = np.eye(2) + (load_seen / e2[:, None]).T @ load_seen
-    cov = np.linalg.inv(precision)
-    shift_z = cov @ (load_seen.T @ (resid / e2))
-    lower = np.linalg.cholesky(0.5 * (cov + cov.T))
+    if runs == 0:
+        return belief
     shape = np.shape(belief.centre)
+    match = np.broadcast_to(np.asarray(match), shape)
+    if seen_cell is None:  # every run its own placement: only an exact match shares it
+        seen_cell, cell = np.arange(runs), match
+    seen_cell = np.asarray(seen_cell, np.int64)
+    cell = np.broadcast_to(np.asarray(cell, np.int64), shape)
+    if seen_cell.shape != (runs,):
+        raise ValueError("one placement per configuration seen")
+    share = float(np.clip(share, 0.0, 1.0))
+    cells = int(seen_cell.max()) + 1 if runs else 0
+    floor2 = NOISE_FLOOR**2
+    stray = stray_sd(seen.noise_sd)
+    scale = _stray_scale(load_seen, stray, seen_cell, share, resid) if runs >= MIN_RUNS else 1.0
+    stray = scale * stray
+    # latents x = (z_g, z_t, p_1..p_C, q_1..q_J), each N(0, 1) a priori
+    design = np.zeros((runs, 2 + cells + runs))
+    design[:, :2] = load_seen
+    design[np.arange(runs), 2 + seen_cell] = np.sqrt(share) * stray
+    design[np.arange(runs), 2 + cells + np.arange(runs)] = np.sqrt(1.0 - share) * stray
+    cov = np.linalg.inv(np.eye(design.shape[1]) + design.T @ design / floor2)
+    mean = cov @ (design.T @ resid) / floor2
+    s_zz, s_rz = cov[:2, :2], cov[2:, :2]
+    lower = np.linalg.cholesky(0.5 * (s_zz + s_zz.T))
+    beta = s_rz @ np.linalg.inv(s_zz)  # E[rest | z] = m_r + beta (z - m_z)
+    rest = cov[2:, 2:] - beta @ s_rz.T  # what z leaves of the placements and strays
+    # each asked configuration loads on at most its placement's p and its own run's q
+    own = scale * stray_sd(np.broadcast_to(np.asarray(belief.noise_sd, float), shape))
+    on_cell, hit = cell >= 0, match >= 0
+    u = np.where(on_cell, np.sqrt(share) * own, 0.0)
+    v = np.where(hit, np.sqrt(1.0 - share) * own, 0.0)
+    ci, qi = np.maximum(cell, 0), cells + np.maximum(match, 0)
     load = np.stack(
         [np.broadcast_to(belief.group_sd, shape), np.broadcast_to(belief.network_sd, shape)], -1
     )
-    centre = np.broadcast_to(belief.centre, shape) + load @ shift_z
-    new_load = load @ lower
-    noise = np.broadcast_to(np.asarray(belief.noise_sd, float), shape).copy()
-    match = np.broadcast_to(np.asarray(match), shape)
-    hit = match >= 0
-    if hit.any():
-        j = match[hit]
-        stray2 = stray_sd(seen.noise_sd)[j] ** 2
-        keep = 1.0 - stray2 / e2[j]  # 1 - k: what of the shared part the stray leaves
-        centre[hit] = centre[hit] + (1.0 - keep) * (resid[j] - load[hit] @ shift_z)
-        new_load[hit] = new_load[hit] * keep[:, None]
-        noise[hit] = np.sqrt(stray2 * NOISE_FLOOR**2 / e2[j] + NOISE_FLOOR**2)
+    centre = np.broadcast_to(belief.centre, shape) + load @ mean[:2]
+    centre = centre + u * mean[2:][ci] + v * mean[2:][qi]
+    through_z = load + u[..., None] * beta[ci] + v[..., None] * beta[qi]
+    left = u**2 * rest[ci, ci] + v**2 * rest[qi, qi] + 2 * u * v * rest[ci, qi]
+    # the stray not run: all of it off a seen placement, its own part on one not run itself
+    unseen = np.where(on_cell, np.where(hit, 0.0, (1.0 - share) * own**2), own**2)
+    new_load = through_z @ lower
     return Belief(
         np.broadcast_to(belief.point, shape),
         centre,
         new_load[..., 0],
         new_load[..., 1],
-        noise,
+        np.sqrt(floor2 + unseen + np.maximum(left, 0.0)),
         np.broadcast_to(belief.group, shape),
         np.broadcast_to(belief.network, shape),
     )
+
+
+def _stray_scale(load, stray, cell, share, resid) -> float:
+    """The factor (at least 1) on the runs' strays under which their residuals are most
+    likely: resid ~ N(0, A A' + k^2 (share S_cell + (1 - share) diag(s^2)) + floor^2 I),
+    S_cell[i, j] = s_i s_j on one placement. Several runs beyond the fit show how far
+    configurations stray there; the fit's own scatter is only what it saw within."""
+    base = load @ load.T + NOISE_FLOOR**2 * np.eye(resid.size)
+    same = cell[:, None] == cell[None, :]
+    strays = np.outer(stray, stray) * (share * same + (1.0 - share) * np.eye(resid.size))
+
+    def cost(log_k: float) -> float:
+        factor = cho_factor(base + np.exp(2 * log_k) * strays)
+        return float(np.sum(np.log(np.diag(factor[0]))) + resid @ cho_solve(factor, resid) / 2)
+
+    best = minimize_scalar(cost, bounds=(0.0, np.log(MAX_STRAY_SCALE)), method="bounded")
+    return float(np.exp(best.x))
 
 
 def stray_sd(noise_sd: np.ndarray) -> np.ndarray:

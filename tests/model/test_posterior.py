@@ -255,3 +255,128 @@ def test_a_simulated_run_beyond_the_fit_moves_what_a_refit_would_move():
     # a run within the fit still informs the whole group through its shared error
     within = b.condition(2, 0.3, 0.0)
     assert (within.centre[:2] > 0).all()
+
+
+def _brute_force(asked, seen, y, match, cell, seen_cell, share, scale):
+    """The joint Gaussian of the asked levels and the runs, conditioned by the textbook
+    formula: levels L = c + a z + u p_cell + v q_own (a stray never run: independent)."""
+    from srifty_kit.model.posterior import stray_sd
+
+    a_seen = np.column_stack([seen.group_sd, seen.network_sd])
+    a_ask = np.column_stack([asked.group_sd, asked.network_sd])
+    s_seen, s_ask = scale * stray_sd(seen.noise_sd), scale * stray_sd(asked.noise_sd)
+    u_seen, v_seen = np.sqrt(share) * s_seen, np.sqrt(1 - share) * s_seen
+    u_ask, v_ask = np.sqrt(share) * s_ask, np.sqrt(1 - share) * s_ask
+    runs, cells = len(y), seen_cell.max() + 1
+    # loadings of asked levels and runs on (z, p, q) plus each asked stray never run
+    h_ask = np.zeros((len(match), 2 + cells + runs + len(match)))
+    h_seen = np.zeros((runs, h_ask.shape[1]))
+    h_ask[:, :2], h_seen[:, :2] = a_ask, a_seen
+    h_seen[np.arange(runs), 2 + seen_cell] = u_seen
+    h_seen[np.arange(runs), 2 + cells + np.arange(runs)] = v_seen
+    for i, (c, m) in enumerate(zip(cell, match, strict=True)):
+        if c < 0:
+            h_ask[i, 2 + cells + runs + i] = s_ask[i]
+            continue
+        h_ask[i, 2 + c] = u_ask[i]
+        if m >= 0:
+            h_ask[i, 2 + cells + m] = v_ask[i]
+        else:
+            h_ask[i, 2 + cells + runs + i] = v_ask[i]
+    from srifty_kit.model.fit import NOISE_FLOOR
+
+    cov_yy = h_seen @ h_seen.T + NOISE_FLOOR**2 * np.eye(runs)
+    gain = (h_ask @ h_seen.T) @ np.linalg.inv(cov_yy)
+    mean = asked.centre + gain @ (y - seen.centre)
+    cov = h_ask @ h_ask.T - gain @ (h_seen @ h_ask.T)
+    return mean, cov
+
+
+def test_runs_that_share_a_placement_condition_as_gaussians_do_with_learned_strays():
+    from scipy.stats import multivariate_normal
+
+    from srifty_kit.model.fit import NOISE_FLOOR
+    from srifty_kit.model.posterior import _stray_scale, observe, stray_sd
+
+    # four runs: three batch sizes of one placement (a sweep), one of another
+    seen = Belief(
+        point=np.ones(4),
+        centre=np.array([0.1, 0.1, 0.12, 0.2]),
+        group_sd=np.array([0.10, 0.10, 0.11, 0.15]),
+        network_sd=np.array([0.20, 0.20, 0.22, 0.30]),
+        noise_sd=np.hypot([0.08, 0.08, 0.09, 0.05], NOISE_FLOOR),
+        group=np.zeros(4, int),
+        network=np.zeros(4, int),
+    )
+    seen_cell = np.array([0, 0, 0, 1])
+    y = np.array([0.6, 0.2, 0.45, -0.1])  # the sweep scatters far more than 8%
+    asked = Belief(
+        point=np.ones(5),
+        centre=np.array([0.0, 0.05, 0.1, 0.12, 0.2]),
+        group_sd=np.array([0.05, 0.12, 0.10, 0.11, 0.15]),
+        network_sd=np.array([0.0, 0.25, 0.20, 0.22, 0.30]),
+        noise_sd=np.hypot([0.02, 0.06, 0.08, 0.085, 0.05], NOISE_FLOOR),
+        group=np.zeros(5, int),
+        network=np.zeros(5, int),
+    )
+    # off every run; the sweep's placement at a batch not run; two runs themselves; the other
+    cell, match = np.array([-1, 0, 0, 0, 1]), np.array([-1, -1, 0, 2, 3])
+    share = 0.6
+    load = np.column_stack([seen.group_sd, seen.network_sd])
+    strays = stray_sd(seen.noise_sd)
+    scale = _stray_scale(load, strays, seen_cell, share, y - seen.centre)
+
+    # the strays' scale is the most likely one (never below the fit's own)
+    def loglik(k):
+        same = seen_cell[:, None] == seen_cell[None, :]
+        cov = load @ load.T + NOISE_FLOOR**2 * np.eye(4)
+        cov = cov + k**2 * np.outer(strays, strays) * (share * same + (1 - share) * np.eye(4))
+        return multivariate_normal(seen.centre, cov).logpdf(y)
+
+    assert scale > 1.5  # these runs scatter more than the fit's own scatter says
+    assert all(loglik(scale) >= loglik(k) - 1e-6 for k in np.linspace(1, 10, 91))
+    after = observe(asked, seen, y, match, cell, seen_cell, share)
+    mean, cov = _brute_force(asked, seen, y, match, cell, seen_cell, share, scale)
+    assert after.centre == pytest.approx(mean, abs=1e-10)
+    shared = np.column_stack([after.group_sd, after.network_sd])
+    joint = shared @ shared.T + np.diag(stray_sd(after.noise_sd) ** 2)
+    # every marginal is exact, and every pair that does not share a placement run
+    assert np.diag(joint) == pytest.approx(np.diag(cov), abs=1e-10)
+    for i, j in [(0, 1), (0, 2), (1, 4), (2, 4), (3, 4), (0, 4)]:
+        assert joint[i, j] == pytest.approx(cov[i, j], abs=1e-10)
+    # a batch size not run on the sweep's placement learns from it, beyond what z carries
+    no_share = observe(asked, seen, y, match, cell, seen_cell, 0.0)
+    assert after.centre[1] > no_share.centre[1]
+
+
+def test_a_sweep_of_batch_sizes_on_one_slow_placement_is_one_placement_s_evidence():
+    # within the fit every placement runs its own few percent off the physics, at all its
+    # batch sizes alike; beyond it, a sweep of four batch sizes on one placement ran 40% slow.
+    # Four rows of one placement are not four independent looks at the network: the other
+    # placements there stay inside their band
+    rng = np.random.default_rng(11)
+    table = measurements(2, seed=4)
+    effect = {
+        p: np.exp(rng.normal(0, 0.12))
+        for p in set(zip(table.num_nodes, table.num_workers, strict=True))
+    }
+    table["step_time_s"] *= [
+        effect[p] for p in zip(table.num_nodes, table.num_workers, strict=True)
+    ]
+    truth = measurements(4, min_nodes=4, seed=5)
+    truth["step_time_s"] *= np.exp(rng.normal(0, 0.12, len(truth)))  # placements own strays
+    slow = truth["num_workers"] == 16
+    sweep = truth[slow].assign(step_time_s=truth.loc[slow, "step_time_s"] * 1.4)
+    others = truth[~slow]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(pd.concat([table, sweep], ignore_index=True))
+        alone = StepTimeModel().fit(table)
+    assert model.groups_["resnet", "g4dn.12xlarge"].placement_share() > 0.5
+    pred, before = model.predict(configs(others)), alone.predict(configs(others))
+    y = others["step_time_s"].to_numpy()
+    inside = (pred["step_time_lo"].to_numpy() <= y) & (y <= pred["step_time_hi"].to_numpy())
+    assert inside.mean() >= 0.9
+    # it still moved them the sweep's way, by less than the sweep's 40%
+    shift = np.median(pred["step_time_s"].to_numpy() / before["step_time_s"].to_numpy())
+    assert 1.0 < shift < 1.3
