@@ -453,14 +453,15 @@ def as_prior(move) -> tuple[float, ...]:
     )
 
 
-def _scale_out_tables(folder):
-    """Every cluster's (train, test), with ``per_node``; None for a missing file."""
+def _scale_out_tables(folder, splits=None):
+    """Every cluster's (train, test) of ``splits`` (file, fit rows, test rows; default
+    ``SCALE_OUT``), with ``per_node``; None for a missing file."""
     import pandas as pd
 
     from srifty_kit.model.fit import with_per_node
 
     out = {}
-    for split, (name, fit_rows, test_rows) in SCALE_OUT.items():
+    for split, (name, fit_rows, test_rows) in (splits or SCALE_OUT).items():
         path = folder / name
         if not path.is_file():
             out[split] = None
@@ -578,13 +579,21 @@ def scale_out(tables, priors, node_priors):
     return pd.DataFrame(rows)
 
 
-SWEEPS = {  # scale-out split -> the node counts a user sweeps, one full-node placement each
-    "Azure ND40rs_v2 <=2 -> 3-5": ((3,), (3, 4)),
-    "RTX 2080 Ti <=2 -> 3": ((3,),),
+# A scale-out sweep appended to a split's fitted rows: the node counts swept, one full-node
+# placement each (its largest worker count), every batch size; scored on the split's other rows
+SWEEPS = {
+    "AWS g4dn.12xlarge <=2 -> 3-4": (
+        "aws_g4dn12xlarge_placements.csv",
+        lambda t: t["num_nodes"] <= 2,
+        lambda t: t["num_nodes"] >= 3,
+        ((3,), (3, 4)),
+    ),
+    "Azure ND40rs_v2 <=2 -> 3-5": (*SCALE_OUT["Azure ND40rs_v2 <=2 -> 3-5"], ((3,), (3, 4))),
+    "RTX 2080 Ti <=2 -> 3": (*SCALE_OUT["RTX 2080 Ti <=2 -> 3"], ((3,),)),
 }
 
 
-def sweep_appended(tables, node_priors):
+def sweep_appended(folder, node_priors):
     """A scale-out sweep appended to the table: the split's fitted rows plus, at each swept
     node count, every batch size of its full-node placement (the largest worker count there),
     which ``holdout.probe_rows`` sets aside and the belief conditions on. Scored on every other
@@ -595,9 +604,12 @@ def sweep_appended(tables, node_priors):
     from srifty_kit import StepTimeModel
 
     rows = []
-    for split, sweeps in SWEEPS.items():
+    splits = {split: spec[:3] for split, spec in SWEEPS.items()}
+    tables = _scale_out_tables(folder, splits)
+    for split, spec in SWEEPS.items():
         if tables.get(split) is None:
             continue
+        sweeps = spec[3]
         train, test = (t.drop(columns=["per_node", "campaign"]) for t in tables[split])
         prior = as_prior(node_priors[cluster_of(split)])
         for nodes in sweeps:
@@ -851,7 +863,7 @@ def main() -> int:
         + markdown_table(per_model)
         + "\n"
     )
-    sweeps = sweep_table(sweep_appended(tables, node_priors))
+    sweeps = sweep_table(sweep_appended(data.parent, node_priors))
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(sweeps.to_string(index=False))
     sweep = (
@@ -862,9 +874,10 @@ def main() -> int:
         "(`holdout.probe_rows`) and the belief conditions on them (`posterior.observe`): "
         "through the group's and the network's shared errors, through the placement's own "
         "error where a configuration shares the placement (its share of the stray learned "
-        "from the dense part: `GroupFit.placement_share`), and with the stray's size "
-        "learned from the sweep's own scatter (maximum marginal likelihood, never below the "
-        "fit's). Scored on every other held-out row of the split, beside the same fit "
+        "from the dense part: `GroupFit.placement_share`), with the size of the shared "
+        "errors and of the strays learned from the sweep itself (maximum marginal "
+        "likelihood, neither below the fit's). Scored on every other held-out row of the "
+        "split (AWS: fitted on 1-2 nodes, the sweep at 3 or 3 and 4), beside the same fit "
         "without the sweep; the node-move prior is the one learned on the other clusters."
         "\n\n" + markdown_table(sweeps) + "\n"
     )

@@ -32,9 +32,10 @@ the table, or a scale-out sweep), jointly: all of them inform the shared z_g and
 There a stray is split between the configuration's placement (nodes, workers; the same at
 every batch size run on it, in the share ``GroupFit.placement_share`` reads off the dense
 runs) and the configuration itself, so a sweep of batch sizes on one placement is one
-placement's evidence; and with three runs or more, the strays' size is the one under which
-the runs are most likely (never below the fit's): a sweep that scatters widens what it did
-not run instead of pinning it.
+placement's evidence; and with three runs or more, the size of the shared errors and of the
+strays are those under which the runs are most likely (neither below the fit's): a sweep
+that lands far off in step moves everything beyond with it, one that scatters widens what it
+did not run instead of pinning it.
 
 How the group's spread splits into shared (w) and own (e) parts is read from the fit: a
 configuration's own stray is at least how far the group's measured configurations scatter
@@ -59,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.linalg import cho_factor, cho_solve, solve_triangular
-from scipy.optimize import least_squares, minimize_scalar
+from scipy.optimize import least_squares, minimize
 from scipy.special import ndtr, ndtri
 
 from srifty_kit.errors import InputError
@@ -69,10 +70,11 @@ from srifty_kit.model.intervals import two_sided_z
 # the level at which a group's interval offsets are read to turn them into a Gaussian: the
 # calibration's own (signed conformal quantiles at 5% and 95%; ``intervals``)
 READ_LEVEL = 0.9
-# ``observe`` learns how far configurations stray beyond the fit from the runs there when it
-# has at least this many (a spread needs three), up to this factor on the fit's own scatter
+# ``observe`` learns how far the shared errors and the configurations stray beyond the fit
+# from the runs there when it has at least this many (a spread needs three), up to this
+# factor on what the fit believed
 MIN_RUNS = 3
-MAX_STRAY_SCALE = 10.0
+MAX_SCALE = 10.0
 
 
 @dataclass
@@ -211,8 +213,10 @@ def observe(
     ``seen_cell`` names each run's placement (0..C-1) and ``cell`` each asked configuration's
     among them, or -1 (None: every run its own placement, ``share`` then moves nothing). A
     sweep of ten batch sizes on one placement is then one placement's evidence about z, not
-    ten independent runs'. With x = (z, p, q), H the runs' loadings (linear-Gaussian; Bishop,
-    PRML, eq. 2.116-2.117):
+    ten independent runs'. With ``MIN_RUNS`` runs or more, the loadings a and the strays s of
+    every configuration are first scaled by the factors under which the runs are most likely
+    (``_scales``). With x = (z, p, q), H the runs' loadings (linear-Gaussian; Bishop, PRML,
+    eq. 2.116-2.117):
 
         S = (I + H'H / floor^2)^-1,    m = S H' (y - c) / floor^2
 
@@ -243,8 +247,10 @@ def observe(
     cells = int(seen_cell.max()) + 1 if runs else 0
     floor2 = NOISE_FLOOR**2
     stray = stray_sd(seen.noise_sd)
-    scale = _stray_scale(load_seen, stray, seen_cell, share, resid) if runs >= MIN_RUNS else 1.0
-    stray = scale * stray
+    wide, scale = (1.0, 1.0)
+    if runs >= MIN_RUNS:
+        wide, scale = _scales(load_seen, stray, seen_cell, share, resid)
+    load_seen, stray = wide * load_seen, scale * stray
     # latents x = (z_g, z_t, p_1..p_C, q_1..q_J), each N(0, 1) a priori
     design = np.zeros((runs, 2 + cells + runs))
     design[:, :2] = load_seen
@@ -262,7 +268,7 @@ def observe(
     u = np.where(on_cell, np.sqrt(share) * own, 0.0)
     v = np.where(hit, np.sqrt(1.0 - share) * own, 0.0)
     ci, qi = np.maximum(cell, 0), cells + np.maximum(match, 0)
-    load = np.stack(
+    load = wide * np.stack(
         [np.broadcast_to(belief.group_sd, shape), np.broadcast_to(belief.network_sd, shape)], -1
     )
     centre = np.broadcast_to(belief.centre, shape) + load @ mean[:2]
@@ -283,21 +289,27 @@ def observe(
     )
 
 
-def _stray_scale(load, stray, cell, share, resid) -> float:
-    """The factor (at least 1) on the runs' strays under which their residuals are most
-    likely: resid ~ N(0, A A' + k^2 (share S_cell + (1 - share) diag(s^2)) + floor^2 I),
-    S_cell[i, j] = s_i s_j on one placement. Several runs beyond the fit show how far
-    configurations stray there; the fit's own scatter is only what it saw within."""
-    base = load @ load.T + NOISE_FLOOR**2 * np.eye(resid.size)
+def _scales(load, stray, cell, share, resid) -> tuple[float, float]:
+    """The factors (each at least 1) on the runs' shared loadings and on their strays under
+    which their residuals are most likely:
+
+        resid ~ N(0, k_a^2 A A' + k_s^2 (share S_cell + (1 - share) diag(s^2)) + floor^2 I)
+
+    S_cell[i, j] = s_i s_j on one placement. Several runs beyond the fit show how far this
+    network and its configurations stray there; the fit only saw within."""
+    loads = load @ load.T
     same = cell[:, None] == cell[None, :]
     strays = np.outer(stray, stray) * (share * same + (1.0 - share) * np.eye(resid.size))
+    floor = NOISE_FLOOR**2 * np.eye(resid.size)
 
-    def cost(log_k: float) -> float:
-        factor = cho_factor(base + np.exp(2 * log_k) * strays)
+    def cost(log_k: np.ndarray) -> float:
+        k_a, k_s = np.exp(2 * log_k)
+        factor = cho_factor(k_a * loads + k_s * strays + floor)
         return float(np.sum(np.log(np.diag(factor[0]))) + resid @ cho_solve(factor, resid) / 2)
 
-    best = minimize_scalar(cost, bounds=(0.0, np.log(MAX_STRAY_SCALE)), method="bounded")
-    return float(np.exp(best.x))
+    top = np.log(MAX_SCALE)
+    best = minimize(cost, np.full(2, 0.1), method="L-BFGS-B", bounds=[(0.0, top)] * 2)
+    return float(np.exp(best.x[0])), float(np.exp(best.x[1]))
 
 
 def stray_sd(noise_sd: np.ndarray) -> np.ndarray:
