@@ -88,7 +88,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+from scipy.stats import median_abs_deviation, norm
 
 from srifty_kit.errors import InputError
 from srifty_kit.measure.variance import steady, summarise, warmup_mask
@@ -257,7 +257,6 @@ NODE_MOVE_PRIOR = NetworkPrior(
     0.0,
     1.322,
 )
-_MAD = 1.4826  # MAD to sd of a normal
 
 
 def move_rates(
@@ -285,9 +284,8 @@ def _rate_line(r: np.ndarray, u: np.ndarray) -> tuple[float, float, np.ndarray] 
 
 
 def _robust(values: np.ndarray) -> tuple[float, float]:
-    """Median and 1.4826 * MAD (a normal's sd, robust to one odd campaign or model)."""
-    mid = float(np.median(values))
-    return mid, float(_MAD * np.median(np.abs(values - mid)))
+    """Median and the normal-scaled MAD (a normal's sd, robust to one odd campaign or model)."""
+    return float(np.median(values)), float(median_abs_deviation(values, scale="normal"))
 
 
 def network_move(
