@@ -335,7 +335,7 @@ def split_mixes(
 
 
 # the belief arrays a candidate carries from ``StepTimeModel.predict_belief`` (log space)
-BELIEF = ("log_centre", "sd_group", "sd_network", "sd_noise", "group", "network")
+BELIEF = ("log_centre", "sd_group", "sd_network", "sd_place", "sd_noise", "group", "network")
 
 
 def predict(
@@ -394,6 +394,7 @@ def predict(
             "log_centre": b.centre,
             "sd_group": b.group_sd,
             "sd_network": b.network_sd,
+            "sd_place": b.place_sd,
             "sd_noise": b.noise_sd,
             "group": b.group.astype(float),
             "network": b.network.astype(float),
@@ -402,6 +403,9 @@ def predict(
         take = np.isnan(prev) | (median > prev)  # the slower half of a mix decides
         for k in out:
             out[k][rows] = np.where(take, this[k], out[k][rows])
+    # a mix's placement is two types' nodes: its stray is its own
+    out["sd_noise"] = np.where(mixed, np.hypot(out["sd_noise"], out["sd_place"]), out["sd_noise"])
+    out["sd_place"] = np.where(mixed, 0.0, out["sd_place"])
     ok = np.isfinite(out["step_time_s"])
     return {**{k: v[ok] for k, v in cfg.items()}, **{k: v[ok] for k, v in out.items()}}
 
@@ -419,6 +423,7 @@ def from_interval(cfg: dict[str, np.ndarray], level: float) -> dict[str, np.ndar
         log_centre=zero.copy(),
         sd_group=zero.copy(),
         sd_network=zero.copy(),
+        sd_place=zero.copy(),
         sd_noise=sd,
         group=np.arange(step.size, dtype=float),
         network=np.arange(step.size, dtype=float),
@@ -437,6 +442,7 @@ def log_sd(cols: dict[str, np.ndarray]) -> np.ndarray:
     return np.sqrt(
         cols["sd_group"] ** 2
         + cols["sd_network"] ** 2
+        + cols["sd_place"] ** 2
         + cols["sd_noise"] ** 2
         + cols["sd_spot"] ** 2
     )
@@ -557,6 +563,9 @@ def belief_of(cols: dict[str, np.ndarray]) -> Belief:
         np.hypot(cols["sd_noise"], cols["sd_spot"]),
         cols["group"].astype(np.int64),
         cols["network"].astype(np.int64),
+        cols["sd_place"],
+        cols["nodes"] + cols["nodes2"],
+        cols["workers"] + cols["workers2"],
     )
 
 

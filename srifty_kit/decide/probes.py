@@ -36,7 +36,7 @@ import pandas as pd
 from srifty_kit.decide import candidates as cand
 from srifty_kit.errors import InputError
 from srifty_kit.model.efficiency import SECONDS_PER_HOUR
-from srifty_kit.model.posterior import Belief, stray_sd
+from srifty_kit.model.posterior import Belief
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.planner import SearchResult
@@ -103,15 +103,9 @@ def _loss(pool: _Pool, pick: np.ndarray, truth: np.ndarray, fallback: int) -> np
 
 def _truths(belief: Belief, n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple]:
     """(n, N) truths of run time, and each configuration's level they were drawn around: its
-    shared errors and its own stray (persistent), to which a run adds its own noise."""
-    groups, g_of = np.unique(belief.group, return_inverse=True)
-    nets, t_of = np.unique(belief.network, return_inverse=True)
-    z_g = rng.standard_normal((n, groups.size))[:, g_of]
-    z_t = rng.standard_normal((n, nets.size))[:, t_of]
-    stray = stray_sd(belief.noise_sd)
-    run = np.sqrt(np.maximum(belief.noise_sd**2 - stray**2, 0.0))
-    level = belief.centre + belief.group_sd * z_g + belief.network_sd * z_t
-    level = level + stray * rng.standard_normal((n, len(belief)))
+    shared errors, its placement's and its own stray (persistent), to which a run adds its
+    own noise."""
+    level, run = belief.levels(n, rng)
     return belief.point * np.exp(level + run * rng.standard_normal((n, len(belief)))), (level, run)
 
 

@@ -105,13 +105,7 @@ class GroupFit:
         _, seen = self._physics(pk, pn, pb, max_per_node(pk, pn), level, beliefs or (0, 0))
         shape = np.shape(belief.centre)
         match = _match(probes, k, n, b, shape)
-        # each run's placement (nodes, workers), and each asked configuration's among them
-        places, seen_cell = np.unique(probes[:, :2], axis=0, return_inverse=True)
-        places = np.column_stack([places, np.zeros(len(places))])
-        cell = _match(places, k, n, np.zeros(shape), shape)
-        share = self.placement_share()
-        log_ratio = probes[:, 3] - np.log(seen.point)
-        after = posterior.observe(belief, seen, log_ratio, match, cell, seen_cell.ravel(), share)
+        after = posterior.observe(belief, seen, probes[:, 3] - np.log(seen.point), match)
         beyond = np.broadcast_to(k > self.max_nodes, shape)
         return posterior.Belief(
             *(np.where(beyond, getattr(after, f), np.broadcast_to(getattr(belief, f), shape))
@@ -160,6 +154,9 @@ class GroupFit:
             level=level,
             stray=stray,
             own=self.own_scatter(),
+            share=self.placement_share(),
+            nodes=k,
+            workers=n,
         )
         return out, belief
 
@@ -229,11 +226,13 @@ def _with_measured(
     if not seen.any():
         return belief
     y = np.where(seen, measured[np.maximum(match, 0), 3] - np.log(flat), 0.0)
-    level = belief.group_sd**2 + belief.network_sd**2 + posterior.stray_sd(belief.noise_sd) ** 2
+    level = belief.group_sd**2 + belief.network_sd**2 + belief.place_sd**2
+    level = level + posterior.stray_sd(belief.noise_sd) ** 2
     gain = level / np.maximum(level + NOISE_FLOOR**2, 1e-300)
     belief.centre = np.where(seen, belief.centre + gain * (y - belief.centre), belief.centre)
     belief.group_sd = np.where(seen, np.sqrt(level * (1.0 - gain)), belief.group_sd)
     belief.network_sd = np.where(seen, 0.0, belief.network_sd)
+    belief.place_sd = np.where(seen, 0.0, belief.place_sd)
     belief.noise_sd = np.where(seen, NOISE_FLOOR, belief.noise_sd)
     return belief
 

@@ -7,9 +7,11 @@ step time is believed to be
                + w(x) * z_g                     the fit's own error, one z_g per (model, type)
                + v(x) * z_t                     the network's move to node counts never
                                                 measured, one z_t per instance type
+               + u(x) * z_p                     its placement's stray, one z_p per (group,
+                                                nodes, workers): shared by its batch sizes
                + e(x) * eps_x                   what is left: independent per configuration
 
-with z_g, z_t, eps_x independent standard normals. ``w`` is the calibrated spread of the
+with z_g, z_t, z_p, eps_x independent standard normals. ``w`` is the calibrated spread of the
 group's held-out errors at the scales it measured (``intervals.Spread``, less the noise floor);
 ``v`` the spread the network's move adds beyond the largest measured node count (its sync
 share times how far beyond, raised to the move's growth: ``intervals.NodeMove``); ``e`` the
@@ -18,24 +20,25 @@ measurements README, so no belief about a configuration is narrower than that) a
 node count never measured, the configuration's own stray from the network's rate. The stray
 is the configuration's (the same in every run of it), the floor the run's: e^2 = stray^2 +
 floor^2, so a measured run reveals its own stray (``condition``) and a new run
-still adds the floor. Because z_g and z_t are shared, every configuration of one type is judged
+still adds the floor. Of the stray's variance, the share ``GroupFit.placement_share`` reads
+off the dense runs is its placement's (u^2): a run at one batch size tells about the others
+on the same nodes and workers, in ``condition`` (a probe's simulation) as in ``observe``
+(the refit). Because z_g and z_t are shared, every configuration of one type is judged
 under the same unknown: if this network scales worse than believed at 8 nodes, it does at 16
 too. A search that reads each configuration's own interval treats those errors as independent;
 one that reads draws of this belief does not.
 
 ``Belief`` holds the arrays and answers the chance constraint in closed form (a Gaussian
-marginal, exact under this belief); ``Belief.draws`` samples it jointly (shared z per group and
-per network) for what needs the joint law: a saving's work and cost from one draw, the value
-of a measurement not yet made (``Belief.condition``: the belief after seeing one run's mean).
-``observe`` conditions one group's belief on the runs made beyond its fit (probes appended to
-the table, or a scale-out sweep), jointly: all of them inform the shared z_g and z_t at once.
-There a stray is split between the configuration's placement (nodes, workers; the same at
-every batch size run on it, in the share ``GroupFit.placement_share`` reads off the dense
-runs) and the configuration itself, so a sweep of batch sizes on one placement is one
-placement's evidence; and with three runs or more, the size of the shared errors and of the
-strays are those under which the runs are most likely (neither below the fit's): a sweep
-that lands far off in step moves everything beyond with it, one that scatters widens what it
-did not run instead of pinning it.
+marginal, exact under this belief); ``Belief.draws`` samples it jointly (shared z per group,
+per network and per placement) for what needs the joint law: a saving's work and cost from
+one draw, the value of a measurement not yet made (``Belief.condition``: the belief after
+seeing one run's mean). ``observe`` conditions one group's belief on the runs made beyond its
+fit (probes appended to the table, or a scale-out sweep), jointly: all of them inform the
+shared z_g and z_t at once, a sweep of batch sizes on one placement as one placement's
+evidence; and with three runs or more, the size of the shared errors and of the strays are
+those under which the runs are most likely (neither below the fit's): a sweep that lands far
+off in step moves everything beyond with it, one that scatters widens what it did not run
+instead of pinning it.
 
 How the group's spread splits into shared (w) and own (e) parts is read from the fit: a
 configuration's own stray is at least how far the group's measured configurations scatter
@@ -88,14 +91,31 @@ class Belief:
     noise_sd: np.ndarray  # e(x): independent part
     group: np.ndarray  # label of each configuration's (model, type) group (ints)
     network: np.ndarray  # label of each configuration's network (instance type, ints)
+    # u(x): loading on its placement's error z_p, shared by every batch size run on the same
+    # nodes and workers of its group (None: 0, every stray its own)
+    place_sd: np.ndarray | None = None
+    nodes: np.ndarray | None = None  # its placement: nodes and workers (None: 0)
+    workers: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        shape = np.shape(self.centre)
+        for name in ("place_sd", "nodes", "workers"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(shape))
 
     def __len__(self) -> int:
         return int(np.size(self.point))
 
     @property
     def sd(self) -> np.ndarray:
-        """Marginal sd of log T: sqrt(w^2 + v^2 + e^2)."""
-        return np.sqrt(self.group_sd**2 + self.network_sd**2 + self.noise_sd**2)
+        """Marginal sd of log T: sqrt(w^2 + v^2 + u^2 + e^2)."""
+        return np.sqrt(self.group_sd**2 + self.network_sd**2 + self.place_sd**2 + self.noise_sd**2)
+
+    def places(self) -> np.ndarray:
+        """Each configuration's placement as an index (0..): same group, nodes and workers."""
+        group = np.ravel(np.broadcast_to(self.group, np.shape(self.centre))).astype(np.int64)
+        key = (group << 42) | np.ravel(_place_key(self.nodes, self.workers))
+        return np.unique(key, return_inverse=True)[1].reshape(np.shape(self.centre))
 
     @property
     def median(self) -> np.ndarray:
@@ -129,15 +149,28 @@ class Belief:
         return Belief(*(np.asarray(getattr(self, f))[index] for f in FIELDS))
 
     def draws(self, n: int, seed: int | np.random.Generator = 0) -> np.ndarray:
-        """(n, N) joint draws of T: one z per group and per network shared by its rows."""
+        """(n, N) joint draws of T: one z per group, per network and per placement shared by
+        its rows."""
         rng = np.random.default_rng(seed)
+        level, run = self.levels(n, rng)
+        return self.point * np.exp(level + run * rng.standard_normal((n, len(self))))
+
+    def levels(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(n, N) joint draws of each configuration's level (log T / T_hat without a run's
+        own noise: its shared errors, its placement's and its own stray, persistent), and
+        the sd a run adds to it (the noise floor)."""
         groups, g_of = np.unique(self.group, return_inverse=True)
         nets, t_of = np.unique(self.network, return_inverse=True)
         z_g = rng.standard_normal((n, groups.size))[:, g_of]
         z_t = rng.standard_normal((n, nets.size))[:, t_of]
-        eps = rng.standard_normal((n, len(self)))
-        log_t = self.centre + self.group_sd * z_g + self.network_sd * z_t + self.noise_sd * eps
-        return self.point * np.exp(log_t)
+        level = self.centre + self.group_sd * z_g + self.network_sd * z_t
+        if np.any(self.place_sd > 0):
+            places = self.places()
+            z_p = rng.standard_normal((n, int(places.max()) + 1))[:, places]
+            level = level + self.place_sd * z_p
+        stray = stray_sd(self.noise_sd)
+        level = level + stray * rng.standard_normal((n, len(self)))
+        return level, np.sqrt(np.maximum(self.noise_sd**2 - stray**2, 0.0))
 
     def condition(self, at: int, log_ratio: float | np.ndarray, noise: float) -> Belief:
         """The belief after one run of configuration ``at`` measured log(T / T_hat) =
@@ -148,7 +181,8 @@ class Belief:
         (persistent: the same configuration strays the same way in every run) and a run's
         noise (the noise floor, new in every run): ``stray_sd``. The run measured at ``at``
         reveals its shared errors and its own stray; another configuration shares z_g with it
-        when of the same group and z_t when of the same network, and keeps its own stray.
+        when of the same group and z_t when of the same network, z_p when also on the same
+        nodes and workers (another batch size of its placement), and keeps its own stray.
         A run beyond the measured node counts (``network_sd > 0`` there) moves only the
         configurations beyond them, as a fit with that run appended does (``observe``): those
         within were fitted on their own measurements, which the run does not change.
@@ -158,25 +192,29 @@ class Belief:
         if self.network_sd[at] > 0:
             beyond = self.network_sd > 0
             same_g, same_t = same_g & beyond, same_t & beyond
-        wg, wt = self.group_sd[at], self.network_sd[at]
-        var_y = wg**2 + wt**2 + self.noise_sd[at] ** 2 + noise**2
-        # covariance of each configuration's level with the measured run: the shared normals,
-        # and for ``at`` itself also its stray
+        same_p = same_g & (self.nodes == self.nodes[at]) & (self.workers == self.workers[at])
+        wg, wt, wp = self.group_sd[at], self.network_sd[at], self.place_sd[at]
+        var_y = wg**2 + wt**2 + wp**2 + self.noise_sd[at] ** 2 + noise**2
+        # covariance of each configuration's level with the measured run: the shared normals
+        # (its placement's too, at other batch sizes), and for ``at`` itself also its stray
         own = np.arange(len(self)) == at
         stray = np.where(own, stray_sd(self.noise_sd), 0.0)
+        place = np.where(same_p, self.place_sd, 0.0)
         cov = np.where(same_g, self.group_sd * wg, 0.0) + np.where(
             same_t, self.network_sd * wt, 0.0
         )
-        cov = cov + stray**2
+        cov = cov + place * wp + stray**2
         y = np.asarray(log_ratio, float)[..., None] - self.centre[at]
         centre = self.centre + cov * y / var_y
-        # each row's level variance falls by what y explained: w^2 + v^2 (+ stray^2 for
-        # ``at``) - cov^2 / var_y (exact for the marginal; the rest of that row's shared part
-        # is kept as its group's); ``at`` keeps only a new run's noise as its own
+        # each row's level variance falls by what y explained: w^2 + v^2 (+ u^2 on the run's
+        # placement, + stray^2 for ``at``) - cov^2 / var_y (exact for the marginal; the rest
+        # of that row's shared part is kept as its group's); ``at`` keeps only a new run's
+        # noise as its own
         touched = same_g | same_t
-        left = self.group_sd**2 + self.network_sd**2 + stray**2 - cov**2 / var_y
+        left = self.group_sd**2 + self.network_sd**2 + place**2 + stray**2 - cov**2 / var_y
         group_sd = np.where(touched, np.sqrt(np.maximum(left, 0.0)), self.group_sd)
         network_sd = np.where(touched, 0.0, self.network_sd)
+        place_sd = np.where(same_p, 0.0, self.place_sd)
         noise_sd = np.where(own, np.minimum(self.noise_sd, NOISE_FLOOR), self.noise_sd)
         shape = centre.shape
         return Belief(
@@ -187,33 +225,27 @@ class Belief:
             np.broadcast_to(noise_sd, shape),
             np.broadcast_to(self.group, shape),
             np.broadcast_to(self.network, shape),
+            np.broadcast_to(place_sd, shape),
+            np.broadcast_to(self.nodes, shape),
+            np.broadcast_to(self.workers, shape),
         )
 
 
-def observe(
-    belief: Belief,
-    seen: Belief,
-    log_ratio: np.ndarray,
-    match: np.ndarray,
-    cell: np.ndarray | None = None,
-    seen_cell: np.ndarray | None = None,
-    share: float = 0.0,
-) -> Belief:
+def observe(belief: Belief, seen: Belief, log_ratio: np.ndarray, match: np.ndarray) -> Belief:
     """The belief about one group's configurations after runs of others of the same group.
 
     ``seen`` is the belief about the configurations run (all of this group and network, so
     all share its z = (z_g, z_t)), ``log_ratio`` their measured log(T / T_hat), ``match`` for
     each configuration of ``belief`` the position in ``seen`` of the same configuration, or
-    -1. A configuration's stray s (what its e holds beyond the noise floor) is split between
-    its placement (nodes, workers: shared by every batch size run there) and itself:
+    -1. A configuration's stray is its placement's part u (``place_sd``: shared by every
+    batch size run on its nodes and workers) and its own part v (what ``noise_sd`` holds
+    beyond the floor):
 
-        y_j = c_j + a_j'z + u_j p_c(j) + v_j q_j + n_j,   u = sqrt(share) s, v = sqrt(1 - share) s
+        y_j = c_j + a_j'z + u_j p_c(j) + v_j q_j + n_j
 
-    with z, p, q independent standard normals and n_j ~ N(0, floor^2) the run's noise.
-    ``seen_cell`` names each run's placement (0..C-1) and ``cell`` each asked configuration's
-    among them, or -1 (None: every run its own placement, ``share`` then moves nothing). A
-    sweep of ten batch sizes on one placement is then one placement's evidence about z, not
-    ten independent runs'. With ``MIN_RUNS`` runs or more, the loadings a and the strays s of
+    with z, p, q independent standard normals and n_j ~ N(0, floor^2) the run's noise. A sweep
+    of ten batch sizes on one placement is then one placement's evidence about z, not ten
+    independent runs'. With ``MIN_RUNS`` runs or more, the loadings a and the strays (u, v) of
     every configuration are first scaled by the factors under which the runs are most likely
     (``_scales``). With x = (z, p, q), H the runs' loadings (linear-Gaussian; Bishop, PRML,
     eq. 2.116-2.117):
@@ -222,11 +254,12 @@ def observe(
 
     An asked configuration with loadings h on x moves by h'm. Its variance h'Sh is split into
     the part that goes through z (its new group and network loadings, L'(a + B'h_r) with
-    B = S_rz S_zz^-1, L L' = S_zz) and the rest, which is its own; the stray of a placement
-    never run stays its own, and a new run adds the floor.
+    B = S_rz S_zz^-1, L L' = S_zz), what its run placement's p keeps beyond z (its new
+    placement loading) and the rest, its own; a placement never run keeps its own loading,
+    and a new run adds the floor.
 
     Raises:
-        ValueError: the shapes of ``seen``, ``log_ratio``, ``match`` and the cells disagree.
+        ValueError: the shapes of ``seen`` and ``log_ratio`` disagree.
     """
     load_seen = np.column_stack([seen.group_sd, seen.network_sd])
     resid = np.asarray(log_ratio, float) - np.asarray(seen.centre, float)
@@ -237,69 +270,78 @@ def observe(
         return belief
     shape = np.shape(belief.centre)
     match = np.broadcast_to(np.asarray(match), shape)
-    if seen_cell is None:  # every run its own placement: only an exact match shares it
-        seen_cell, cell = np.arange(runs), match
-    seen_cell = np.asarray(seen_cell, np.int64)
-    cell = np.broadcast_to(np.asarray(cell, np.int64), shape)
-    if seen_cell.shape != (runs,):
-        raise ValueError("one placement per configuration seen")
-    share = float(np.clip(share, 0.0, 1.0))
-    cells = int(seen_cell.max()) + 1 if runs else 0
-    floor2 = NOISE_FLOOR**2
-    stray = stray_sd(seen.noise_sd)
+    # each run's placement (0..C-1), and each asked configuration's among them or -1
+    keys = _place_key(seen.nodes, seen.workers)
+    places, seen_cell = np.unique(keys, return_inverse=True)
+    asked = np.broadcast_to(_place_key(belief.nodes, belief.workers), shape)
+    at = np.clip(np.searchsorted(places, asked), 0, places.size - 1)
+    cell = np.where(places[at] == asked, at, -1)
+    cells, floor2 = places.size, NOISE_FLOOR**2
+    u_seen, v_seen = np.asarray(seen.place_sd, float), stray_sd(seen.noise_sd)
     wide, scale = (1.0, 1.0)
     if runs >= MIN_RUNS:
-        wide, scale = _scales(load_seen, stray, seen_cell, share, resid)
-    load_seen, stray = wide * load_seen, scale * stray
+        wide, scale = _scales(load_seen, u_seen, v_seen, seen_cell, resid)
     # latents x = (z_g, z_t, p_1..p_C, q_1..q_J), each N(0, 1) a priori
     design = np.zeros((runs, 2 + cells + runs))
-    design[:, :2] = load_seen
-    design[np.arange(runs), 2 + seen_cell] = np.sqrt(share) * stray
-    design[np.arange(runs), 2 + cells + np.arange(runs)] = np.sqrt(1.0 - share) * stray
+    design[:, :2] = wide * load_seen
+    design[np.arange(runs), 2 + seen_cell] = scale * u_seen
+    design[np.arange(runs), 2 + cells + np.arange(runs)] = scale * v_seen
     cov = np.linalg.inv(np.eye(design.shape[1]) + design.T @ design / floor2)
     mean = cov @ (design.T @ resid) / floor2
     s_zz, s_rz = cov[:2, :2], cov[2:, :2]
     lower = np.linalg.cholesky(0.5 * (s_zz + s_zz.T))
     beta = s_rz @ np.linalg.inv(s_zz)  # E[rest | z] = m_r + beta (z - m_z)
     rest = cov[2:, 2:] - beta @ s_rz.T  # what z leaves of the placements and strays
-    # each asked configuration loads on at most its placement's p and its own run's q
-    own = scale * stray_sd(np.broadcast_to(np.asarray(belief.noise_sd, float), shape))
+    # each asked configuration loads on its placement's p if run, and its own q if run itself
+    u = scale * np.broadcast_to(np.asarray(belief.place_sd, float), shape)
+    v = scale * stray_sd(np.broadcast_to(np.asarray(belief.noise_sd, float), shape))
     on_cell, hit = cell >= 0, match >= 0
-    u = np.where(on_cell, np.sqrt(share) * own, 0.0)
-    v = np.where(hit, np.sqrt(1.0 - share) * own, 0.0)
+    u_on, v_hit = np.where(on_cell, u, 0.0), np.where(hit, v, 0.0)
     ci, qi = np.maximum(cell, 0), cells + np.maximum(match, 0)
     load = wide * np.stack(
         [np.broadcast_to(belief.group_sd, shape), np.broadcast_to(belief.network_sd, shape)], -1
     )
     centre = np.broadcast_to(belief.centre, shape) + load @ mean[:2]
-    centre = centre + u * mean[2:][ci] + v * mean[2:][qi]
-    through_z = load + u[..., None] * beta[ci] + v[..., None] * beta[qi]
-    left = u**2 * rest[ci, ci] + v**2 * rest[qi, qi] + 2 * u * v * rest[ci, qi]
-    # the stray not run: all of it off a seen placement, its own part on one not run itself
-    unseen = np.where(on_cell, np.where(hit, 0.0, (1.0 - share) * own**2), own**2)
+    centre = centre + u_on * mean[2:][ci] + v_hit * mean[2:][qi]
+    through_z = load + u_on[..., None] * beta[ci] + v_hit[..., None] * beta[qi]
+    left = u_on**2 * rest[ci, ci] + v_hit**2 * rest[qi, qi] + 2 * u_on * v_hit * rest[ci, qi]
+    left = np.maximum(left, 0.0)
+    # a run placement's p beyond z is shared by its batch sizes; the rest of ``left`` is own
+    place = np.where(on_cell, np.sqrt(np.minimum(u_on**2 * rest[ci, ci], left)), u)
+    own = np.where(hit, 0.0, v**2) + np.where(on_cell, left - place**2, 0.0)
     new_load = through_z @ lower
     return Belief(
         np.broadcast_to(belief.point, shape),
         centre,
         new_load[..., 0],
         new_load[..., 1],
-        np.sqrt(floor2 + unseen + np.maximum(left, 0.0)),
+        np.sqrt(floor2 + np.maximum(own, 0.0)),
         np.broadcast_to(belief.group, shape),
         np.broadcast_to(belief.network, shape),
+        place,
+        np.broadcast_to(belief.nodes, shape),
+        np.broadcast_to(belief.workers, shape),
     )
 
 
-def _scales(load, stray, cell, share, resid) -> tuple[float, float]:
-    """The factors (each at least 1) on the runs' shared loadings and on their strays under
-    which their residuals are most likely:
+def _place_key(nodes, workers) -> np.ndarray:
+    """One integer per (nodes, workers), 42 bits (each below 2**21: contracts cap them at a
+    million), so a group label fits above it."""
+    k, n = (np.minimum(np.asarray(a, float).astype(np.int64), 2**21 - 1) for a in (nodes, workers))
+    return (k << 21) | n
 
-        resid ~ N(0, k_a^2 A A' + k_s^2 (share S_cell + (1 - share) diag(s^2)) + floor^2 I)
 
-    S_cell[i, j] = s_i s_j on one placement. Several runs beyond the fit show how far this
+def _scales(load, place, stray, cell, resid) -> tuple[float, float]:
+    """The factors (each at least 1) on the runs' shared loadings A and on their strays
+    (placement part u, own part v) under which their residuals are most likely:
+
+        resid ~ N(0, k_a^2 A A' + k_s^2 (U_cell + diag(v^2)) + floor^2 I)
+
+    U_cell[i, j] = u_i u_j on one placement. Several runs beyond the fit show how far this
     network and its configurations stray there; the fit only saw within."""
     loads = load @ load.T
     same = cell[:, None] == cell[None, :]
-    strays = np.outer(stray, stray) * (share * same + (1.0 - share) * np.eye(resid.size))
+    strays = np.outer(place, place) * same + np.diag(stray**2)
     floor = NOISE_FLOOR**2 * np.eye(resid.size)
 
     def cost(log_k: np.ndarray) -> float:
@@ -319,7 +361,18 @@ def stray_sd(noise_sd: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(noise_sd**2 - NOISE_FLOOR**2, 0.0))
 
 
-FIELDS = ("point", "centre", "group_sd", "network_sd", "noise_sd", "group", "network")
+FIELDS = (
+    "point",
+    "centre",
+    "group_sd",
+    "network_sd",
+    "noise_sd",
+    "group",
+    "network",
+    "place_sd",
+    "nodes",
+    "workers",
+)
 
 
 def concat(beliefs: list[Belief]) -> Belief:
@@ -339,6 +392,9 @@ def from_offsets(
     level: float = READ_LEVEL,
     stray: float | np.ndarray = 0.0,
     own: float = 0.0,
+    share: float = 0.0,
+    nodes: np.ndarray | None = None,
+    workers: np.ndarray | None = None,
 ) -> Belief:
     """A belief from an interval's log offsets (down, up) read at ``level``: ``full`` with
     the network's move beyond the measured node counts, ``within`` without it.
@@ -350,7 +406,9 @@ def from_offsets(
     log sd beyond the floor). The network's loading is what the move adds in quadrature less
     the stray it brings; the rest of the within spread is the group's shared error. How the
     variance is split does not change a configuration's marginal; it decides how much one
-    measured run says about the others (``condition``, ``observe``).
+    measured run says about the others (``condition``, ``observe``). ``share`` of the stray's
+    variance is its placement's (``nodes``, ``workers``), shared by every batch size run on
+    it (``GroupFit.placement_share``).
     """
     z = two_sided_z(level)
     down, up = (np.asarray(a, float) for a in full)
@@ -363,7 +421,8 @@ def from_offsets(
     stray = np.maximum(np.asarray(stray, float), own)
     network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2 - (stray**2 - own**2), 0.0))
     group_sd = np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2 - own**2, 0.0))
-    noise = np.sqrt(NOISE_FLOOR**2 + stray**2) * np.ones(np.shape(sd))
+    share = float(np.clip(share, 0.0, 1.0))
+    noise = np.sqrt(NOISE_FLOOR**2 + (1.0 - share) * stray**2) * np.ones(np.shape(sd))
     n = np.shape(point)
     return Belief(
         np.asarray(point, float),
@@ -373,6 +432,9 @@ def from_offsets(
         np.broadcast_to(noise, n).astype(float),
         np.full(n, group, dtype=np.int64),
         np.full(n, network, dtype=np.int64),
+        np.broadcast_to(np.sqrt(share) * stray, n).astype(float),
+        None if nodes is None else np.broadcast_to(nodes, n),
+        None if workers is None else np.broadcast_to(workers, n),
     )
 
 

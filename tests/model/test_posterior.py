@@ -257,34 +257,27 @@ def test_a_simulated_run_beyond_the_fit_moves_what_a_refit_would_move():
     assert (within.centre[:2] > 0).all()
 
 
-def _brute_force(asked, seen, y, match, cell, seen_cell, share, wide, scale):
+def _brute_force(asked, seen, y, match, cell, seen_cell, wide, scale):
     """The joint Gaussian of the asked levels and the runs, conditioned by the textbook
-    formula: levels L = c + a z + u p_cell + v q_own (a stray never run: independent)."""
+    formula: levels L = c + a z + u p_cell + v q_own (a placement or stray never run: its
+    own normal)."""
+    from srifty_kit.model.fit import NOISE_FLOOR
     from srifty_kit.model.posterior import stray_sd
 
     a_seen = wide * np.column_stack([seen.group_sd, seen.network_sd])
     a_ask = wide * np.column_stack([asked.group_sd, asked.network_sd])
-    s_seen, s_ask = scale * stray_sd(seen.noise_sd), scale * stray_sd(asked.noise_sd)
-    u_seen, v_seen = np.sqrt(share) * s_seen, np.sqrt(1 - share) * s_seen
-    u_ask, v_ask = np.sqrt(share) * s_ask, np.sqrt(1 - share) * s_ask
-    runs, cells = len(y), seen_cell.max() + 1
-    # loadings of asked levels and runs on (z, p, q) plus each asked stray never run
-    h_ask = np.zeros((len(match), 2 + cells + runs + len(match)))
+    u_seen, v_seen = scale * seen.place_sd, scale * stray_sd(seen.noise_sd)
+    u_ask, v_ask = scale * asked.place_sd, scale * stray_sd(asked.noise_sd)
+    runs, cells, m = len(y), seen_cell.max() + 1, len(match)
+    # loadings on (z, p of the runs' placements, q of the runs, p and q of each asked)
+    h_ask = np.zeros((m, 2 + cells + runs + 2 * m))
     h_seen = np.zeros((runs, h_ask.shape[1]))
     h_ask[:, :2], h_seen[:, :2] = a_ask, a_seen
     h_seen[np.arange(runs), 2 + seen_cell] = u_seen
     h_seen[np.arange(runs), 2 + cells + np.arange(runs)] = v_seen
-    for i, (c, m) in enumerate(zip(cell, match, strict=True)):
-        if c < 0:
-            h_ask[i, 2 + cells + runs + i] = s_ask[i]
-            continue
-        h_ask[i, 2 + c] = u_ask[i]
-        if m >= 0:
-            h_ask[i, 2 + cells + m] = v_ask[i]
-        else:
-            h_ask[i, 2 + cells + runs + i] = v_ask[i]
-    from srifty_kit.model.fit import NOISE_FLOOR
-
+    for i, (c, j) in enumerate(zip(cell, match, strict=True)):
+        h_ask[i, 2 + c if c >= 0 else 2 + cells + runs + i] = u_ask[i]
+        h_ask[i, 2 + cells + j if j >= 0 else 2 + cells + runs + m + i] = v_ask[i]
     cov_yy = h_seen @ h_seen.T + NOISE_FLOOR**2 * np.eye(runs)
     gain = (h_ask @ h_seen.T) @ np.linalg.inv(cov_yy)
     mean = asked.centre + gain @ (y - seen.centre)
@@ -292,62 +285,90 @@ def _brute_force(asked, seen, y, match, cell, seen_cell, share, wide, scale):
     return mean, cov
 
 
-def test_runs_that_share_a_placement_condition_as_gaussians_do_with_learned_strays():
+def test_runs_that_share_a_placement_condition_as_gaussians_do_with_learned_sizes():
     from scipy.stats import multivariate_normal
 
     from srifty_kit.model.fit import NOISE_FLOOR
     from srifty_kit.model.posterior import _scales, observe, stray_sd
 
+    def belief(centre, group, network, place, own, nodes, workers):
+        return Belief(
+            point=np.ones(len(centre)),
+            centre=np.array(centre),
+            group_sd=np.array(group),
+            network_sd=np.array(network),
+            noise_sd=np.hypot(own, NOISE_FLOOR),
+            group=np.zeros(len(centre), int),
+            network=np.zeros(len(centre), int),
+            place_sd=np.array(place),
+            nodes=np.array(nodes),
+            workers=np.array(workers),
+        )
+
     # four runs: three batch sizes of one placement (a sweep), one of another
-    seen = Belief(
-        point=np.ones(4),
-        centre=np.array([0.1, 0.1, 0.12, 0.2]),
-        group_sd=np.array([0.10, 0.10, 0.11, 0.15]),
-        network_sd=np.array([0.20, 0.20, 0.22, 0.30]),
-        noise_sd=np.hypot([0.08, 0.08, 0.09, 0.05], NOISE_FLOOR),
-        group=np.zeros(4, int),
-        network=np.zeros(4, int),
+    seen = belief(
+        [0.1, 0.1, 0.12, 0.2],
+        [0.10, 0.10, 0.11, 0.15],
+        [0.20, 0.20, 0.22, 0.30],
+        [0.06, 0.06, 0.07, 0.04],
+        [0.05, 0.05, 0.06, 0.03],
+        [4, 4, 4, 8],
+        [16, 16, 16, 32],
     )
     seen_cell = np.array([0, 0, 0, 1])
-    y = np.array([0.6, 0.2, 0.45, -0.1])  # the sweep scatters far more than 8%
-    asked = Belief(
-        point=np.ones(5),
-        centre=np.array([0.0, 0.05, 0.1, 0.12, 0.2]),
-        group_sd=np.array([0.05, 0.12, 0.10, 0.11, 0.15]),
-        network_sd=np.array([0.0, 0.25, 0.20, 0.22, 0.30]),
-        noise_sd=np.hypot([0.02, 0.06, 0.08, 0.085, 0.05], NOISE_FLOOR),
-        group=np.zeros(5, int),
-        network=np.zeros(5, int),
+    y = np.array([0.6, 0.2, 0.45, -0.1])  # the sweep scatters far more than its strays say
+    # off every run (another placement); the sweep's placement at a batch not run; two runs
+    # themselves; the other run
+    asked = belief(
+        [0.0, 0.05, 0.1, 0.12, 0.2],
+        [0.05, 0.12, 0.10, 0.11, 0.15],
+        [0.0, 0.25, 0.20, 0.22, 0.30],
+        [0.01, 0.05, 0.06, 0.07, 0.04],
+        [0.02, 0.04, 0.05, 0.06, 0.03],
+        [2, 4, 4, 4, 8],
+        [8, 16, 16, 16, 32],
     )
-    # off every run; the sweep's placement at a batch not run; two runs themselves; the other
     cell, match = np.array([-1, 0, 0, 0, 1]), np.array([-1, -1, 0, 2, 3])
-    share = 0.6
     load = np.column_stack([seen.group_sd, seen.network_sd])
-    strays = stray_sd(seen.noise_sd)
-    wide, scale = _scales(load, strays, seen_cell, share, y - seen.centre)
+    u, v = seen.place_sd, stray_sd(seen.noise_sd)
+    wide, scale = _scales(load, u, v, seen_cell, y - seen.centre)
 
     # the two scales are the most likely pair (neither below the fit's own)
     def loglik(k_a, k_s):
         same = seen_cell[:, None] == seen_cell[None, :]
         cov = k_a**2 * load @ load.T + NOISE_FLOOR**2 * np.eye(4)
-        cov = cov + k_s**2 * np.outer(strays, strays) * (share * same + (1 - share) * np.eye(4))
+        cov = cov + k_s**2 * (np.outer(u, u) * same + np.diag(v**2))
         return multivariate_normal(seen.centre, cov).logpdf(y)
 
     assert scale > 1.5  # these runs scatter more than the fit's own scatter says
     grid = np.linspace(1, 10, 46)
     assert all(loglik(wide, scale) >= loglik(a, b) - 1e-6 for a in grid for b in grid)
-    after = observe(asked, seen, y, match, cell, seen_cell, share)
-    mean, cov = _brute_force(asked, seen, y, match, cell, seen_cell, share, wide, scale)
+    after = observe(asked, seen, y, match)
+    mean, cov = _brute_force(asked, seen, y, match, cell, seen_cell, wide, scale)
     assert after.centre == pytest.approx(mean, abs=1e-10)
+    # the updated belief's own covariance: shared loadings, placements, own parts
     shared = np.column_stack([after.group_sd, after.network_sd])
-    joint = shared @ shared.T + np.diag(stray_sd(after.noise_sd) ** 2)
-    # every marginal is exact, and every pair that does not share a placement run
+    places = after.places()
+    same = places[:, None] == places[None, :]
+    joint = shared @ shared.T + np.outer(after.place_sd, after.place_sd) * same
+    joint = joint + np.diag(stray_sd(after.noise_sd) ** 2)
+    # every marginal is exact; so is every pair but those of a placement run with a batch
+    # size run on it (their placement's and own errors are entangled by the run)
     assert np.diag(joint) == pytest.approx(np.diag(cov), abs=1e-10)
-    for i, j in [(0, 1), (0, 2), (1, 4), (2, 4), (3, 4), (0, 4)]:
+    for i, j in [(0, 1), (0, 2), (0, 4), (1, 4), (2, 4), (3, 4)]:
         assert joint[i, j] == pytest.approx(cov[i, j], abs=1e-10)
-    # a batch size not run on the sweep's placement learns from it, beyond what z carries
-    no_share = observe(asked, seen, y, match, cell, seen_cell, 0.0)
-    assert after.centre[1] > no_share.centre[1]
+    # a batch size not run on the sweep's placement learns from it beyond what z carries
+    apart = Belief(**{**asked.__dict__, "place_sd": np.zeros(5)})
+    apart.noise_sd = np.hypot(asked.noise_sd, asked.place_sd)
+    alone = observe(apart, Belief(**{**seen.__dict__, "place_sd": np.zeros(4)}), y, match)
+    assert after.centre[1] != pytest.approx(alone.centre[1], abs=1e-3)
+    # and a simulated run (the value of a probe) moves what the refit with it moves, its
+    # placement's other batch sizes included, to the same marginals
+    one = observe(asked, asked.take([1]), y[1:2], np.array([-1, 0, -1, -1, -1]))
+    sim = asked.condition(1, y[1], 0.0)
+    beyond = [1, 2, 3, 4]
+    assert sim.centre[beyond] == pytest.approx(one.centre[beyond], abs=1e-10)
+    assert sim.sd[beyond] == pytest.approx(one.sd[beyond], abs=1e-10)
 
 
 def test_a_sweep_of_batch_sizes_on_one_slow_placement_is_one_placement_s_evidence():
