@@ -95,12 +95,14 @@ def validate_focus(files: list[Path]) -> pd.DataFrame:
             if path.name.endswith(".parquet"):
                 argv += ["--data-format", "parquet"]
             try:
-                _run(argv, command, _TIMEOUT_S)
+                done = _run(argv, command, _TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 notes.append(f"{path.name}: no answer within {_TIMEOUT_S} s")
                 continue
             if not report.is_file():
-                notes.append(f"{path.name}: the validator wrote no report")
+                # its last line of stderr says why (a traceback's error, e.g. an import)
+                said = (done.stderr or "").strip().splitlines()[-1:] or ["no message"]
+                notes.append(f"{path.name}: the validator wrote no report ({said[0][:200]})")
                 continue
             checked += 1
             for rule, column in _failures(report):
