@@ -228,14 +228,23 @@ def suggest_probes(
 
 
 def probe_sentence(probes: pd.DataFrame) -> str:
-    """The first probe in one sentence ("measure 8 x g4dn.12xlarge for 200 steps, ...")."""
-    from srifty_kit.decide.explanation import money
+    """The first probe in one sentence, its configuration named as the pick's is ("Measure
+    8 x g4dn.12xlarge (32 workers x batch 128), on-demand, for 200 steps, ...").
+
+    Args:
+        probes: ``suggest_probes``' table (best first), or None or empty.
+
+    Returns:
+        The sentence; when there is no probe, that no measurement is worth its cost.
+    """
+    from srifty_kit.decide.explanation import config_phrase, money
 
     if probes is None or probes.empty:
         return "No short measurement is worth its cost for this decision."
-    p = probes.iloc[0]
+    p = probes.iloc[0].copy()
+    for col in ("num_nodes", "num_workers", "local_bsz"):
+        p[col] = int(p[col])
     return (
-        f"Measure {int(p['num_nodes'])} x {p['instance_type']} ({int(p['num_workers'])} workers "
-        f"x batch {int(p['local_bsz'])}) for {int(p['steps'])} steps, about "
+        f"Measure {config_phrase(p)}, for {int(p['steps'])} steps, about "
         f"{money(p['cost_usd'])}, to decide; expected saving {money(p['expected_saving_usd'])}."
     )

@@ -128,3 +128,22 @@ def test_bad_probe_arguments_are_refused(small_model):
     for bad in ({"k": 0}, {"steps": 0}, {"outcomes": 1.5}):
         with pytest.raises(InputError):
             suggest_probes(tight, **bad)
+
+
+def test_the_probe_sentence_names_the_configuration_as_the_pick_is_named():
+    probes = pd.DataFrame(
+        {
+            "instance_type": ["g6e.24xlarge"],
+            "num_nodes": [1],
+            "num_workers": [1],
+            "local_bsz": [12],
+            "pricing": ["on-demand"],
+            "steps": [200],
+            "cost_usd": [0.477],
+            "expected_saving_usd": [110.4],
+        }
+    )
+    assert probe_sentence(probes) == (
+        "Measure 1 x g6e.24xlarge (1 worker x batch 12), on-demand, for 200 steps, about $0.48, "
+        "to decide; expected saving $110."
+    )
