@@ -241,9 +241,7 @@ def probe_sentence(probes: pd.DataFrame) -> str:
 
     if probes is None or probes.empty:
         return "No short measurement is worth its cost for this decision."
-    p = probes.iloc[0].copy()
-    for col in ("num_nodes", "num_workers", "local_bsz"):
-        p[col] = int(p[col])
+    p = probes.iloc[0]  # its counts are ints (``suggest_probes``), as config_phrase prints them
     return (
         f"Measure {config_phrase(p)}, for {int(p['steps'])} steps, about "
         f"{money(p['cost_usd'])}, to decide; expected saving {money(p['expected_saving_usd'])}."

@@ -192,7 +192,8 @@ class Belief:
         if self.network_sd[at] > 0:
             beyond = self.network_sd > 0
             same_g, same_t = same_g & beyond, same_t & beyond
-        same_p = same_g & (self.nodes == self.nodes[at]) & (self.workers == self.workers[at])
+        key = _place_key(self.nodes, self.workers)
+        same_p = same_g & (key == key[at])
         wg, wt, wp = self.group_sd[at], self.network_sd[at], self.place_sd[at]
         var_y = wg**2 + wt**2 + wp**2 + self.noise_sd[at] ** 2 + noise**2
         # covariance of each configuration's level with the measured run: the shared normals
