@@ -66,13 +66,15 @@ class GroupFit:
         interval (one evaluation of the physics for both).
 
         Configurations beyond the fitted node counts are conditioned on the runs measured
-        there (``probes``): their point moves by the belief's shift and their interval is the
-        conditioned belief's at ``level``."""
+        there (``probes``): their interval is the conditioned belief's at ``level`` and their
+        point the conditioned median of a belief centred on T_hat (T_hat where the runs say
+        nothing, the measured mean where they pin it)."""
         out, belief = self._physics(num_nodes, num_workers, local_bsz, per_node, level, beliefs)
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         if belief is None:
             return out
-        before = np.array(belief.centre, float)
+        # T_hat sits off the belief's median (above 0 where the fit erred low on held-out scales)
+        centre, var = np.array(belief.centre, float), np.square(belief.sd)
         if self.measured is not None:
             belief = _with_measured(belief, self.measured[self.measured[:, 0] <= self.max_nodes],
                                     k, n, np.asarray(local_bsz))  # fmt: skip
@@ -81,7 +83,12 @@ class GroupFit:
             belief = self._observe(belief, k, n, np.asarray(local_bsz), level, beliefs)
             beyond = np.broadcast_to(k > self.max_nodes, np.shape(belief.centre))
             lo, hi = belief.interval(level)
-            shifted = out["step_time_s"] * np.exp(belief.centre - before)
+            # the point is the conditioned median had the belief been centred on T_hat: the
+            # prior's centre weighs V_after / V_before in a Gaussian update, so T_hat stays
+            # where the runs say nothing and goes to the run where they pin it (a shift by the
+            # centre's move alone left a probed point below its own interval)
+            weight = np.minimum(np.square(belief.sd) / np.maximum(var, 1e-300), 1.0)
+            shifted = out["step_time_s"] * np.exp(belief.centre - weight * centre)
             for name, value in (("step_time_s", shifted), ("step_time_lo", lo),
                                 ("step_time_hi", hi)):  # fmt: skip
                 out[name] = np.where(beyond, value, out[name])

@@ -218,6 +218,10 @@ def test_a_probe_run_appended_moves_what_lies_beyond_the_fit_and_nothing_within(
     # the run configuration is now believed near what it measured, and surer than before
     assert new["step_time_lo"][2] < measured < new["step_time_hi"][2]
     assert abs(np.log(new["step_time_s"][2] / measured)) < 0.1
+    # every point lies inside its own interval, before and after
+    for pred in (old, new):
+        assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
+        assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
     width = np.log(new["step_time_hi"] / new["step_time_lo"]).to_numpy()
     old_width = np.log(old["step_time_hi"] / old["step_time_lo"]).to_numpy()
     assert width[2] < 0.5 * old_width[2]
@@ -235,6 +239,38 @@ def test_a_probe_run_appended_moves_what_lies_beyond_the_fit_and_nothing_within(
     after.save(tmp_path / "m.json")
     again = StepTimeModel.load(tmp_path / "m.json").predict(ask)
     assert again["step_time_hi"].to_numpy() == pytest.approx(new["step_time_hi"].to_numpy())
+
+
+def test_a_probed_configuration_is_predicted_at_its_run_when_the_prior_was_pessimistic():
+    # a prior that expects this network to slow at scale puts the belief's median beyond the
+    # fit well above the physics' point; a run that then measures the physics' point must
+    # bring the prediction there, inside its own interval, not below it
+    table = measurements(2, seed=4)
+    probe = measurements(4, min_nodes=4, seed=5)
+    probe = probe[(probe["num_workers"] == 16) & (probe["local_bsz"] == 32)].copy()
+    gloomy = (0.4, 0.1, 0.1, 0.05)  # +0.4 log step per doubling beyond the fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = StepTimeModel(node_move_prior=gloomy).fit(table)
+        after = StepTimeModel(node_move_prior=gloomy).fit(pd.concat([table, probe]))
+    ask = pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": "g4dn.12xlarge",
+            "num_nodes": [4, 4, 8],
+            "num_workers": [16, 12, 32],
+            "local_bsz": 32,
+        }
+    )
+    old, new = before.predict(ask), after.predict(ask)
+    centre = before.predict_belief("resnet", "g4dn.12xlarge", 4, 16, 32).centre
+    assert float(np.squeeze(centre)) > 0.2  # the case this test is about
+    measured = probe["step_time_s"].mean()
+    assert new["step_time_lo"][0] < measured < new["step_time_hi"][0]
+    assert abs(np.log(new["step_time_s"][0] / measured)) < 0.05
+    for pred in (old, new):
+        assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
+        assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
 
 
 def test_a_simulated_run_beyond_the_fit_moves_what_a_refit_would_move():
