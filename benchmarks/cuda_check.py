@@ -4,7 +4,8 @@ What it runs, with device="cuda":
 
 1. ``profile_spec`` on each demo model at batch sizes 32, 128, 512: CUDA-synchronised step
    times, the allocator's peak memory per batch size, and the largest batch under a 2 GiB
-   budget found by bisection on ``torch.OutOfMemoryError`` under a capped allocator;
+   budget found by bisection on ``torch.OutOfMemoryError`` under a capped allocator, and the
+   op trace (``measure.op_trace``: kernel time per operator class, host part, per batch size);
 2. ``profile_distributed`` at world size 1 over NCCL: an all-reduce sweep from 1 KB to 64 MB
    and DDP steps of the MLP (one GPU is enough to run the NCCL code paths).
 

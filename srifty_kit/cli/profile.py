@@ -96,6 +96,14 @@ def register(subparsers: Any) -> None:
         "largest profiled; a large one is accumulated from micro-batches and is best near the "
         "noise scale itself, e.g. 8,1024)",
     )
+    p.add_argument(
+        "--op-trace",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also profile a few steps per batch size under torch.profiler and record where "
+        "their device time goes per operator class (facts op_trace; default: on CUDA only): "
+        "a CUDA trace carries the model to other GPUs class by class",
+    )
     p.set_defaults(func=_profile, prog=p.prog, derived_outputs={"--out": _profile_files})
 
     d = subparsers.add_parser(
@@ -185,6 +193,7 @@ def _profile(args: argparse.Namespace) -> int:
         out=args.out,
         progress=not args.quiet,
         noise_batch_sizes=tuple(args.noise_batch_sizes) if args.noise_batch_sizes else None,
+        op_trace=args.op_trace,
     )
     if result.measurements.empty:
         print(_nothing_written(args.out), file=sys.stderr)
@@ -215,6 +224,16 @@ def _profile(args: argparse.Namespace) -> int:
     )
     for b, cause in result.errors.items():
         print(f"batch size {b}: not measured: {cause}")
+    trace = f.get("op_trace")
+    if trace and trace["batches"]:
+        b, rec = max(trace["batches"].items(), key=lambda kv: int(kv[0]))
+        shares = ", ".join(
+            f"{c} {t / rec['step_s']:.0%}" for c, t in rec["classes"].items() if t > 0
+        )
+        print(
+            f"op trace on {trace['device_name']} at batch {b}: of a {1e3 * rec['step_s']:.3g} "
+            f"ms step, device busy {rec['busy_s'] / rec['step_s']:.0%} ({shares})"
+        )
     ns = f.get("noise_scale")
     spread = f" +- {f['noise_scale_std']:.3g}" if f.get("noise_scale_std") else ""
     print(

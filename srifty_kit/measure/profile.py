@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from srifty_kit.errors import InputError, check_interrupt, plain
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
+from srifty_kit.measure.op_trace import TRACE_STEPS, trace_batch
 from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker
 from srifty_kit.measure.torch_step import (
     count_flops,
@@ -310,6 +311,7 @@ def profile_model(
     max_batch_limit: int = 65_536,
     out: str | os.PathLike | None = None,
     progress: bool = True,
+    op_trace: bool | None = None,
 ) -> ProfileResult:
     """Profile training steps at each batch size; see the module docstring.
 
@@ -326,6 +328,10 @@ def profile_model(
     older ``out`` (or its facts) is there, they go beside it (``p.partial.csv``) until the run
     finishes, so an interrupted run leaves the older files byte-identical
     (``files.Staging``; ``result.written`` and ``result.kept`` say where the rows are).
+    ``op_trace`` (default: on a CUDA device only) profiles a few more steps at each measured
+    batch size under ``torch.profiler`` and records where their device time goes, per operator
+    class (``measure.op_trace``; facts ``op_trace``): what carries them to other GPUs class by
+    class.
     """
     sizes = check_batch_sizes(batch_sizes)
     check_budget(target_precision, max_seconds)
@@ -401,6 +407,10 @@ def profile_model(
         check_interrupt()
         facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
         phase("max_batch")
+        if dev.type == "cuda" if op_trace is None else op_trace:
+            facts["op_trace"] = _op_trace(run)
+            phase("op_trace")
+            check_interrupt()
         # the op mix (a meta-device pass) after the timing, so it spends none of its budget
         facts.update(_op_graph(spec))
         phase("op_mix")
@@ -456,6 +466,32 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
         "make_batch raised at every batch size: " + "; ".join(causes),
         fix="make make_batch(batch_size) return (inputs, targets)",
     )
+
+
+def _op_trace(run: _Run) -> dict[str, Any]:
+    """``op_trace.trace_batch`` at every batch size measured: the facts' ``op_trace``; a
+    batch size whose traced steps fail is left out (its timings stand)."""
+    batches = {}
+    for s in run.summaries:
+        b = s["local_bsz"]
+        if s.get("error") or not s.get("n"):
+            continue
+        try:
+            batch = device_batch(run.spec.make_batch, b, run.dev)
+            batches[str(b)] = trace_batch(lambda batch=batch: run.step(batch), run.dev)
+        except InputError:
+            raise
+        except Exception as err:
+            check_interrupt()
+            warnings.warn(f"batch size {b} not traced: {err}", ProfileWarning, stacklevel=3)
+            _forget_oom(run.spec.model, run.optimizer, run.dev)
+    cuda = run.dev.type == "cuda"
+    return {
+        "device": run.dev.type,
+        "device_name": torch.cuda.get_device_name(run.dev) if cuda else host.cpu_model(),
+        "steps_per_batch": TRACE_STEPS,
+        "batches": batches,
+    }
 
 
 def _op_graph(spec: ModelSpec) -> dict[str, Any]:

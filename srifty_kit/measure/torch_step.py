@@ -10,6 +10,9 @@ import torch
 
 from srifty_kit.errors import InputError
 
+# the profiler range around optimizer.step(): what an op trace counts as the optimizer class
+OPTIMIZER_RANGE = "srifty.optimizer"
+
 
 def resolve_device(device: str = "auto") -> torch.device:
     """``auto`` is CUDA when present, else CPU; asking for CUDA without it is an InputError."""
@@ -98,7 +101,8 @@ def train_step(
     """Forward, backward, optimizer step: what one step of training costs."""
     optimizer.zero_grad(set_to_none=True)
     forward_loss(model, batch, loss_fn).backward()
-    optimizer.step()
+    with torch.profiler.record_function(OPTIMIZER_RANGE):  # a trace's optimizer class
+        optimizer.step()
 
 
 def timed_step(step: Callable[[], None], device: torch.device) -> float:

@@ -186,7 +186,9 @@ class StepTimeModel(BaseEstimator):
                 accelerators, else ``device_curve.DEFAULT_SHAPE``.
             facts: profile facts with an op mix (one profile's NAME.facts.json as a dict, or
                 {model: facts}): types never measured are carried by the roofline of the
-                op mix (``transfer``, route "roofline (op mix)"); kept in ``op_mix_``.
+                op mix (``transfer``, route "roofline (op mix)"); kept in ``op_mix_``. A CUDA
+                op trace there (``srifty profile`` on a GPU) carries them from that GPU class
+                by class (route "op trace (per class)"); kept in ``op_trace_``.
 
         Returns:
             self, fitted.
@@ -195,7 +197,7 @@ class StepTimeModel(BaseEstimator):
             InputError: a bad table, level, structure or correction, or a malformed op mix.
         """
         self._check_options()
-        op_mix = roofline.op_mixes_of(facts)
+        op_mix, op_trace = roofline.op_mixes_of(facts), roofline.op_traces_of(facts)
         table = with_per_node(
             validate_measurements(
                 measurements, catalog=load_catalog if catalog is None else catalog
@@ -230,6 +232,7 @@ class StepTimeModel(BaseEstimator):
         borrow(fits, borrowed, grad_bytes)
         rows_used = kept_rows(load_catalog() if catalog is None else catalog, {t for _, t in fits})
         curves, shape = learn_curves(table, speeds(rows_used), device_shape)
+        measured = set(table["model"].astype(str))
         self._set_learned(
             persist.Learned(
                 groups=fits,
@@ -243,7 +246,8 @@ class StepTimeModel(BaseEstimator):
                 shape=shape,
                 catalog=rows_used,
                 run_variance=self.run_variance_,
-                op_mix={m: x for m, x in op_mix.items() if m in set(table["model"].astype(str))},
+                op_mix={m: x for m, x in op_mix.items() if m in measured},
+                op_trace={m: x for m, x in op_trace.items() if m in measured},
             )
         )
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
@@ -328,6 +332,7 @@ class StepTimeModel(BaseEstimator):
         self.device_shape_ = learned.shape
         self.catalog_rows_ = learned.catalog
         self.op_mix_ = learned.op_mix  # per model, the profile facts' op mix (roofline route)
+        self.op_trace_ = learned.op_trace  # ... and op trace (a CUDA one: the trace route)
         if learned.run_variance is not None:
             self.run_variance_ = learned.run_variance
         else:
@@ -720,6 +725,7 @@ class StepTimeModel(BaseEstimator):
             self.device_curves_.get((model, source_type)),
             self.device_shape_,
             op_mix=getattr(self, "op_mix_", {}).get(model),
+            op_trace=getattr(self, "op_trace_", {}).get(model),
             bsz_range=self.local_bsz_range_[(model, source_type)],
         )
 
@@ -818,6 +824,7 @@ class StepTimeModel(BaseEstimator):
                 self.catalog_rows_,
                 getattr(self, "run_variance_", None),
                 getattr(self, "op_mix_", {}),
+                getattr(self, "op_trace_", {}),
             ),
         )
 

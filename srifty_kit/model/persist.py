@@ -19,6 +19,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -83,6 +84,8 @@ class Learned:
     run_variance: pd.DataFrame | None = None
     # per training model, the profile facts' op mix (roofline route); absent in older files
     op_mix: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # per training model, the profile facts' op trace (the trace route); absent in older files
+    op_trace: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def save(path: str | os.PathLike, init: dict, learned: Learned) -> Path:
@@ -126,6 +129,8 @@ def document(init: dict, learned: Learned) -> dict:
     }
     if learned.op_mix:  # only then: a file without facts reads as it did
         body["op_mix"] = learned.op_mix
+    if learned.op_trace:
+        body["op_trace"] = learned.op_trace
     return {**body, "sha256": _checksum(body)}
 
 
@@ -256,6 +261,7 @@ def _learned(doc: dict) -> Learned:
         catalog=_rows_of(doc.get("catalog_rows")),
         run_variance=_variance_of(doc.get("run_variance")),
         op_mix=_op_mix_of(doc.get("op_mix", {})),
+        op_trace=_op_trace_of(doc.get("op_trace", {})),
         groups=groups,
         gpus_per_node={str(k): int(v) for k, v in doc["gpus_per_node"].items()},
         local_bsz_range=ranges,
@@ -270,6 +276,14 @@ def _op_mix_of(data: dict) -> dict[str, dict[str, dict[str, float]]]:
     """The op mix per model; ValueError (a malformed file) when one is not an op mix."""
     try:
         return {str(m): roofline.check_op_mix(x, str(m)) for m, x in data.items()}
+    except InputError as err:
+        raise ValueError(err.problem) from err
+
+
+def _op_trace_of(data: dict) -> dict[str, dict[str, Any]]:
+    """The op trace per model; ValueError (a malformed file) when one is not an op trace."""
+    try:
+        return {str(m): roofline.check_trace(x, str(m)) for m, x in data.items()}
     except InputError as err:
         raise ValueError(err.problem) from err
 

@@ -29,10 +29,17 @@ op-mix route's floor and slope are blended with the fallback's, ``lambda`` chose
 error over held-out pairs. Spreads are on the log scale (a location and a scale); one or two
 measured steps on the target update the floor and slope errors as a linear-Gaussian model
 (``Carry.update``). ``Carry.route`` says which route a prediction took (for ``explain``).
+
+With a CUDA op trace of the source (``measure.op_trace``: the step's device time per operator
+class, its host part and what no operator claimed), the step is carried class by class
+instead (:func:`traced_step`, Habitat's rule per class): each class's measured time by the
+ratio of its own roofline on the two GPUs, so no efficiency is assumed, the host part by the
+host factor. No reference campaign holds such traces, so its spread is the fallback's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -514,6 +521,15 @@ def _fp32_ratio(src: GpuFigures, dst: GpuFigures) -> float:
     return src.fp32_tflops / dst.fp32_tflops
 
 
+def host_ratio(
+    learned: Learned, gpus: tuple[str | None, str | None], machines: tuple = (None, None)
+) -> float:
+    """h_t / h_s: the target machine's host factor over the source's (``carry``'s floor
+    ratio on the op-mix route); ``gpus`` and ``machines`` are (source, target)."""
+    e_s, e_t = (_eff(learned, g, m) for g, m in zip(gpus, machines, strict=True))
+    return float(np.exp(e_t.log_host - e_s.log_host))
+
+
 def _eff(learned: Learned, gpu: str | None, machine: str | None = None) -> Efficiency:
     """A GPU's efficiencies (the population's when not learned); the host factor only on
     the machine it was learned on, when ``machine`` is given."""
@@ -564,6 +580,137 @@ def predict_step(
 ) -> pd.DataFrame:
     """:func:`carry` then ``.at(batches)``: location, scale (log), step_time_s, route."""
     return carry(op_mix, source, source_bsz, source_step_s, target, learned, **names).at(batches)
+
+
+# -- carrying a traced step class by class (a CUDA op trace) --------------------------------
+
+TRACE_FIELDS = ("step_s", "launch_s", "busy_s")
+
+
+def traced_step(
+    record: Mapping[str, Any],
+    op_mix: Mapping[str, Mapping[str, float]],
+    b: float,
+    source: GpuFigures,
+    target: GpuFigures,
+    host: float = 1.0,
+) -> float:
+    """One traced step at local batch ``b`` (``measure.op_trace.trace_batch``'s record) on
+    ``target``, each operator class moved by its own roofline ratio (Habitat's rule, per class
+    rather than per kernel; no efficiencies: the source's measured time already holds them):
+
+        d_c' = d_c * max(F_c / P_c,t, B_c / BW_t) / max(F_c / P_c,s, B_c / BW_s)
+               F_c, B_c = FLOPs and bytes of class c at b (op mix: per step + b per sample)
+        u'   = u * BW_s / BW_t              device time no operator claimed: memory-bound
+        T'   = max(L h, sum_c d_c' + u') + max(T - max(L, D), 0) h
+
+    with T the step, L its host part (``launch_s``), D the device's (``busy_s``) and ``h`` the
+    ratio of the two machines' host factors. Carried to its own GPU it gives T back.
+    """
+    d_src, flops, moved, peak_s, peak_t = [], [], [], [], []
+    for cls, sec in record["classes"].items():
+        mix = op_mix.get(cls, {})
+        d_src.append(float(sec))
+        flops.append(mix.get("flops_per_step", 0.0) + b * mix.get("flops_per_sample", 0.0))
+        moved.append(mix.get("bytes_per_step", 0.0) + b * mix.get("bytes_per_sample", 0.0))
+        tensor = cls == TENSOR
+        peak_s.append(source.tensor_tflops if tensor else source.fp32_tflops)
+        peak_t.append(target.tensor_tflops if tensor else target.fp32_tflops)
+    d, f, m = np.array(d_src), np.array(flops), np.array(moved)
+    bw = source.mem_bw_gbps / target.mem_bw_gbps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.maximum(f / np.array(peak_t), m * 1e3 / target.mem_bw_gbps) / np.maximum(
+            f / np.array(peak_s), m * 1e3 / source.mem_bw_gbps
+        )
+    ratio = np.where(np.isfinite(ratio) & (ratio > 0), ratio, bw)  # no work known: memory
+    step, launch, busy = (float(record[k]) for k in TRACE_FIELDS)
+    device = float(np.sum(d * ratio)) + max(busy - float(np.sum(d)), 0.0) * bw
+    return max(launch * host, device) + max(step - max(launch, busy), 0.0) * host
+
+
+def trace_ratio(
+    trace: Mapping[str, Any],
+    op_mix: Mapping[str, Mapping[str, float]],
+    batches: Sequence[float],
+    source: GpuFigures,
+    target: GpuFigures,
+    host: float = 1.0,
+) -> np.ndarray:
+    """Target step over source step at ``batches``: :func:`traced_step`'s ratio at each
+    traced batch, interpolated in log batch between them (held beyond the ends).
+
+    Args:
+        trace: a checked op trace (:func:`check_trace`) with at least one batch.
+        op_mix, source, target, host: as in :func:`traced_step`.
+        batches: local batches to give the ratio at.
+
+    Returns:
+        The ratio at each of ``batches``.
+    """
+    traced = sorted((int(b), rec) for b, rec in trace["batches"].items())
+    at = np.array([b for b, _ in traced], float)
+    log_ratio = [
+        np.log(traced_step(rec, op_mix, b, source, target, host) / float(rec["step_s"]))
+        for b, rec in traced
+    ]
+    return np.exp(np.interp(np.log(np.asarray(batches, float)), np.log(at), log_ratio))
+
+
+def trace_matches(trace: Mapping[str, Any], gpu_model: str) -> bool:
+    """Whether ``trace`` was taken on a CUDA GPU named ``gpu_model`` (the catalog's name as
+    a word of the device's, e.g. "T4" in "Tesla T4", not "L4" in "NVIDIA L40S")."""
+    if trace.get("device") != "cuda" or not gpu_model:
+        return False
+    word = re.escape(str(gpu_model).lower())
+    name = str(trace.get("device_name")).lower()
+    return re.search(rf"(?<![a-z0-9]){word}(?![a-z0-9])", name) is not None
+
+
+def check_trace(trace: Any, model: str = "") -> dict[str, Any]:
+    """A profile's ``op_trace`` checked: {"device", "device_name", "batches": {local batch:
+    {step_s, launch_s, busy_s, classes: {class: seconds}}}}, every time a number >= 0.
+
+    Raises:
+        InputError: naming the model and what is malformed.
+    """
+    where = f" of {model}" if model else ""
+    fix = "record it again with srifty profile --op-trace"
+    if not isinstance(trace, Mapping) or not isinstance(trace.get("batches"), Mapping):
+        raise InputError(f"the op trace{where} is not a mapping with 'batches'", fix=fix)
+    batches = {}
+    for b, rec in trace["batches"].items():
+        try:
+            bsz = int(b)
+            values = {k: float(rec[k]) for k in TRACE_FIELDS}
+            classes = {str(c): float(t) for c, t in rec["classes"].items()}
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise InputError(f"the op trace{where} at batch {b!r} is malformed", fix=fix) from None
+        times = [*values.values(), *classes.values()]
+        if bsz < 1 or not all(np.isfinite(t) and t >= 0 for t in times) or values["step_s"] <= 0:
+            raise InputError(
+                f"the op trace{where} at batch {b!r} has a time that is not a number >= 0",
+                fix=fix,
+            )
+        batches[str(bsz)] = {**values, "classes": classes}
+    return {
+        "device": str(trace.get("device", "")),
+        "device_name": str(trace.get("device_name", "")),
+        "batches": batches,
+    }
+
+
+def op_traces_of(facts: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Per training model, the op trace in profile facts (as :func:`op_mixes_of` reads them);
+    models without one are left out.
+
+    Raises:
+        InputError: facts that are not mappings, or a malformed trace.
+    """
+    out = {}
+    for model, one in _facts_by_model(facts).items():
+        if one.get("op_trace") is not None:
+            out[model] = check_trace(one["op_trace"], model)
+    return out
 
 
 # -- learning across the reference GPUs ----------------------------------------------------
@@ -937,16 +1084,22 @@ def op_mixes_of(facts: Mapping[str, Any] | None) -> dict[str, dict[str, dict[str
     Raises:
         InputError: facts that are not mappings, or a malformed op mix.
     """
+    out = {}
+    for model, one in _facts_by_model(facts).items():
+        if one.get("op_mix") is not None:
+            out[model] = check_op_mix(one["op_mix"], model)
+    return out
+
+
+def _facts_by_model(facts: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """{model: facts} of one profile's facts or of a mapping of them (None: empty)."""
     if facts is None:
         return {}
     if not isinstance(facts, Mapping):
         raise InputError("facts must be a mapping", fix="a profile's facts JSON, read as a dict")
     if "op_mix" in facts or "model" in facts:  # one profile's facts
         facts = {str(facts.get("model", "")): facts}
-    out = {}
     for model, one in facts.items():
         if not isinstance(one, Mapping):
             raise InputError(f"the facts of {model!r} are not a mapping")
-        if one.get("op_mix") is not None:
-            out[str(model)] = check_op_mix(one["op_mix"], str(model))
-    return out
+    return {str(m): one for m, one in facts.items()}

@@ -15,8 +15,14 @@ A carried step splits compute into a host part and a device part (symbols as in 
     T_s = S1 / n                           the ring all-reduce at efficiency 1 over the network
                                            efficiency n; T = (T_c**gamma + T_s**gamma)**(1/gamma)
 
-T_c moves by one of five routes, the first one available taken (``TransferFit.route`` names
+T_c moves by one of six routes, the first one available taken (``TransferFit.route`` names
 it, ``StepTimeModel.explain`` shows it per prediction):
+  op trace (per class): the profile facts hold an op mix and an op trace taken by CUDA on the
+         source type's GPU (``measure.op_trace``), and the roofline constants are there. The
+         source's compute curve, refitted as below, is multiplied at each batch by the trace's
+         ratio (``roofline.trace_ratio``: every operator class by the ratio of its own
+         roofline on the two GPUs, the host's part by the host factor) and refitted; beliefs
+         from the fallback's spreads (no reference campaign holds traces to learn its own).
   roofline (op mix): the profile facts hold an op mix (``measure.opgraph``), both types have
          fp32 peak and memory bandwidth, and the shipped roofline constants are there
          (``roofline.reference_learned``). The source's compute curve over its measured batches
@@ -442,10 +448,13 @@ def _roofline_route(
     op_mix: dict | None,
     constants: roofline.Learned | None,
     names: tuple[str, str],
+    op_trace: dict | None = None,
 ) -> tuple | None:
     """(floor O', slope s', 2x2 cov of (host, compute) factors, noise sd, sharpness, route,
     notes, ``TransferFit.source_curve``) carried by ``roofline``, or None where it cannot (no
-    constants, no figures of the target, a CPU source without an op mix)."""
+    constants, no figures of the target, a CPU source without an op mix). With an op mix and
+    a CUDA ``op_trace`` taken on the source's GPU, the curve is carried class by class
+    (``roofline.trace_ratio``) with the fallback's spread."""
     fig_dst = _gpu_figures(dst)
     if constants is None or fig_dst is None:
         return None
@@ -480,6 +489,13 @@ def _roofline_route(
         source_machine=names[0],
         target_machine=names[1],
     )
+    # H = O' exp(+host): the floor's error; D = s' b exp(-compute): minus the slope's
+    cov = c.prior_cov * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    src_curve = (params.alpha_c, params.beta_c, c.source_floor, c.source_slope)
+    host = roofline.host_ratio(constants, (str(src.get("gpu_model")), gpu_dst), names)
+    traced = _traced_curve(op_trace, op_mix, b, c, (fig_src, fig_dst), host, constants, src)
+    if traced is not None:  # the fallback's spread: no reference traces to learn its own
+        return (*traced[:2], cov, c.step_sd, c.sharpness, *traced[2:], src_curve)
     if op_mix and constants.mix_weight > 0:
         route = "roofline (op mix)"
     elif op_mix:  # the held-out pairs gave the op mix no weight against the fallback
@@ -488,16 +504,35 @@ def _roofline_route(
         route = "fp32-peak rule"
     else:
         route = "fallback rule (fp32/bandwidth blend, never worse than fp32 held out)"
-    # H = O' exp(+host): the floor's error; D = s' b exp(-compute): minus the slope's
-    cov = c.prior_cov * np.array([[1.0, -1.0], [-1.0, 1.0]])
     notes = [
         f"compute curve of the source refitted on {b.size} batches {lo:g}-{hi:g}: a floor of "
         f"{1e3 * c.source_floor:.3g} ms, {1e3 * c.source_slope:.3g} ms per sample",
         f"carried: {c.route}: a floor of {1e3 * c.floor:.3g} ms, {1e3 * c.slope:.3g} ms per sample",
         f"roofline constants: {constants.basis}",
     ]
-    src_curve = (params.alpha_c, params.beta_c, c.source_floor, c.source_slope)
     return c.floor, c.slope, cov, c.step_sd, c.sharpness, route, notes, src_curve
+
+
+def _traced_curve(trace, op_mix, b, source, figs, host, constants, src) -> tuple | None:
+    """(floor O', slope s', route, notes) of the trace route: ``source``'s curve (the carry
+    refitted on the source's compute at ``b``) times ``roofline.trace_ratio`` (host factor
+    ratio ``host``), refitted; None without an op mix or a CUDA op trace taken on the
+    source's GPU."""
+    if not (trace and op_mix and roofline.trace_matches(trace, str(src.get("gpu_model")))):
+        return None
+    p = constants.sharpness
+    at_source = (source.source_floor**p + (b * source.source_slope) ** p) ** (1 / p)
+    moved = at_source * roofline.trace_ratio(trace, op_mix, b, *figs, host=host)
+    floor, slope = roofline.fit_curve(b, moved, p)
+    traced = ", ".join(sorted(trace["batches"], key=int))
+    notes = [
+        f"op trace of {trace['device_name']} at batches {traced}: each operator class carried "
+        f"by its own roofline ratio, the host part by a host factor of {host:.2f}: a floor of "
+        f"{1e3 * floor:.3g} ms, {1e3 * slope:.3g} ms per sample",
+        f"spread: the fallback's ({constants.basis}); no reference campaign holds op traces "
+        "to learn this route's own",
+    ]
+    return floor, slope, "op trace (per class)", notes
 
 
 def _curve_fit(
@@ -532,6 +567,7 @@ def build_transfer(
     op_mix: dict | None = None,
     bsz_range: tuple[float, float] | None = None,
     constants: roofline.Learned | None | str = "reference",
+    op_trace: dict | None = None,
 ) -> TransferFit:
     """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
 
@@ -547,6 +583,8 @@ def build_transfer(
             compute curve is refitted on for the roofline routes; default ``min_bsz`` alone).
         constants: the roofline's learned constants; ``"reference"`` (default) the shipped
             ones (``roofline.reference_learned``), None to leave the roofline routes out.
+        op_trace: the profile facts' op trace (``measure.op_trace``): with the op mix and
+            taken on the source's GPU (CUDA), the trace route.
 
     Returns:
         A :class:`TransferFit` whose ``route`` names how compute was carried.
@@ -595,6 +633,7 @@ def build_transfer(
         op_mix,
         constants,
         (source_type, target_type),
+        op_trace,
     )
     if roof is not None:
         floor, slope, cov, noise, sharpness, route, notes, src_curve = roof

@@ -43,10 +43,10 @@ SOURCE = StepParams(0.02, 0.004, 0.001, 0.02, 0.002, 0.15, 0.3, 1.0)
 def catalog() -> pd.DataFrame:
     """Three GPU types and a CPU type with the figures the transfer reads (T4, V100, A10G)."""
     rows = [
-        ("g4dn.12xlarge", 4, 50.0, 65.0, 8.1, 320.0),
-        ("p3.8xlarge", 4, 10.0, 125.0, 15.7, 900.0),
-        ("g5.12xlarge", 4, 40.0, None, None, None),  # figures unknown: empty, never guessed
-        ("c7i.8xlarge", 0, 12.5, None, None, None),
+        ("g4dn.12xlarge", 4, 50.0, 65.0, 8.1, 320.0, "T4"),
+        ("p3.8xlarge", 4, 10.0, 125.0, 15.7, 900.0, "V100"),
+        ("g5.12xlarge", 4, 40.0, None, None, None, "A10G"),  # figures unknown: never guessed
+        ("c7i.8xlarge", 0, 12.5, None, None, None, None),
     ]
     table = pd.DataFrame(
         [
@@ -56,7 +56,7 @@ def catalog() -> pd.DataFrame:
                 "vcpus": 32,
                 "memory_gib": 128.0,
                 "gpu_count": g,
-                "gpu_model": "x" if g else None,
+                "gpu_model": gpu,
                 "gpu_memory_gib": 16.0,
                 "network_gbps": net,
                 "efa_supported": False,
@@ -68,7 +68,7 @@ def catalog() -> pd.DataFrame:
                 "gpu_mem_bw_gbps": bw,
                 "source": "test",
             }
-            for t, g, net, f16, f32, bw in rows
+            for t, g, net, f16, f32, bw, gpu in rows
         ]
     )
     return validate_catalog(table)
@@ -857,3 +857,103 @@ def test_a_belief_refuses_what_the_carry_cannot_synchronise():
     out = fit.predict(k, n, b, np.array([4, 4]), 0.9, beliefs=(1, 2))
     assert np.isfinite(out["step_time_s"][0]) and np.isinf(out["step_time_s"][1])
     assert np.isfinite(out["belief"].median[0]) and np.isinf(out["belief"].median[1])
+
+
+# what ``srifty profile`` on a T4 writes as its op trace (facts ``op_trace``): seconds per step
+def _record(b: int) -> dict:
+    tensor, elementwise = 2e-4 * b, 1e-4 * b
+    busy = tensor + elementwise + 1e-3  # 1 ms of kernels no operator claimed
+    return {
+        "step_s": busy + 4e-3,
+        "launch_s": 3e-3,
+        "busy_s": busy,
+        "classes": {"tensor": tensor, "elementwise": elementwise, "optimizer": 0.0},
+    }
+
+
+T4_TRACE = {
+    "device": "cuda",
+    "device_name": "Tesla T4",
+    "batches": {str(b): _record(b) for b in (8, 32)},
+}
+
+
+def test_a_class_is_carried_by_the_roofline_ratio_of_its_own_bound():
+    t4 = roofline.GpuFigures(8.1, 8.1, 320.0)
+    v100 = roofline.GpuFigures(15.7, 15.7, 900.0)
+    rec = _record(32)
+    # to its own GPU: the measured step back
+    assert roofline.traced_step(rec, OP_MIX, 32, t4, t4) == pytest.approx(rec["step_s"])
+    # tensor: 2 GFLOP against 50 MB a sample, past the T4's ridge (25 FLOP/B): the fp32
+    # peaks' ratio; elementwise (no FLOPs) and what no operator claimed: the bandwidths'
+    device = (
+        rec["classes"]["tensor"] * 8.1 / 15.7 + (rec["classes"]["elementwise"] + 1e-3) * 320 / 900
+    )
+    expected = max(rec["launch_s"], device) + (rec["step_s"] - rec["busy_s"])
+    assert roofline.traced_step(rec, OP_MIX, 32, t4, v100) == pytest.approx(expected)
+    # a host twice as slow doubles the host's part, not the device's
+    slow = roofline.traced_step(rec, OP_MIX, 32, t4, v100, host=2.0)
+    assert slow == pytest.approx(max(2 * rec["launch_s"], device) + 2 * 4e-3)
+
+
+def test_a_cuda_op_trace_carries_the_model_class_by_class_and_says_so(facts_model, tmp_path):
+    fit = StepTimeModel().fit(
+        table(SOURCE, "g4dn.12xlarge", 2),
+        catalog=catalog(),
+        facts={"model": "resnet", "op_mix": OP_MIX, "op_trace": T4_TRACE},
+    )
+    configs = one_gpu_configs(["p3.8xlarge"], bsz=(8, 32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        shown = fit.explain(configs)
+        plain = facts_model.explain(configs)
+    assert shown["route"].tolist() == ["op trace (per class)"] * 2
+    assert not plain["route"].str.startswith("op trace").any()
+    # at the traced batches the carried compute is the source's times the trace's ratio
+    source = fit.groups_[("resnet", "g4dn.12xlarge")]
+    t4, v100 = (roofline.figures(catalog().set_index("instance_type").loc[t]) for t in
+                ("g4dn.12xlarge", "p3.8xlarge"))  # fmt: skip
+    host = roofline.host_ratio(
+        roofline.reference_learned(), ("T4", "V100"), ("g4dn.12xlarge", "p3.8xlarge")
+    )
+    ratio = roofline.trace_ratio(T4_TRACE, OP_MIX, [8, 32], t4, v100, host=host)
+    own = source.predict(np.array([1, 1]), np.array([1, 1]), np.array([8, 32]), 1, 0.9)
+    np.testing.assert_allclose(shown["compute_s"], own["compute_s"] * ratio, rtol=0.05)
+    # a saved model keeps the trace and carries the same
+    fit.save(tmp_path / "m.json")
+    loaded = StepTimeModel.load(tmp_path / "m.json")
+    assert loaded.op_trace_ == fit.op_trace_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = loaded.explain(configs)
+    np.testing.assert_allclose(again["step_time_s"], shown["step_time_s"], rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        {**T4_TRACE, "device": "cpu", "device_name": "Intel(R) Xeon(R)"},  # a CPU's times
+        {**T4_TRACE, "device_name": "NVIDIA L4"},  # another GPU than the source type's
+    ],
+)
+def test_a_trace_from_another_device_leaves_the_route_as_it_was(facts_model, trace):
+    fit = StepTimeModel().fit(
+        table(SOURCE, "g4dn.12xlarge", 2),
+        catalog=catalog(),
+        facts={"model": "resnet", "op_mix": OP_MIX, "op_trace": trace},
+    )
+    configs = one_gpu_configs(["p3.8xlarge"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert (
+            fit.explain(configs)["route"].tolist() == facts_model.explain(configs)["route"].tolist()
+        )
+
+
+def test_a_malformed_op_trace_is_refused_at_fit():
+    bad = {"device": "cuda", "batches": {"8": {"step_s": -1, "launch_s": 0, "busy_s": 0,
+                                               "classes": {}}}}  # fmt: skip
+    with pytest.raises(InputError, match="op trace of resnet at batch '8'"):
+        StepTimeModel().fit(
+            table(SOURCE, "g4dn.12xlarge", 2), facts={"resnet": {"op_mix": OP_MIX, "op_trace": bad}}
+        )
