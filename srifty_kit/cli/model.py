@@ -46,9 +46,9 @@ def read_facts(path: str | Path) -> dict[str, dict[str, Any]]:
 
     Raises:
         InputError: naming the file: it cannot be read, is not a JSON object, names no model,
-            holds an entry that is not an object, or an op mix that is malformed.
+            holds an entry that is not an object, or an op mix or op trace that is malformed.
     """
-    from srifty_kit.model.roofline import op_mixes_of
+    from srifty_kit.model.roofline import op_mixes_of, op_traces_of
 
     try:
         with open(path) as fh:
@@ -81,7 +81,8 @@ def read_facts(path: str | Path) -> dict[str, dict[str, Any]]:
                 fix=_FACTS_FIX,
             )
     try:
-        op_mixes_of(doc)  # a malformed op mix is refused here, with the file named
+        op_mixes_of(doc)  # a malformed op mix or trace is refused here, with the file named
+        op_traces_of(doc)
     except InputError as err:
         raise InputError(err.problem, source=str(path), fix=err.fix or _FACTS_FIX) from None
     return doc

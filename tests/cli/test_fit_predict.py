@@ -369,6 +369,7 @@ def test_fit_reads_the_facts_profile_wrote_beside_the_table(cpu_profile, tmp_pat
         ('{"op_mix": {"tensor": {"flops_per_sample": 1}}}', "name no training model"),
         ('{"model": "mlp", "op_mix": {"tensor": {"flops_per_sample": -1}}}', "not a number"),
         ('{"mlp": 3}', "not a JSON object"),
+        ('{"model": "mlp", "op_trace": {"batches": {"8": {"step_s": 1}}}}', "op trace of mlp"),
     ],
 )
 def test_a_bad_facts_file_exits_2_with_one_line(cpu_profile, tmp_path, text, needle):
