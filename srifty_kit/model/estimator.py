@@ -568,8 +568,8 @@ class StepTimeModel(BaseEstimator):
         """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s
         and ``route``: "measured" for a fitted group ("measured + N probe run(s)" beyond its
         fitted node counts where it conditions on runs made there), else how its compute was
-        carried to a type never measured ("roofline (op mix)", "fp32-peak rule", ...;
-        ``transfer``)."""
+        carried to a type never measured ("op trace (per class)", "roofline (op mix)",
+        "fp32-peak rule", ...; ``transfer``)."""
         out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
         out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
         routes = {
