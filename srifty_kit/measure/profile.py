@@ -486,6 +486,13 @@ def _op_trace(run: _Run) -> dict[str, Any]:
             warnings.warn(f"batch size {b} not traced: {err}", ProfileWarning, stacklevel=3)
             _forget_oom(run.spec.model, run.optimizer, run.dev)
     cuda = run.dev.type == "cuda"
+    if cuda and batches and not any(rec["busy_s"] > 0 for rec in batches.values()):
+        warnings.warn(
+            "the op trace saw no CUDA kernels (is CUPTI installed?): recorded, not used to "
+            "carry this model to other GPUs",
+            ProfileWarning,
+            stacklevel=3,
+        )
     return {
         "device": run.dev.type,
         "device_name": torch.cuda.get_device_name(run.dev) if cuda else host.cpu_model(),

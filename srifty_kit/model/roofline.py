@@ -658,8 +658,11 @@ def trace_ratio(
 
 def trace_matches(trace: Mapping[str, Any], gpu_model: str) -> bool:
     """Whether ``trace`` was taken on a CUDA GPU named ``gpu_model`` (the catalog's name as
-    a word of the device's, e.g. "T4" in "Tesla T4", not "L4" in "NVIDIA L40S")."""
-    if trace.get("device") != "cuda" or not gpu_model:
+    a word of the device's, e.g. "T4" in "Tesla T4", not "L4" in "NVIDIA L40S") and saw its
+    kernels at every traced batch (a profiler without CUPTI sees none)."""
+    if trace.get("device") != "cuda" or not gpu_model or not trace.get("batches"):
+        return False
+    if not all(float(rec["busy_s"]) > 0 for rec in trace["batches"].values()):
         return False
     word = re.escape(str(gpu_model).lower())
     name = str(trace.get("device_name")).lower()

@@ -934,6 +934,12 @@ def test_a_cuda_op_trace_carries_the_model_class_by_class_and_says_so(facts_mode
     [
         {**T4_TRACE, "device": "cpu", "device_name": "Intel(R) Xeon(R)"},  # a CPU's times
         {**T4_TRACE, "device_name": "NVIDIA L4"},  # another GPU than the source type's
+        {  # a profiler that saw no kernels (no CUPTI): nothing to carry by
+            **T4_TRACE,
+            "batches": {
+                b: {**r, "busy_s": 0.0, "classes": {}} for b, r in T4_TRACE["batches"].items()
+            },
+        },
     ],
 )
 def test_a_trace_from_another_device_leaves_the_route_as_it_was(facts_model, trace):
