@@ -218,10 +218,7 @@ def test_a_probe_run_appended_moves_what_lies_beyond_the_fit_and_nothing_within(
     # the run configuration is now believed near what it measured, and surer than before
     assert new["step_time_lo"][2] < measured < new["step_time_hi"][2]
     assert abs(np.log(new["step_time_s"][2] / measured)) < 0.1
-    # every point lies inside its own interval, before and after
-    for pred in (old, new):
-        assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
-        assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
+    _points_inside(old, new)  # every point inside its own interval, before and after
     width = np.log(new["step_time_hi"] / new["step_time_lo"]).to_numpy()
     old_width = np.log(old["step_time_hi"] / old["step_time_lo"]).to_numpy()
     assert width[2] < 0.5 * old_width[2]
@@ -268,7 +265,11 @@ def test_a_probed_configuration_is_predicted_at_its_run_when_the_prior_was_pessi
     measured = probe["step_time_s"].mean()
     assert new["step_time_lo"][0] < measured < new["step_time_hi"][0]
     assert abs(np.log(new["step_time_s"][0] / measured)) < 0.05
-    for pred in (old, new):
+    _points_inside(old, new)
+
+
+def _points_inside(*predictions: pd.DataFrame) -> None:
+    for pred in predictions:
         assert (pred["step_time_lo"] <= pred["step_time_s"]).all()
         assert (pred["step_time_s"] <= pred["step_time_hi"]).all()
 
