@@ -16,7 +16,7 @@ conditioned on them jointly through the errors it shares with them (``posterior.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -73,8 +73,7 @@ class GroupFit:
         k, n = np.asarray(num_nodes), np.asarray(num_workers)
         if belief is None:
             return out
-        # T_hat sits off the belief's median (above 0 where the fit erred low on held-out scales)
-        centre, var = np.array(belief.centre, float), np.square(belief.sd)
+        prior = belief  # T_hat sits off its median (above where the fit erred low held out)
         if self.measured is not None:
             belief = _with_measured(belief, self.measured[self.measured[:, 0] <= self.max_nodes],
                                     k, n, np.asarray(local_bsz))  # fmt: skip
@@ -87,8 +86,8 @@ class GroupFit:
             # prior's centre weighs V_after / V_before in a Gaussian update, so T_hat stays
             # where the runs say nothing and goes to the run where they pin it (a shift by the
             # centre's move alone left a probed point below its own interval)
-            weight = np.minimum(np.square(belief.sd) / np.maximum(var, 1e-300), 1.0)
-            shifted = out["step_time_s"] * np.exp(belief.centre - weight * centre)
+            weight = np.minimum(np.square(belief.sd / np.maximum(prior.sd, 1e-150)), 1.0)
+            shifted = out["step_time_s"] * np.exp(belief.centre - weight * prior.centre)
             for name, value in (("step_time_s", shifted), ("step_time_lo", lo),
                                 ("step_time_hi", hi)):  # fmt: skip
                 out[name] = np.where(beyond, value, out[name])
@@ -236,34 +235,28 @@ def _with_measured(
     level = belief.group_sd**2 + belief.network_sd**2 + belief.place_sd**2
     level = level + posterior.stray_sd(belief.noise_sd) ** 2
     gain = level / np.maximum(level + NOISE_FLOOR**2, 1e-300)
-    belief.centre = np.where(seen, belief.centre + gain * (y - belief.centre), belief.centre)
-    belief.group_sd = np.where(seen, np.sqrt(level * (1.0 - gain)), belief.group_sd)
-    belief.network_sd = np.where(seen, 0.0, belief.network_sd)
-    belief.place_sd = np.where(seen, 0.0, belief.place_sd)
-    belief.noise_sd = np.where(seen, NOISE_FLOOR, belief.noise_sd)
-    return belief
+    return replace(
+        belief,
+        centre=np.where(seen, belief.centre + gain * (y - belief.centre), belief.centre),
+        group_sd=np.where(seen, np.sqrt(level * (1.0 - gain)), belief.group_sd),
+        network_sd=np.where(seen, 0.0, belief.network_sd),
+        place_sd=np.where(seen, 0.0, belief.place_sd),
+        noise_sd=np.where(seen, NOISE_FLOOR, belief.noise_sd),
+    )
 
 
 def _match(measured: np.ndarray, k, n, b, shape: tuple) -> np.ndarray:
     """For each asked configuration (k, n, b broadcast to ``shape``), its row in ``measured``
-    (rows of nodes, workers, local batch, ...), or -1. A search asks for a million
-    configurations: they are looked up by a sorted key, no Python loop."""
-    if len(measured) == 0:
-        return np.full(shape, -1)
+    (rows of nodes, workers, local batch, ...), or -1 (``posterior.lookup``)."""
     known = _config_key(measured[:, 0], measured[:, 1], measured[:, 2])
-    order = np.argsort(known)
-    asked = _config_key(*(np.broadcast_to(np.asarray(a), shape) for a in (k, n, b)))
-    at = np.clip(np.searchsorted(known[order], asked), 0, known.size - 1)
-    return np.where(known[order][at] == asked, order[at], -1)
+    return posterior.lookup(known, _config_key(*(np.broadcast_to(a, shape) for a in (k, n, b))))
 
 
 def _config_key(nodes, workers, local_bsz) -> np.ndarray:
-    """One integer per (nodes, workers, local batch): each field below 2**20 (contracts cap
-    nodes and workers at a million; larger batches never match a measured one)."""
-    parts = [np.asarray(v, float).astype(np.int64) for v in (nodes, workers, local_bsz)]
-    return (
-        (parts[0] << 42) | (np.minimum(parts[1], 2**21 - 1) << 21) | np.minimum(parts[2], 2**21 - 1)
-    )
+    """One integer per (nodes, workers, local batch): the placement's key, the batch below it
+    (larger batches never match a measured one)."""
+    b = np.minimum(np.asarray(local_bsz, float).astype(np.int64), 2**21 - 1)
+    return (posterior.place_key(nodes, workers) << 21) | b
 
 
 def single_worker_spread(

@@ -114,7 +114,7 @@ class Belief:
     def places(self) -> np.ndarray:
         """Each configuration's placement as an index (0..): same group, nodes and workers."""
         group = np.ravel(np.broadcast_to(self.group, np.shape(self.centre))).astype(np.int64)
-        key = (group << 42) | np.ravel(_place_key(self.nodes, self.workers))
+        key = (group << 42) | np.ravel(place_key(self.nodes, self.workers))
         return np.unique(key, return_inverse=True)[1].reshape(np.shape(self.centre))
 
     @property
@@ -192,7 +192,7 @@ class Belief:
         if self.network_sd[at] > 0:
             beyond = self.network_sd > 0
             same_g, same_t = same_g & beyond, same_t & beyond
-        key = _place_key(self.nodes, self.workers)
+        key = place_key(self.nodes, self.workers)
         same_p = same_g & (key == key[at])
         wg, wt, wp = self.group_sd[at], self.network_sd[at], self.place_sd[at]
         var_y = wg**2 + wt**2 + wp**2 + self.noise_sd[at] ** 2 + noise**2
@@ -272,11 +272,8 @@ def observe(belief: Belief, seen: Belief, log_ratio: np.ndarray, match: np.ndarr
     shape = np.shape(belief.centre)
     match = np.broadcast_to(np.asarray(match), shape)
     # each run's placement (0..C-1), and each asked configuration's among them or -1
-    keys = _place_key(seen.nodes, seen.workers)
-    places, seen_cell = np.unique(keys, return_inverse=True)
-    asked = np.broadcast_to(_place_key(belief.nodes, belief.workers), shape)
-    at = np.clip(np.searchsorted(places, asked), 0, places.size - 1)
-    cell = np.where(places[at] == asked, at, -1)
+    places, seen_cell = np.unique(place_key(seen.nodes, seen.workers), return_inverse=True)
+    cell = lookup(places, np.broadcast_to(place_key(belief.nodes, belief.workers), shape))
     cells, floor2 = places.size, NOISE_FLOOR**2
     u_seen, v_seen = np.asarray(seen.place_sd, float), stray_sd(seen.noise_sd)
     wide, scale = (1.0, 1.0)
@@ -325,11 +322,22 @@ def observe(belief: Belief, seen: Belief, log_ratio: np.ndarray, match: np.ndarr
     )
 
 
-def _place_key(nodes, workers) -> np.ndarray:
+def place_key(nodes, workers) -> np.ndarray:
     """One integer per (nodes, workers), 42 bits (each below 2**21: contracts cap them at a
-    million), so a group label fits above it."""
+    million), so a group label or a local batch fits above or below it."""
     k, n = (np.minimum(np.asarray(a, float).astype(np.int64), 2**21 - 1) for a in (nodes, workers))
     return (k << 21) | n
+
+
+def lookup(known: np.ndarray, asked: np.ndarray) -> np.ndarray:
+    """For each of ``asked`` (integer keys, any shape), its position in ``known`` (keys,
+    unique), or -1: a sorted search, no Python loop (a search asks about a million)."""
+    known = np.asarray(known)
+    if known.size == 0:
+        return np.full(np.shape(asked), -1)
+    order = np.argsort(known)
+    at = np.clip(np.searchsorted(known[order], asked), 0, known.size - 1)
+    return np.where(known[order][at] == asked, order[at], -1)
 
 
 def _scales(load, place, stray, cell, resid) -> tuple[float, float]:
