@@ -260,8 +260,8 @@ def _learned(doc: dict) -> Learned:
         shape=None if shape is None else _shape_of(shape),
         catalog=_rows_of(doc.get("catalog_rows")),
         run_variance=_variance_of(doc.get("run_variance")),
-        op_mix=_op_mix_of(doc.get("op_mix", {})),
-        op_trace=_op_trace_of(doc.get("op_trace", {})),
+        op_mix=_checked_per_model(doc.get("op_mix", {}), roofline.check_op_mix),
+        op_trace=_checked_per_model(doc.get("op_trace", {}), roofline.check_trace),
         groups=groups,
         gpus_per_node={str(k): int(v) for k, v in doc["gpus_per_node"].items()},
         local_bsz_range=ranges,
@@ -272,18 +272,11 @@ def _learned(doc: dict) -> Learned:
     )
 
 
-def _op_mix_of(data: dict) -> dict[str, dict[str, dict[str, float]]]:
-    """The op mix per model; ValueError (a malformed file) when one is not an op mix."""
+def _checked_per_model(data: dict, check) -> dict[str, dict]:
+    """``check`` (``roofline.check_op_mix`` or ``check_trace``) on each model's entry;
+    ValueError (a malformed file) when one fails."""
     try:
-        return {str(m): roofline.check_op_mix(x, str(m)) for m, x in data.items()}
-    except InputError as err:
-        raise ValueError(err.problem) from err
-
-
-def _op_trace_of(data: dict) -> dict[str, dict[str, Any]]:
-    """The op trace per model; ValueError (a malformed file) when one is not an op trace."""
-    try:
-        return {str(m): roofline.check_trace(x, str(m)) for m, x in data.items()}
+        return {str(m): check(x, str(m)) for m, x in data.items()}
     except InputError as err:
         raise ValueError(err.problem) from err
 

@@ -170,10 +170,16 @@ def _mix_arrays(op_mix: Mapping[str, Mapping[str, float]]) -> tuple[np.ndarray, 
     return flops, moved, np.array([c == TENSOR for c in names])
 
 
+def _peaks(fig: GpuFigures, tensor: np.ndarray) -> np.ndarray:
+    """P_c in TFLOP/s: the tensor peak of the training dtype for tensor-core classes, fp32
+    otherwise."""
+    return np.where(tensor, fig.tensor_tflops, fig.fp32_tflops)
+
+
 def _roofline_s(op_mix, fig: GpuFigures, eff: Efficiency) -> float:
     """s = sum_c max(F_c / (eta_a P_c), B_c / (eta_m BW)): seconds per sample."""
     flops, moved, tensor = _mix_arrays(op_mix)
-    peak = np.where(tensor, fig.tensor_tflops, fig.fp32_tflops) * 1e12 * np.exp(eff.log_arith)
+    peak = _peaks(fig, tensor) * 1e12 * np.exp(eff.log_arith)
     bw = fig.mem_bw_gbps * 1e9 * np.exp(eff.log_mem)
     return float(np.sum(np.maximum(flops / peak, moved / bw)))
 
@@ -182,7 +188,7 @@ def arithmetic_share(op_mix, fig: GpuFigures, eff: Efficiency | None = None) -> 
     """The share of the per-sample roofline time bound by arithmetic on ``fig`` (for explain)."""
     eff = eff or Efficiency(0.0, 0.0, 0.0)
     flops, moved, tensor = _mix_arrays(op_mix)
-    peak = np.where(tensor, fig.tensor_tflops, fig.fp32_tflops) * 1e12 * np.exp(eff.log_arith)
+    peak = _peaks(fig, tensor) * 1e12 * np.exp(eff.log_arith)
     t_a, t_m = flops / peak, moved / (fig.mem_bw_gbps * 1e9 * np.exp(eff.log_mem))
     total = np.maximum(t_a, t_m)
     return float(np.sum(np.where(t_a >= t_m, total, 0.0)) / max(np.sum(total), 1e-300))
@@ -607,20 +613,20 @@ def traced_step(
     with T the step, L its host part (``launch_s``), D the device's (``busy_s``) and ``h`` the
     ratio of the two machines' host factors. Carried to its own GPU it gives T back.
     """
-    d_src, flops, moved, peak_s, peak_t = [], [], [], [], []
-    for cls, sec in record["classes"].items():
-        mix = op_mix.get(cls, {})
-        d_src.append(float(sec))
-        flops.append(mix.get("flops_per_step", 0.0) + b * mix.get("flops_per_sample", 0.0))
-        moved.append(mix.get("bytes_per_step", 0.0) + b * mix.get("bytes_per_sample", 0.0))
-        tensor = cls == TENSOR
-        peak_s.append(source.tensor_tflops if tensor else source.fp32_tflops)
-        peak_t.append(target.tensor_tflops if tensor else target.fp32_tflops)
-    d, f, m = np.array(d_src), np.array(flops), np.array(moved)
+    names = list(record["classes"])
+    d = np.array([float(record["classes"][c]) for c in names])
+    mix = [op_mix.get(c, {}) for c in names]
+    f, m = (
+        np.array(
+            [x.get(f"{what}_per_step", 0.0) + b * x.get(f"{what}_per_sample", 0.0) for x in mix]
+        )
+        for what in ("flops", "bytes")
+    )
+    tensor = np.array([c == TENSOR for c in names])
     bw = source.mem_bw_gbps / target.mem_bw_gbps
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.maximum(f / np.array(peak_t), m * 1e3 / target.mem_bw_gbps) / np.maximum(
-            f / np.array(peak_s), m * 1e3 / source.mem_bw_gbps
+        ratio = np.maximum(f / _peaks(target, tensor), m * 1e3 / target.mem_bw_gbps) / np.maximum(
+            f / _peaks(source, tensor), m * 1e3 / source.mem_bw_gbps
         )
     ratio = np.where(np.isfinite(ratio) & (ratio > 0), ratio, bw)  # no work known: memory
     step, launch, busy = (float(record[k]) for k in TRACE_FIELDS)
@@ -654,6 +660,23 @@ def trace_ratio(
         for b, rec in traced
     ]
     return np.exp(np.interp(np.log(np.asarray(batches, float)), np.log(at), log_ratio))
+
+
+def traced_curve(
+    carried: Carry,
+    trace: Mapping[str, Any],
+    op_mix: Mapping[str, Mapping[str, float]],
+    batches: Sequence[float],
+    source: GpuFigures,
+    target: GpuFigures,
+    host: float = 1.0,
+) -> tuple[float, float]:
+    """(floor, slope) on ``target``: the source curve of ``carried`` (its ``source_floor``,
+    ``source_slope``) at ``batches`` times :func:`trace_ratio`, refitted (:func:`fit_curve`)."""
+    p = carried.sharpness
+    at_source = _curve(carried.source_floor, carried.source_slope, np.asarray(batches, float), p)
+    moved = at_source * trace_ratio(trace, op_mix, batches, source, target, host)
+    return fit_curve(batches, moved, p)
 
 
 def trace_matches(trace: Mapping[str, Any], gpu_model: str) -> bool:
@@ -709,11 +732,7 @@ def op_traces_of(facts: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     Raises:
         InputError: facts that are not mappings, or a malformed trace.
     """
-    out = {}
-    for model, one in _facts_by_model(facts).items():
-        if one.get("op_trace") is not None:
-            out[model] = check_trace(one["op_trace"], model)
-    return out
+    return _per_model(facts, "op_trace", check_trace)
 
 
 # -- learning across the reference GPUs ----------------------------------------------------
@@ -1087,22 +1106,22 @@ def op_mixes_of(facts: Mapping[str, Any] | None) -> dict[str, dict[str, dict[str
     Raises:
         InputError: facts that are not mappings, or a malformed op mix.
     """
-    out = {}
-    for model, one in _facts_by_model(facts).items():
-        if one.get("op_mix") is not None:
-            out[model] = check_op_mix(one["op_mix"], model)
-    return out
+    return _per_model(facts, "op_mix", check_op_mix)
 
 
-def _facts_by_model(facts: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
-    """{model: facts} of one profile's facts or of a mapping of them (None: empty)."""
+def _per_model(facts: Mapping[str, Any] | None, key: str, check) -> dict[str, Any]:
+    """{model: ``check``(its facts' ``key``, model)} of one profile's facts or of a mapping
+    of them (None: empty), leaving out models whose facts hold no ``key``."""
     if facts is None:
         return {}
     if not isinstance(facts, Mapping):
         raise InputError("facts must be a mapping", fix="a profile's facts JSON, read as a dict")
     if "op_mix" in facts or "model" in facts:  # one profile's facts
         facts = {str(facts.get("model", "")): facts}
+    out = {}
     for model, one in facts.items():
         if not isinstance(one, Mapping):
             raise InputError(f"the facts of {model!r} are not a mapping")
-    return {str(m): one for m, one in facts.items()}
+        if one.get(key) is not None:
+            out[str(model)] = check(one[key], str(model))
+    return out

@@ -492,8 +492,8 @@ def _roofline_route(
     # H = O' exp(+host): the floor's error; D = s' b exp(-compute): minus the slope's
     cov = c.prior_cov * np.array([[1.0, -1.0], [-1.0, 1.0]])
     src_curve = (params.alpha_c, params.beta_c, c.source_floor, c.source_slope)
-    host = roofline.host_ratio(constants, (str(src.get("gpu_model")), gpu_dst), names)
-    traced = _traced_curve(op_trace, op_mix, b, c, (fig_src, fig_dst), host, constants, src)
+    gpus = (str(src.get("gpu_model")), gpu_dst)
+    traced = _traced_curve(op_trace, op_mix, b, c, (fig_src, fig_dst), constants, gpus, names)
     if traced is not None:  # the fallback's spread: no reference traces to learn its own
         return (*traced[:2], cov, c.step_sd, c.sharpness, *traced[2:], src_curve)
     if op_mix and constants.mix_weight > 0:
@@ -513,17 +513,14 @@ def _roofline_route(
     return c.floor, c.slope, cov, c.step_sd, c.sharpness, route, notes, src_curve
 
 
-def _traced_curve(trace, op_mix, b, source, figs, host, constants, src) -> tuple | None:
-    """(floor O', slope s', route, notes) of the trace route: ``source``'s curve (the carry
-    refitted on the source's compute at ``b``) times ``roofline.trace_ratio`` (host factor
-    ratio ``host``), refitted; None without an op mix or a CUDA op trace taken on the
-    source's GPU."""
-    if not (trace and op_mix and roofline.trace_matches(trace, str(src.get("gpu_model")))):
+def _traced_curve(trace, op_mix, b, carried, figs, constants, gpus, machines) -> tuple | None:
+    """(floor O', slope s', route, notes) of the trace route (``roofline.traced_curve`` on
+    ``carried``, the carry refitted on the source's compute at ``b``); None without an op mix
+    or a CUDA op trace taken on the source's GPU (``gpus``: source, target)."""
+    if not (trace and op_mix and roofline.trace_matches(trace, gpus[0])):
         return None
-    p = constants.sharpness
-    at_source = (source.source_floor**p + (b * source.source_slope) ** p) ** (1 / p)
-    moved = at_source * roofline.trace_ratio(trace, op_mix, b, *figs, host=host)
-    floor, slope = roofline.fit_curve(b, moved, p)
+    host = roofline.host_ratio(constants, gpus, machines)
+    floor, slope = roofline.traced_curve(carried, trace, op_mix, b, *figs, host=host)
     traced = ", ".join(sorted(trace["batches"], key=int))
     notes = [
         f"op trace of {trace['device_name']} at batches {traced}: each operator class carried "
