@@ -13,7 +13,7 @@ classes): a few training steps at one batch size under ``torch.profiler``, givin
             reduction, embedding, and optimizer: everything inside ``optimizer.step()``);
             what the profiler gives no launching operator stays in busy_s only
 
-``model.roofline.carry_trace`` carries each class by its own roofline ratio. On a CPU, host
+``model.roofline.traced_step`` carries each class by its own roofline ratio. On a CPU, host
 and device are one and a CPU's time says nothing of a GPU's: a CPU trace is recorded for
 what it shows (where the step's time goes) and never opens the trace route. The record's
 contract is checked where it is read (``model.roofline.check_trace``).
