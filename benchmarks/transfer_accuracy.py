@@ -3,25 +3,29 @@
 The one-GPU steps of six training models on five accelerators (../shared/reference/
 measurements: T4 in g4dn.12xlarge, V100 in Azure ND40rs_v2, A100 in a DGX, Quadro RTX 6000,
 RTX 2080 Ti; non-EC2 figures from the vendors' datasheets in benchmarks/gpu_catalog.csv).
-For every ordered source -> target pair and model, ``srifty_kit.model.roofline`` carries the
-source's measured curve to the target:
+For every ordered source -> target pair and model, the carry is the one ``srifty`` runs:
+``StepTimeModel`` fitted on the source's steps with the model's op mix (``measure.opgraph`` on
+the architectures of ``measure.reference_models``), carried by ``transfer.build_transfer``
+(``StepTimeModel._transfer``, the roofline constants learned without the target) and updated
+with measured target steps by ``TransferFit.update``, as a fit does for a thinly measured type:
 
-  cold      the roofline of the model's op mix (``measure.opgraph`` on the architectures of
-            ``measure.reference_models``), efficiencies learned without the target
+  cold      the roofline route of the op mix (or the fp32-peak rule, where the held-out pairs
+            give the op mix no weight)
   fallback  the same without the op mix (slope by a learned fp32/bandwidth blend)
-  1 step    cold, updated by one target step at the batch the carry names
-            (``Carry.probe_batch``: the position in log batch learned on held-out carries
-            between the other four GPUs, ``roofline.PROBE_GRID``)
+  1 step    cold, updated by one target step at the batch ``roofline.probe_batch`` names (the
+            position in log batch learned on held-out carries between the other four GPUs,
+            ``roofline.PROBE_GRID``)
   1 step (smallest)  the same at each model's smallest batch (the rule before)
   2 steps   cold, updated by its smallest and largest
 
-beside the rules of thumb on the same source steps: the fp32-peak ratio and the memory
-bandwidth ratio. Everything learned (efficiencies, host factors, spreads, the fallback's
-weight, the interval scale) is learned from the other four GPUs only (leave-one-GPU-out, and
-nested inside for the spreads). Every column is scored on the same steps: the target's batches
-other than each model's smallest and largest and the one-step batch. Writes
-reports/benchmarks/transfer_accuracy.md; the CPU section of the last report that had one is
-kept (it rests on the StepTimeModel being rewritten).
+beside the rules of thumb on the source's step as its own fit reads it at each scored batch
+(the reading the carry scales): the fp32-peak ratio and the memory bandwidth ratio; the text
+also gives the fp32 rule on the source's measured steps. Everything learned (efficiencies,
+host factors, spreads, the fallback's weight, the interval scale) is learned from the other
+four GPUs only (leave-one-GPU-out, and nested inside for the spreads). Every column is scored
+on the same steps: the target's batches other than each model's smallest and largest and the
+one-step batch. Writes reports/benchmarks/transfer_accuracy.md; the CPU section of the last
+report that had one is kept (it rests on the StepTimeModel being rewritten).
 
 Run it (from the repository root): .venv/bin/python benchmarks/transfer_accuracy.py
 With ``--write-constants`` it also learns the constants on all five GPUs (keyed by the
@@ -34,13 +38,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from common import REPORTS, markdown_table, reference_measurements, write_report
 
-from srifty_kit import load_catalog
+from srifty_kit import StepTimeModel, load_catalog
 from srifty_kit.measure.opgraph import op_graph_facts_of
 from srifty_kit.measure.reference_models import REFERENCE_MODELS
 from srifty_kit.model import roofline
@@ -79,12 +84,35 @@ def one_gpu_curves(folder: Path) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def gpu_table() -> pd.DataFrame:
+    """The five machines' catalog rows: benchmarks/gpu_catalog.csv and the embedded T4 row."""
+    return pd.concat(
+        [pd.read_csv(GPU_CATALOG), load_catalog().query("instance_type == 'g4dn.12xlarge'")],
+        ignore_index=True,
+    )
+
+
 def gpu_figures() -> dict[str, roofline.GpuFigures]:
-    """Each accelerator's figures: benchmarks/gpu_catalog.csv and the embedded T4 row."""
-    table = pd.concat(
-        [pd.read_csv(GPU_CATALOG), load_catalog().query("instance_type == 'g4dn.12xlarge'")]
-    ).set_index("instance_type")
+    """Each accelerator's roofline figures, from :func:`gpu_table`."""
+    table = gpu_table().set_index("instance_type")
     return {g: roofline.figures(table.loc[i].to_dict()) for g, i in INSTANCE.items()}
+
+
+def gpu_models() -> dict[str, str]:
+    """Each accelerator's catalog ``gpu_model`` (what StepTimeModel looks efficiencies up by)."""
+    table = gpu_table().set_index("instance_type")
+    return {g: str(table.loc[i, "gpu_model"]) for g, i in INSTANCE.items()}
+
+
+def as_catalog_names(curves, figs) -> tuple[pd.DataFrame, dict, dict[str, str]]:
+    """``curves`` and ``figs`` keyed by the catalog's ``gpu_model``, and each GPU's machine:
+    the keys under which ``transfer.build_transfer`` looks learned constants up."""
+    names = gpu_models()
+    return (
+        curves.assign(gpu=curves["gpu"].map(names)),
+        {names[g]: f for g, f in figs.items()},
+        {names[g]: INSTANCE[g] for g in figs},
+    )
 
 
 def op_mixes() -> dict[str, dict]:
@@ -97,24 +125,56 @@ def op_mixes() -> dict[str, dict]:
     return out
 
 
-def _inside(frame: pd.DataFrame, y: np.ndarray) -> np.ndarray:
-    return ((frame["step_time_lo"] <= y) & (y <= frame["step_time_hi"])).to_numpy()
+def as_measurements(steps: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """One GPU's steps as a measurements table of its machine (one node, one worker; the
+    catalog gives its GPUs per node)."""
+    return steps.drop(columns="gpu").assign(instance_type=INSTANCE[gpu], num_nodes=1, num_workers=1)
 
 
-def carry_pair(curves, mixes, figs, learned, source: str, target: str) -> pd.DataFrame:
-    """Every model of one source -> target pair: each column's prediction of the target's
-    scored batches (all but each model's smallest and largest and the one-step batch), and
-    whether it covered it."""
+def source_fits(curves, mixes, catalog) -> dict[tuple[str, str], StepTimeModel]:
+    """``StepTimeModel`` fitted on each GPU's steps of each model, with its op mix: what
+    ``srifty fit`` makes of one GPU's profile (one fit per GPU and model, reused by every
+    pair it is the source of)."""
+    out = {}
+    for (gpu, model), steps in curves.groupby(["gpu", "model"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # one worker: the sync terms are fixed, as it warns
+            out[gpu, model] = StepTimeModel().fit(
+                as_measurements(steps, gpu),
+                catalog=catalog,
+                facts={model: {"op_mix": mixes[model]}},
+            )
+    return out
+
+
+def _predict(fit, bsz: np.ndarray) -> dict[str, np.ndarray]:
+    """A fitted group's or a carried fit's prediction at one worker of one node."""
+    return fit.predict(1, 1, bsz, 1, LEVEL)
+
+
+def _inside(pred: dict, y: np.ndarray) -> np.ndarray:
+    return (pred["step_time_lo"] <= y) & (y <= pred["step_time_hi"])
+
+
+def carry_pair(curves, figs, fits, learned, catalog, source: str, target: str) -> pd.DataFrame:
+    """Every model of one source -> target pair, carried as ``srifty`` carries it: the source's
+    ``StepTimeModel`` fit carried by ``StepTimeModel._transfer`` (``transfer.build_transfer``)
+    with ``learned`` (the constants learned without the target) and updated with target steps
+    by ``TransferFit.update``, as a fit does for a thinly measured type. Each column's
+    prediction of the target's scored batches (all but each model's smallest and largest and
+    the one-step batch), and whether it covered it."""
     out = []
+    ttype = INSTANCE[target]
     for model, src in curves[curves["gpu"] == source].groupby("model"):
         dst = curves[(curves["gpu"] == target) & (curves["model"] == model)]
         dst = dst.sort_values("local_bsz")
-        names = {"source_gpu": source, "target_gpu": target}
-        args = (figs[source], src["local_bsz"], src["step_time_s"], figs[target], learned)
-        cold = roofline.carry(mixes[model], *args, **names)
-        fallback = roofline.carry(None, *args, **names)
-        # the carry names its one-step batch from the batches alone, before any is measured
-        probe = dst[dst["local_bsz"] == cold.probe_batch(dst["local_bsz"])].iloc[:1]
+        fit = fits[source, model]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cold = fit._transfer(model, ttype, catalog, constants=learned)
+            fallback = fit._transfer(model, ttype, catalog, constants=learned, op_mix=None)
+        # the one-step batch is named from the batches alone, before any is measured
+        probe = dst[dst["local_bsz"] == roofline.probe_batch(dst["local_bsz"], learned)].iloc[:1]
         ends = dst["local_bsz"].isin([dst["local_bsz"].min(), dst["local_bsz"].max()])
         scored = dst[~ends & ~dst.index.isin(probe.index)]
         if scored.empty:
@@ -123,32 +183,51 @@ def carry_pair(curves, mixes, figs, learned, source: str, target: str) -> pd.Dat
         row = pd.DataFrame(
             {"source": source, "target": target, "model": model, "local_bsz": b, "step": y}
         )
-        smallest = dst.iloc[:1]
         shown = {
             "cold": cold,
             "fallback": fallback,
-            "1 step": cold.update(probe["local_bsz"], probe["step_time_s"]),
-            "1 step (smallest)": cold.update(smallest["local_bsz"], smallest["step_time_s"]),
-            "2 steps": cold.update(dst[ends]["local_bsz"], dst[ends]["step_time_s"]),
+            "1 step": cold.update(as_measurements(probe, target)),
+            "1 step (smallest)": cold.update(as_measurements(dst.iloc[:1], target)),
+            "2 steps": cold.update(as_measurements(dst[ends], target)),
         }
         for label, c in shown.items():
-            at = c.interval(b, LEVEL)
-            row[f"{label} pred"] = at["step_time_s"].to_numpy()
+            at = _predict(c, b)
+            row[f"{label} pred"] = at["step_time_s"]
             row[f"{label} in"] = _inside(at, y)
         row["route"] = cold.route
-        base = cold._base(b)  # the source's measured step at b, as every column reads it
+        row["correction"] = fit.groups_[model, INSTANCE[source]].correction is not None
+        # the rules scale the source's step as its own fit reads it at b, as the carry does
+        base = _predict(fit.groups_[model, INSTANCE[source]], b)["step_time_s"]
         row["fp32 peak pred"] = base * figs[source].fp32_tflops / figs[target].fp32_tflops
         row["memory bw pred"] = base * figs[source].mem_bw_gbps / figs[target].mem_bw_gbps
+        # ... and, for the text, the fp32 rule on the source's measured steps (interpolated
+        # in log batch, along its fitted curve beyond them)
+        raw = roofline.carry(
+            None, figs[source], src["local_bsz"], src["step_time_s"], figs[target], learned
+        )._base(b)
+        row["fp32 raw pred"] = raw * figs[source].fp32_tflops / figs[target].fp32_tflops
         out.append(row)
     return pd.concat(out, ignore_index=True)
 
 
 def cross_gpu(curves, mixes, figs) -> tuple[pd.DataFrame, dict[str, roofline.Learned]]:
-    """Every ordered pair; each target's constants learned from the other four GPUs."""
+    """Every ordered pair; each target's constants learned from the other four GPUs, keyed
+    as the estimator looks them up."""
     gpus = [g for g in GPU_FILES if g in set(curves["gpu"])]
-    learned = {t: roofline.learn(curves[curves["gpu"] != t], mixes, figs) for t in gpus}
+    named, named_figs, machines = as_catalog_names(curves, figs)
+    learned = {
+        t: roofline.learn(named[curves["gpu"] != t], mixes, named_figs, machines=machines)
+        for t in gpus
+    }
+    catalog = gpu_table()
+    fits = source_fits(curves, mixes, catalog)
     results = pd.concat(
-        [carry_pair(curves, mixes, figs, learned[t], s, t) for t in gpus for s in gpus if s != t],
+        [
+            carry_pair(curves, figs, fits, learned[t], catalog, s, t)
+            for t in gpus
+            for s in gpus
+            if s != t
+        ],
         ignore_index=True,
     )
     return results, learned
@@ -269,22 +348,34 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         "one-step cov90 in 85-95%": 0.85 <= m["1 step cover"] <= 0.95,
     }
     verdict = "; ".join(f"{k}: {'met' if v else 'missed'}" for k, v in ok.items())
+    raw_rule = float(
+        results.groupby("pair")
+        .apply(lambda f: np.mean(np.abs(f["fp32 raw pred"] / f["step"] - 1)))
+        .mean()
+    )
     return (
         "## Carrying one GPU's measured steps to another GPU (roofline of the op mix)\n\n"
         "The one-worker steps of six training models measured on five accelerators "
         "(`../shared/reference/measurements/`; figures of the non-EC2 GPUs from the vendors' "
         "datasheets in `benchmarks/gpu_catalog.csv`, cited there). For every ordered pair "
-        "and model, `model/roofline.py` fits the source's curve (a floor, then linear), "
-        "carries its slope by the ratio of the two GPUs' rooflines of the model's op mix "
-        "(`measure/opgraph.py` on the architectures in `measure/reference_models.py`) and "
-        "its floor by the ratio of the two machines' host factors, and multiplies the "
-        "source's measured step by the ratio (*cold*); *fallback* is the same without the op "
-        "mix; *1 step* updates cold with one target step at the batch the carry names "
-        "(`Carry.probe_batch`: position q in log batch, learned with the target held out), "
-        "*1 step (smallest)* with the step at each model's smallest batch, *2 steps* with "
-        "the smallest and largest (Bayesian, log scale). The rules read the same "
-        "source steps at the same batches (measured, interpolated in log batch, the fitted "
-        "curve beyond): times the fp32-peak ratio, or the memory-bandwidth ratio. Every "
+        "and model, the carry is the one `srifty` runs: `StepTimeModel` fitted on the "
+        "source's steps with the model's op mix (`measure/opgraph.py` on the architectures in "
+        "`measure/reference_models.py`), carried to the target's machine by "
+        "`transfer.build_transfer` with the roofline constants learned without the target "
+        "(`model/roofline.py`: the source fit's compute line refitted as a floor, then linear; "
+        "its slope by the ratio of the two GPUs' rooflines of the op mix or the fallback "
+        "ratio, its floor by the two machines' host factors) (*cold*); *fallback* is the same "
+        "without the op mix; *1 step* updates cold with one target step "
+        "(`TransferFit.update`, as `srifty fit` does for a thinly measured type) at the batch "
+        "`roofline.probe_batch` names (position q in log batch, learned with the target held "
+        "out), *1 step (smallest)* with the step at each model's smallest batch, *2 steps* "
+        "with the smallest and largest. "
+        f"{fits_with_correction(results)} The rules scale the source's step as the source's "
+        "own fit reads it at each scored batch (the reading the carry scales, so that "
+        '"never worse than the fp32 rule" compares like with like): times the fp32-peak '
+        "ratio, or the memory-bandwidth ratio; on the source's measured steps instead "
+        "(interpolated in log batch, along the fitted curve beyond them) the fp32 rule errs "
+        f"{_pct(raw_rule)} over the pairs. Every "
         "column is scored on the same steps: the target's batches other than each model's "
         "smallest and largest and the one-step batch; MAPE pools a pair's steps, cov90 is "
         "the share inside the 90% interval.\n\n"
@@ -329,6 +420,20 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         + "\n\n### Why\n\n"
         + why(curves_of(results), results, learned)
     )
+
+
+def fits_with_correction(results: pd.DataFrame) -> str:
+    """How many source fits kept a per-batch compute correction, in a sentence: where one did,
+    the rules and the carry read the source through it; where none did, through the fitted
+    compute line."""
+    fits = results.drop_duplicates(["source", "model"])
+    kept = int(fits["correction"].sum())
+    how = (
+        "the rules and the carry read the fitted compute line"
+        if kept == 0
+        else "where one was kept, the rules and the carry read the source through it"
+    )
+    return f"{kept} of the {len(fits)} source fits kept a per-batch correction: {how}."
 
 
 def curves_of(results: pd.DataFrame) -> pd.DataFrame:
@@ -419,24 +524,11 @@ def kept_cpu_section(path: Path) -> str:
     return "\n" + text[text.index(CPU_HEADING.strip()) :]
 
 
-def gpu_models() -> dict[str, str]:
-    """Each accelerator's catalog ``gpu_model`` (what StepTimeModel looks efficiencies up by)."""
-    table = pd.concat(
-        [pd.read_csv(GPU_CATALOG), load_catalog().query("instance_type == 'g4dn.12xlarge'")]
-    ).set_index("instance_type")
-    return {g: str(table.loc[i, "gpu_model"]) for g, i in INSTANCE.items()}
-
-
 def write_constants(curves, mixes, figs, path: Path) -> roofline.Learned:
     """Learn on all five GPUs (nothing held out: these are the constants shipped) and write
     them as JSON with their source."""
-    names = gpu_models()
-    learned = roofline.learn(
-        curves.assign(gpu=curves["gpu"].map(names)),
-        mixes,
-        {names[g]: f for g, f in figs.items()},
-        machines={names[g]: INSTANCE[g] for g in figs},
-    )
+    named, named_figs, machines = as_catalog_names(curves, figs)
+    learned = roofline.learn(named, mixes, named_figs, machines=machines)
     doc = {
         "about": "Roofline constants of srifty_kit.model.roofline, learned on the one-GPU "
         "steps of six training models on five GPUs (../shared/reference/measurements: the "

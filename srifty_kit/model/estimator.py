@@ -707,8 +707,12 @@ class StepTimeModel(BaseEstimator):
         instance_type: str,
         catalog: pd.DataFrame | None,
         exclude: str | None = None,
+        **route,
     ) -> TransferFit:
-        """Carry the best-measured fit of ``model`` to ``instance_type`` (see transfer)."""
+        """Carry the best-measured fit of ``model`` to ``instance_type`` (see transfer).
+
+        ``route`` overrides ``build_transfer``'s ``op_mix`` or ``constants``: the transfer
+        benchmark carries with constants learned without the target, on this same path."""
         source_type = self._source(model, instance_type, exclude)
         fit = self.groups_[(model, source_type)]
         catalog = self._catalog(catalog)
@@ -724,9 +728,12 @@ class StepTimeModel(BaseEstimator):
             self.local_bsz_range_[(model, source_type)][0],
             self.device_curves_.get((model, source_type)),
             self.device_shape_,
-            op_mix=getattr(self, "op_mix_", {}).get(model),
-            op_trace=getattr(self, "op_trace_", {}).get(model),
-            bsz_range=self.local_bsz_range_[(model, source_type)],
+            **{
+                "op_mix": getattr(self, "op_mix_", {}).get(model),
+                "op_trace": getattr(self, "op_trace_", {}).get(model),
+                "bsz_range": self.local_bsz_range_[(model, source_type)],
+                **route,
+            },
         )
 
     def check_catalog(self, catalog: pd.DataFrame) -> None:

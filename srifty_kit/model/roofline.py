@@ -341,6 +341,16 @@ class Carry:
         return replace(self, prior_cov=cov, mean=mean, measured=b.size, route=route)
 
 
+def probe_batch(batches: Sequence[float], learned: Learned) -> float:
+    """The batch of ``batches`` at which one measured step on a target narrows a carry made
+    with ``learned`` most (``Carry.probe_batch`` before any carry is made).
+
+    Raises:
+        InputError: no positive batch.
+    """
+    return _probe_batch(np.asarray(batches, float), learned.probe_quantile)
+
+
 def carry(
     op_mix: Mapping[str, Mapping[str, float]] | None,
     source: GpuFigures,
