@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from srifty_kit.cli.flags import output_folder, positive
+from srifty_kit.present.demo import DEADLINE_H
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -18,6 +19,8 @@ def _demo(args: argparse.Namespace) -> int:
         deadline_h=args.deadline_h,
     )
     print(demo.pick)
+    if demo.probe:
+        print(demo.probe)
     print(f"measurements: {demo.measurements}\nmodel: {demo.model}\nreport: {demo.report.html}")
     if demo.weekly is not None:
         print(f"weekly cost report: {demo.weekly.html}")
@@ -59,5 +62,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1e9,
         help="training samples to the target accuracy (default 1e9)",
     )
-    p.add_argument("--deadline-h", type=positive, default=1.0, help="deadline in hours")
+    p.add_argument(
+        "--deadline-h",
+        type=positive,
+        default=DEADLINE_H,
+        help=f"deadline in hours (default {DEADLINE_H:g}: a CPU profile reaches GPUs through "
+        "its op mix alone, so 90%% promises need room)",
+    )
     p.set_defaults(func=_demo, prog=p.prog)

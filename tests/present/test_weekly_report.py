@@ -378,3 +378,6 @@ def test_the_demo_ends_in_an_index_linking_both_reports_and_their_figures(tmp_pa
     assert any("search_ec2" in f for f in figures) and any("weekly_cost" in f for f in figures)
     assert all((tmp_path / "demo" / f).stat().st_size > 1000 for f in figures)
     assert "No usage" not in demo.weekly.html.read_text()  # the sample's last full week
+    # the first answer a new user reads is a decision at 90%, and what to measure next
+    assert demo.pick.startswith("Pick (cost):"), demo.pick
+    assert demo.probe.startswith(("Measure ", "No short measurement")), demo.probe
