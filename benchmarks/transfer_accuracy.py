@@ -24,8 +24,15 @@ also gives the fp32 rule on the source's measured steps. Everything learned (eff
 host factors, spreads, the fallback's weight, the interval scale) is learned from the other
 four GPUs only (leave-one-GPU-out, and nested inside for the spreads). Every column is scored
 on the same steps: the target's batches other than each model's smallest and largest and the
-one-step batch. Writes reports/benchmarks/transfer_accuracy.md; the CPU section of the last
-report that had one is kept (it rests on the StepTimeModel being rewritten).
+one-step batch.
+
+Then a profile taken here: four of the models profiled on this machine's CPU (three times),
+each profile fitted alone and carried to every traced configuration of the T4 machine
+(g4dn.12xlarge: 1 GPU, 2-4 GPUs, 2-4 nodes), by the op mix and by the FLOP count, before and
+after one measured 1-GPU step, beside FLOPs x batch / the fp32 peak (``cpu_section``; about
+ten minutes on 2 cores, most of it BERT-base on the CPU). Writes
+reports/benchmarks/transfer_accuracy.md (``--cross-gpu-only`` keeps the last report's CPU
+section).
 
 Run it (from the repository root): .venv/bin/python benchmarks/transfer_accuracy.py
 With ``--write-constants`` it also learns the constants on all five GPUs (keyed by the
@@ -35,6 +42,7 @@ catalog's ``gpu_model``) and writes them to data/roofline_reference.json, which
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -47,8 +55,10 @@ from common import REPORTS, markdown_table, reference_measurements, write_report
 
 from srifty_kit import StepTimeModel, load_catalog
 from srifty_kit.measure.opgraph import op_graph_facts_of
+from srifty_kit.measure.profile import profile_spec
 from srifty_kit.measure.reference_models import REFERENCE_MODELS
 from srifty_kit.model import roofline
+from srifty_kit.model.fit import with_per_node
 
 LEVEL = 0.9
 GPU_FILES = {  # the reference files whose one-GPU rows are carried between accelerators
@@ -524,6 +534,145 @@ def kept_cpu_section(path: Path) -> str:
     return "\n" + text[text.index(CPU_HEADING.strip()) :]
 
 
+# -- a CPU profile taken here, carried to the T4 of EC2 g4dn.12xlarge ------------------------
+CPU_TARGET = INSTANCE["T4"]
+# batch sizes profiled here: two each, small enough for a CPU, far enough apart for a slope
+PROFILE_BATCHES = {"cifar10": [8, 64], "imagenet": [2, 16], "bert": [1, 4], "ncf": [256, 4096]}
+PROFILE_SECONDS = {"cifar10": 30, "imagenet": 60, "bert": 90, "ncf": 15}
+CPU_REPEATS = 3  # a CPU profile's intercept (the carried host floor) moves run to run
+CPU_COLUMNS = ("cold (op mix)", "cold (FLOP count)", "1 step")
+
+
+def regime(rows: pd.DataFrame) -> np.ndarray:
+    """'1 GPU', '1 node, 2-4 GPUs' or '2-4 nodes' for each configuration."""
+    one_node = np.where(rows["num_workers"] == 1, "1 GPU", "1 node, 2-4 GPUs")
+    return np.where(rows["num_nodes"] > 1, "2-4 nodes", one_node)
+
+
+def cpu_carry(name: str, traces: pd.DataFrame, catalog, learned) -> pd.DataFrame:
+    """Profile ``name`` here on the CPU (``srifty profile``'s profiler, its facts with the op
+    mix), fit StepTimeModel on that profile alone and carry it to every traced configuration
+    of the T4 machine as srifty does: cold by the op mix ("roofline (op mix, CPU profile)"),
+    cold by the FLOP count alone (the route without an op mix), and after one measured 1-GPU
+    step at the batch ``roofline.probe_batch`` names (``TransferFit.update``, as a refit with
+    that step appended does). ``learned``: roofline constants learned without the T4. One row
+    per scored configuration (all but the probe's) with each column's prediction."""
+    result = profile_spec(
+        REFERENCE_MODELS[name](),
+        PROFILE_BATCHES[name],
+        device="cpu",
+        target_precision=0.05,
+        max_seconds=PROFILE_SECONDS[name],
+        name=name,
+        warmup=1,
+        min_steps=3,
+        progress=False,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a CPU profile fixes every network term: expected
+        fit = StepTimeModel(level=LEVEL).fit(result.measurements, facts=result.facts)
+        carried = fit._transfer(name, CPU_TARGET, catalog, constants=learned)
+        flops = fit._transfer(name, CPU_TARGET, catalog, constants=learned, op_mix=None)
+    rows = with_per_node(traces[traces["model"] == name])
+    one = rows[rows["num_workers"] == 1]
+    probe = one[one["local_bsz"] == roofline.probe_batch(one["local_bsz"], learned)].iloc[:1]
+    scored = rows.drop(index=probe.index)
+    shape = [scored[c].to_numpy(float) for c in ("num_nodes", "num_workers", "local_bsz")]
+    shape.append(scored["per_node"].to_numpy(float))
+    out = pd.DataFrame(
+        {"model": name, "regime": regime(scored), "step": scored["step_time_s"].to_numpy()}
+    )
+    columns = {
+        "cold (op mix)": carried,
+        "cold (FLOP count)": flops,
+        "1 step": carried.update(probe),
+    }
+    for label, c in columns.items():
+        pred = c.predict(*shape, LEVEL)
+        out[f"{label} pred"] = pred["step_time_s"]
+        out[f"{label} in"] = _inside(pred, out["step"].to_numpy())
+        out[f"{label} width"] = (pred["step_time_hi"] - pred["step_time_lo"]) / pred["step_time_s"]
+    peak = float(catalog.set_index("instance_type").loc[CPU_TARGET, "gpu_fp32_tflops"]) * 1e12
+    out["naive pred"] = result.facts["flops_per_sample"] * shape[2] / peak
+    out["route"] = carried.route
+    print(f"carried a CPU profile of {name} ({carried.route})", file=sys.stderr)
+    return out
+
+
+def cpu_section(data: Path, learned: roofline.Learned, repeats: int = CPU_REPEATS) -> str:
+    """The CPU section of the report: ``repeats`` fresh profiles of each of the four traced
+    models here, carried to the T4 (``cpu_carry``), scored against the real g4dn.12xlarge
+    runs per model and regime: median over the repeats (min-max where they differ)."""
+    traces = pd.read_csv(data.parent / GPU_FILES["T4"])
+    traces = traces[traces["model"].isin(PROFILE_BATCHES)]
+    catalog = load_catalog()
+    runs = pd.concat(
+        [
+            cpu_carry(name, traces, catalog, learned).assign(repeat=r)
+            for r in range(repeats)
+            for name in PROFILE_BATCHES
+        ],
+        ignore_index=True,
+    )
+    per = []
+    for (model, reg, r), f in runs.groupby(["model", "regime", "repeat"], sort=False):
+        row = {"model": model, "regime": reg, "repeat": r, "configs": len(f)}
+        for label in (*CPU_COLUMNS, "naive"):
+            row[f"{label} mape"] = float(np.mean(np.abs(f[f"{label} pred"] / f["step"] - 1)))
+        for label in CPU_COLUMNS:
+            row[f"{label} cover"] = float(f[f"{label} in"].mean())
+            row[f"{label} width"] = float(f[f"{label} width"].median())
+        per.append(row)
+    per = pd.DataFrame(per)
+
+    def spread(x: pd.Series) -> str:
+        lo, mid, hi = (f"{100 * v:.0f}" for v in (x.min(), x.median(), x.max()))
+        return f"{mid}%" if lo == hi else f"{mid}% ({lo}-{hi})"
+
+    shown = per.groupby(["model", "regime"], sort=False).agg(
+        configs=("configs", "first"),
+        **{
+            f"{label} {what}": (f"{label} {key}", spread)
+            for label in CPU_COLUMNS
+            for what, key in (("MAPE", "mape"), ("cov90", "cover"), ("90% width", "width"))
+        },
+        **{"naive FLOPs/peak MAPE": ("naive mape", spread)},
+    )
+    shown["configs"] = shown["configs"].astype(str)
+    routes = "; ".join(f"{m}: {r}" for m, r in runs.groupby("model")["route"].first().items())
+    one = per[per["regime"] == "1 GPU"]
+    return (
+        CPU_HEADING
+        + "Profiled here, on this machine's CPU, with srifty_kit's profiler (random weights): "
+        + ", ".join(f"{m} (batches {b[0]} and {b[1]})" for m, b in PROFILE_BATCHES.items())
+        + f"; {repeats} fresh profiles each. Each profile is fitted alone (`StepTimeModel` "
+        "with the profile's facts, its op mix among them) and carried to every traced "
+        f"{CPU_TARGET} configuration of the model by `StepTimeModel._transfer`, with the "
+        "roofline constants learned without the T4 (the cross-GPU section's): *cold (op mix)* "
+        "is the route srifty takes for a CPU profile with facts (the T4's slope from the op "
+        "mix alone at the population's efficiencies, the host floor from the CPU fit's "
+        "intercept); *cold (FLOP count)* the route without an op mix (FLOPs x batch over the "
+        "fp32 peak, the intercept kept); *1 step* cold updated by one measured 1-GPU step at "
+        "the batch `roofline.probe_batch` names (`TransferFit.update`, what `srifty fit` does "
+        "with that step appended). *naive*: FLOPs x batch / the T4's fp32 peak, nothing else. "
+        "All columns are scored on the same configurations (every traced one but the probe's). "
+        "MAPE of the step time, cov90 the share of measured steps inside the 90% interval, "
+        "width its median (hi - lo) / step; median over the profiles (min-max where they "
+        f"differ). Routes: {routes}.\n\n"
+        + markdown_table(shown.reset_index())
+        + "\n\nOn one GPU (median over the four models and the profiles): cold by the op mix "
+        f"{_pct(one['cold (op mix) mape'].median())} (covered "
+        f"{_pct(one['cold (op mix) cover'].median())}, 90% width "
+        f"{_pct(one['cold (op mix) width'].median())} of the step), by the FLOP count "
+        f"{_pct(one['cold (FLOP count) mape'].median())}, naive "
+        f"{_pct(one['naive mape'].median())}; after one step "
+        f"{_pct(one['1 step mape'].median())} (covered {_pct(one['1 step cover'].median())}, "
+        f"width {_pct(one['1 step width'].median())}). Across nodes the carried sync rests on "
+        "the network's belief (`transfer.NETWORK_EFFICIENCY`), which no CPU profile and no "
+        "1-GPU step informs.\n"
+    )
+
+
 def write_constants(curves, mixes, figs, path: Path) -> roofline.Learned:
     """Learn on all five GPUs (nothing held out: these are the constants shipped) and write
     them as JSON with their source."""
@@ -544,9 +693,14 @@ def write_constants(curves, mixes, figs, path: Path) -> roofline.Learned:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Carry between the five reference GPUs and write the report (``--write-constants``:
-    and the shipped constants)."""
-    argv = sys.argv[1:] if argv is None else argv
+    """Carry between the five reference GPUs, then profiles taken here to the T4, and write
+    the report (``--write-constants``: and the shipped constants; ``--cross-gpu-only``: keep
+    the last report's CPU section; ``--cpu-repeats N``: profiles per model, default 3)."""
+    parser = argparse.ArgumentParser(prog="transfer_accuracy.py")
+    parser.add_argument("--write-constants", action="store_true")
+    parser.add_argument("--cross-gpu-only", action="store_true")
+    parser.add_argument("--cpu-repeats", type=int, default=CPU_REPEATS)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     data = reference_measurements()
     if not data.is_file():
         print(
@@ -554,17 +708,23 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.cpu_repeats < 1:
+        print("transfer_accuracy: --cpu-repeats must be 1 or more", file=sys.stderr)
+        return 2
     curves, figs, mixes = one_gpu_curves(data.parent), gpu_figures(), op_mixes()
-    if "--write-constants" in argv:
+    if args.write_constants:
         write_constants(curves, mixes, figs, CONSTANTS)
     results, learned = cross_gpu(curves, mixes, figs)
     results["pair"] = results["source"] + " -> " + results["target"]
     pairs = scores(results, ["source", "target", "pair"])
     models = scores(results, ["model"])
     text = render(results, pairs, models, learned, mixes, figs) + own_curve_bounds(curves)
-    print(text)
-    kept = kept_cpu_section(REPORTS / "transfer_accuracy.md")
-    write_report("transfer_accuracy", TITLE + text + kept)
+    if args.cross_gpu_only:
+        cpu = kept_cpu_section(REPORTS / "transfer_accuracy.md")
+    else:
+        cpu = "\n" + cpu_section(data, learned["T4"], args.cpu_repeats)
+    print(text + cpu)
+    write_report("transfer_accuracy", TITLE + text + cpu)
     return 0
 
 
