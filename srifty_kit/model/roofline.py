@@ -110,8 +110,9 @@ class Learned:
     mix_weight: float = 1.0
     sharpness: float = SHARPNESS
     basis: str = ""  # which rows chose the constants
-    # log sd of a slope predicted outright from the op mix at the population's efficiencies
-    # (no source GPU to take a ratio to: a CPU profile), over every reference GPU and model
+    # log sd of a step whose slope is predicted outright from the op mix at the population's
+    # efficiencies (no source GPU to take a ratio to: a CPU profile), at each reference GPU
+    # and model's largest measured batch (``_absolute_sd``)
     absolute_sd: float = 1.0
     # the machine (instance type) each reference GPU was measured on: its host factor is that
     # machine's, so another machine with the same GPU gets the population's host factor
@@ -586,7 +587,8 @@ def absolute(
     who = "learned" if target_gpu in learned.per_gpu else "the population's"
     route = (
         f"roofline of the op mix alone ({arith:.0%} arithmetic-bound, {who} efficiencies; "
-        f"x/÷ {np.exp(1.645 * sd):.1f} at 90% on the per-sample time: no GPU step measured)"
+        f"x/÷ {np.exp(1.645 * sd):.1f} at 90% on the per-sample part of the step: no GPU step "
+        "measured)"
     )
     return slope, sd, route
 
@@ -1005,17 +1007,28 @@ def learn(
 
 
 def _absolute_sd(curves, facts, figs, p: float) -> float:
-    """Log rms of each GPU's fitted slopes against the op mix's roofline at the population
-    efficiencies learned without that GPU (what a CPU profile's carry to a new GPU faces)."""
+    """Log rms of the step a slope predicted from the op mix alone makes, at the population
+    efficiencies learned without that GPU (what a CPU profile's carry to a new GPU faces):
+
+        e = log(t(O, s_mix, b_max) / t(O, s, b_max))   per GPU and model
+
+    with O and s the GPU's own fitted floor and slope, s_mix the op mix's roofline and b_max
+    the largest batch measured, where the step leans on the slope most. Scored on the step, not
+    on the slope itself: a host-bound model's fitted slope (ncf's: its step flat over every
+    measured batch) is a sliver that no op mix predicts and no step depends on; its log error
+    (a factor of 10 to 240 on the reference GPUs) would otherwise set every model's width."""
     errs = []
     fits = _fits(curves, p)
+    b_max = curves.groupby(["gpu", "model"])["local_bsz"].max()
     for gpu in sorted(curves["gpu"].unique()):
         base = _base_learn(curves[curves["gpu"] != gpu], facts, figs, p)
         for _, row in fits[fits["gpu"] == gpu].iterrows():
             mix = facts.get(row["model"])
             if mix is not None:
-                pred = _roofline_s(mix, figs[gpu], base.population)
-                errs.append(np.log(max(pred, 1e-300) / row["slope"]))
+                pred = max(_roofline_s(mix, figs[gpu], base.population), 1e-300)
+                b = np.array([float(b_max[gpu, row["model"]])])
+                own = _curve(np.array(row["floor"]), np.array(row["slope"]), b, p)
+                errs.append(float(np.log(_curve(np.array(row["floor"]), pred, b, p) / own)[0]))
     return float(np.sqrt(np.mean(np.square(errs)))) if errs else 1.0
 
 
