@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from srifty_kit.present.reports import Report, notebook_figures, run_report, run_weekly_report
+from srifty_kit.present.reports import (
+    Report,
+    notebook_figures,
+    run_report,
+    run_weekly_report,
+    tagged_outputs,
+)
 from srifty_kit.tables.files import atomic_write, write_table
 
 SINGLE_BATCHES = (8, 16, 32, 64)
@@ -47,16 +53,9 @@ def _noise_scale(facts: dict) -> float | None:
     return float(value)
 
 
-def _tagged_text(report: Report, tag: str) -> str:
-    """The first line printed by the executed notebook's first cell tagged ``tag``."""
-    import nbformat
-
-    nb = nbformat.read(report.notebook, as_version=4)
-    for cell in nb.cells:
-        if tag in cell.get("metadata", {}).get("tags", []):
-            text = "".join(o.get("text", "") for o in cell.get("outputs", [])).strip()
-            return text if tag == "pick" else text.split("\n", 1)[0]
-    return ""
+def _printed(outputs: dict[str, list], tag: str) -> str:
+    """What the cell tagged ``tag`` printed (``tagged_outputs``' entry), stripped."""
+    return "".join(o.get("text", "") for o in outputs.get(tag, [])).strip()
 
 
 def run_demo(
@@ -126,7 +125,8 @@ def run_demo(
     )
     weekly = run_demo_weekly(out, model_path, progress=progress)
     index = write_index(out, [("Search EC2 for the demo job", report), (WEEKLY_TITLE, weekly)])
-    pick, probe = _tagged_text(report, "pick"), _tagged_text(report, "probes")
+    outputs = tagged_outputs(report.notebook)
+    pick, probe = _printed(outputs, "pick"), _printed(outputs, "probes").split("\n", 1)[0]
     return Demo(measurements, model_path, report, pick, weekly, index, probe)
 
 

@@ -206,6 +206,24 @@ class ReportFailed(CommandFailed):
         super().__init__(f"{where}raised {ename}: {first} (executed notebook kept at {notebook})")
 
 
+def tagged_outputs(notebook: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:
+    """The outputs of an executed notebook's first cell carrying each tag, read once.
+
+    Args:
+        notebook: the executed ``.ipynb``.
+
+    Returns:
+        {tag: that cell's outputs (nbformat dicts)}; a tag no cell carries is absent.
+    """
+    import nbformat
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cell in nbformat.read(Path(notebook), as_version=4).cells:
+        for tag in cell.get("metadata", {}).get("tags", []):
+            out.setdefault(tag, cell.get("outputs", []))
+    return out
+
+
 def notebook_figures(notebook: str | os.PathLike, folder: str | os.PathLike) -> list[Path]:
     """Write every PNG figure of an executed notebook to ``folder`` (``<stem>_fig<N>.png``)."""
     import base64
@@ -398,15 +416,10 @@ def run_weekly_report(
 
 def _write_weekly_summary(report: Report, path: Path) -> None:
     """The summary the notebook recorded (its cell tagged ``summary``) as a JSON file."""
-    import nbformat
-
     from srifty_kit.tables.files import write_json
 
-    nb = nbformat.read(report.notebook, as_version=4)
-    for cell in nb.cells:
-        if "summary" in cell.metadata.get("tags", []):
-            for output in cell.get("outputs", []):
-                data = output.get("data", {}).get("application/json")
-                if data is not None:
-                    write_json(data, path)
-                    return
+    for output in tagged_outputs(report.notebook).get("summary", []):
+        data = output.get("data", {}).get("application/json")
+        if data is not None:
+            write_json(data, path)
+            return
