@@ -243,17 +243,26 @@ def cross_gpu(curves, mixes, figs) -> tuple[pd.DataFrame, dict[str, roofline.Lea
     return results, learned
 
 
-def scores(results: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """MAPE of every column and 90% coverage of ours, per group of ``by``."""
+def _mape(frame: pd.DataFrame, label: str) -> float:
+    """Mean absolute percentage error of column ``label`` against the measured steps."""
+    return float(np.mean(np.abs(frame[f"{label} pred"] / frame["step"] - 1)))
+
+
+def scores(
+    results: pd.DataFrame,
+    by: list[str],
+    labels: tuple = LABELS,
+    covered: tuple = COVERED,
+    widths: tuple = (),
+) -> pd.DataFrame:
+    """Per group of ``by``: the MAPE of every column of ``labels``, the 90% coverage of
+    ``covered`` and the median interval width of ``widths``, and the number of steps."""
     rows = []
     for key, frame in results.groupby(by, sort=False):
         row = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
-        for label in LABELS:
-            row[f"{label} mape"] = float(
-                np.mean(np.abs(frame[f"{label} pred"] / frame["step"] - 1))
-            )
-        for label in COVERED:
-            row[f"{label} cover"] = float(frame[f"{label} in"].mean())
+        row.update({f"{label} mape": _mape(frame, label) for label in labels})
+        row.update({f"{label} cover": float(frame[f"{label} in"].mean()) for label in covered})
+        row.update({f"{label} width": float(frame[f"{label} width"].median()) for label in widths})
         row["steps"] = len(frame)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -358,11 +367,7 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         "one-step cov90 in 85-95%": 0.85 <= m["1 step cover"] <= 0.95,
     }
     verdict = "; ".join(f"{k}: {'met' if v else 'missed'}" for k, v in ok.items())
-    raw_rule = float(
-        results.groupby("pair")
-        .apply(lambda f: np.mean(np.abs(f["fp32 raw pred"] / f["step"] - 1)))
-        .mean()
-    )
+    raw_rule = float(results.groupby("pair").apply(lambda f: _mape(f, "fp32 raw")).mean())
     return (
         "## Carrying one GPU's measured steps to another GPU (roofline of the op mix)\n\n"
         "The one-worker steps of six training models measured on five accelerators "
@@ -527,7 +532,8 @@ def own_curve_bounds(curves: pd.DataFrame, p: float = roofline.SHARPNESS) -> str
 
 
 def kept_cpu_section(path: Path) -> str:
-    """The CPU section of the existing report, as it was (empty when there is none)."""
+    """The CPU section of the existing report, as it was and as ``cpu_section`` returns it
+    (empty when there is none)."""
     if not path.is_file() or CPU_HEADING.strip() not in path.read_text():
         return ""
     text = path.read_text()
@@ -614,23 +620,16 @@ def cpu_section(data: Path, learned: roofline.Learned, repeats: int = CPU_REPEAT
         ],
         ignore_index=True,
     )
-    per = []
-    for (model, reg, r), f in runs.groupby(["model", "regime", "repeat"], sort=False):
-        row = {"model": model, "regime": reg, "repeat": r, "configs": len(f)}
-        for label in (*CPU_COLUMNS, "naive"):
-            row[f"{label} mape"] = float(np.mean(np.abs(f[f"{label} pred"] / f["step"] - 1)))
-        for label in CPU_COLUMNS:
-            row[f"{label} cover"] = float(f[f"{label} in"].mean())
-            row[f"{label} width"] = float(f[f"{label} width"].median())
-        per.append(row)
-    per = pd.DataFrame(per)
+    per = scores(
+        runs, ["model", "regime", "repeat"], (*CPU_COLUMNS, "naive"), CPU_COLUMNS, CPU_COLUMNS
+    )
 
     def spread(x: pd.Series) -> str:
         lo, mid, hi = (f"{100 * v:.0f}" for v in (x.min(), x.median(), x.max()))
         return f"{mid}%" if lo == hi else f"{mid}% ({lo}-{hi})"
 
     shown = per.groupby(["model", "regime"], sort=False).agg(
-        configs=("configs", "first"),
+        configs=("steps", "first"),
         **{
             f"{label} {what}": (f"{label} {key}", spread)
             for label in CPU_COLUMNS
@@ -720,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
     models = scores(results, ["model"])
     text = render(results, pairs, models, learned, mixes, figs) + own_curve_bounds(curves)
     if args.cross_gpu_only:
-        cpu = kept_cpu_section(REPORTS / "transfer_accuracy.md")
+        cpu = "\n" + kept_cpu_section(REPORTS / "transfer_accuracy.md")
     else:
         cpu = "\n" + cpu_section(data, learned["T4"], args.cpu_repeats)
     print(text + cpu)
