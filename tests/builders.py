@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from srifty_kit.model.physics import StepParams, simulate
 
@@ -523,11 +524,28 @@ def write_jobs_ledger(hours: pd.DataFrame, path: Path) -> Path:
 # -- Athena through a real moto server on 127.0.0.1 ---------------------------------------------
 
 
+def require_athena_json() -> None:
+    """Fail with what to fix when the installed botocore speaks to Athena in a protocol other
+    than JSON 1.1: moto (and ``tests/cli/test_redaction.py``'s echoing server) answer Athena
+    only there, so every Athena test would fail on a 404 that names neither cause."""
+    import botocore
+    import botocore.session
+
+    protocol = botocore.session.get_session().get_service_model("athena").protocol
+    if protocol != "json":
+        pytest.fail(
+            f"botocore {botocore.__version__} speaks {protocol} to Athena, which moto does not "
+            'answer; to fix: pip install -e ".[dev]" (pyproject.toml bounds botocore)',
+            pytrace=False,
+        )
+
+
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
     """A moto server on 127.0.0.1 (a free port), as its endpoint URL."""
     from moto.server import ThreadedMotoServer
 
+    require_athena_json()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 from srifty_kit.tables.redact import MASK, redact, remember, scrub
-from tests.builders import REPO, run_srifty
+from tests.builders import REPO, require_athena_json, run_srifty
 
 # built at run time so that secret scanners do not flag the file; the key has the real shape
 KEY_ID = "AKIA" + "SRIFTYREDACT" + token_hex(2).upper()
@@ -143,6 +143,7 @@ def credentials_in_env(monkeypatch) -> None:
 
 @pytest.fixture
 def aws():
+    require_athena_json()
     server = EchoingAws()
     yield server
     server.close()
