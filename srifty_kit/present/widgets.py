@@ -173,6 +173,34 @@ def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
     )
 
 
+def _column_format(name: str) -> str | None:
+    """How a decision table writes a column, read from its name's unit."""
+    if name.endswith("_usd") or name == "usd_per_hr":
+        return "${:,.2f}"
+    if name in ("p_meet", "efficiency"):
+        return "{:.0%}"
+    if name.endswith("_h"):
+        return "{:,.2f}"
+    if name.endswith("_s"):
+        return "{:.3g}"
+    return None
+
+
+def decision_table(frame: pd.DataFrame) -> Any:
+    """A search's table (``ranked``, ``pareto``, the suggested probes) as a notebook shows it:
+    no index, dollars to the cent, probabilities and efficiencies in percent, hours to two
+    decimals, seconds to three significant digits; other columns as they are.
+
+    Args:
+        frame: any of those tables, or a selection of its columns.
+
+    Returns:
+        A pandas Styler (``display`` renders it; ``.data`` is ``frame`` unchanged).
+    """
+    formats = {c: f for c in frame.columns if (f := _column_format(str(c))) is not None}
+    return frame.style.format(formats, na_rep="—").hide(axis="index")
+
+
 def _check_panel(
     model: object,
     catalog: pd.DataFrame,

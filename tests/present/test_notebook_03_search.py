@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.builders import parameter_names, run_notebook
@@ -57,7 +59,17 @@ def test_notebook_ranks_draws_the_front_and_explains_the_pick(tmp_path, model_fi
     text = _text(nb)
     assert "meet the constraints" in text
     assert "Why not the cheapest per hour" in text or "also the cheapest" in text
-    assert "time_hi_h" in text  # the ranked table and the front are shown
+    tables = [
+        o["data"]["text/html"]
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if "time_hi_h" in o.get("data", {}).get("text/html", "")
+    ]
+    assert len(tables) == 2  # the ranked table and the front
+    ranked = tables[0]
+    assert "p_meet" in ranked and re.search(r">\$[\d,]+\.\d\d<", ranked)  # dollars to the cent
+    assert re.search(r">\d{1,3}%<", ranked)  # the probability of meeting, in percent
+    assert not re.search(r"\d\.\d{5,}", ranked)  # no raw floats for a reader to squint at
 
 
 def test_notebook_shows_the_panel_when_interactive(tmp_path, model_file):
