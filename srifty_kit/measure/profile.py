@@ -256,7 +256,7 @@ def _batch_summary(tracker: PrecisionTracker, interval: str) -> dict[str, Any]:
         "warmup_steps": est.warmup_steps,
         "n_eff": est.n_eff,
         "mean": est.mean if tracker.n else math.nan,
-        "mean_lo": est.lo,
+        "mean_lo": est.time_lo,
         "mean_hi": est.hi,
         "precision": est.precision if tracker.n >= 2 else math.inf,
         "interval": interval,

@@ -88,6 +88,13 @@ class MeanEstimate:
     settled: bool  # enough uncorrelated batch means to stop on this interval
 
     @property
+    def time_lo(self) -> float:
+        """The lower end as a table of times shows it: cut at 0, since a mean of step times
+        is never negative (a few wild batches can put ``mean - half`` below it). The cut
+        keeps the interval's coverage; ``precision`` and the stopping rule use ``lo``."""
+        return max(self.lo, 0.0) if np.isfinite(self.lo) else self.lo
+
+    @property
     def half_width(self) -> float:
         """Half-width of the interval (inf when there is none yet)."""
         return (self.hi - self.lo) / 2 if np.isfinite(self.hi - self.lo) else math.inf

@@ -270,7 +270,7 @@ def describe(
                 "median": float(np.median(kept)) if len(kept) else math.nan,
                 "p5": float(np.percentile(kept, 5)) if len(kept) else math.nan,
                 "p95": float(np.percentile(kept, 95)) if len(kept) else math.nan,
-                "mean_lo": est.lo,
+                "mean_lo": est.time_lo,
                 "mean_hi": est.hi,
                 "p95_lo": p95_lo,
                 "p95_hi": p95_hi,

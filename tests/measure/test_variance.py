@@ -239,3 +239,15 @@ def test_figures_draw_every_configuration(two_configs):
     ax = plots.allreduce_times(coll)
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     plt.close("all")
+
+
+def test_a_few_wild_steps_never_show_a_negative_mean_time():
+    # eight steps on a contended machine: two of them ten times the others, so the t interval
+    # of the mean reaches below zero; a table of step times must not print a negative time
+    steps = np.array([0.1, 0.1, 2.0, 0.1, 0.1, 0.1, 2.0, 0.1])
+    table = pd.DataFrame({"model": "m", "local_bsz": 8, "step_time_s": steps})
+    est = batch_means_estimate(steps, 0.95, warmup=False)
+    assert est.lo < 0  # the raw interval does reach below zero here
+    row = variance.describe(table, by=["model", "local_bsz"], n_resamples=0).iloc[0]
+    assert row["mean_lo"] == 0.0 and row["mean_hi"] == pytest.approx(est.hi)
+    assert row["precision"] == pytest.approx(est.precision)  # the stopping rule is unchanged
