@@ -158,7 +158,7 @@ def _fit(args: argparse.Namespace) -> int:
         print(f"srifty fit: note: {note.message}", file=sys.stderr)
     summary = model.summary()
     table = summary.drop(columns="interval_from")
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="—"))
     for row in summary.itertuples():
         print(f"intervals of {row.model} on {row.instance_type}: {row.interval_from}")
     for line in _facts_lines(given, measured):

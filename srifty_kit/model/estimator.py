@@ -656,8 +656,9 @@ class StepTimeModel(BaseEstimator):
         return out
 
     def summary(self) -> pd.DataFrame:
-        """One row per fitted group: how it was fitted, its held-out-scale error and what its
-        interval widths were calibrated on."""
+        """One row per fitted group: how it was fitted, its held-out-scale error (NaN where
+        nothing could be held out, or the group was carried) and what its interval widths
+        were calibrated on."""
         self._check_fitted()
         rows = []
         for (m, t), fit in sorted(self.groups_.items()):
@@ -674,7 +675,11 @@ class StepTimeModel(BaseEstimator):
                     + _probe_note(fit),
                     "configs": fit.n_observed if carried else fit.n_configs,
                     "max_nodes": fit.max_nodes,
-                    "held_out_error": np.nan if carried else np.expm1(fit.cv_error),
+                    # NaN when nothing could be held out (one node, too few batches): not
+                    # an infinite error, none measured
+                    "held_out_error": np.expm1(fit.cv_error)
+                    if not carried and np.isfinite(fit.cv_error)
+                    else np.nan,
                     "interval_from": "the carried belief, narrowed by these measurements"
                     if carried
                     else fit.spread.basis(fit.max_nodes),

@@ -188,6 +188,16 @@ def test_summary_says_what_the_interval_widths_were_calibrated_on(fitted):
     assert "beyond 3 nodes 1 held-out node move(s) of g4dn.12xlarge pooled with" in three
 
 
+def test_a_fit_with_nothing_to_hold_out_reports_no_held_out_error():
+    # one GPU at four batches: no larger scale to hold out, so no error was measured (NaN),
+    # which the summary must not print as an infinite one
+    one_gpu = measurements(1).query("num_workers == 1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        error = StepTimeModel().fit(one_gpu).summary()["held_out_error"].iloc[0]
+    assert np.isnan(error)
+
+
 def test_a_hand_edited_model_file_is_refused(fitted, tmp_path):
     path = tmp_path / "model.json"
     fitted.save(path)
