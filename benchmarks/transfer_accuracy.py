@@ -206,8 +206,9 @@ def carry_pair(curves, figs, fits, learned, catalog, source: str, target: str) -
             row[f"{label} in"] = _inside(at, y)
         row["route"] = cold.route
         row["correction"] = fit.groups_[model, INSTANCE[source]].correction is not None
-        # the rules scale the source's step as its own fit reads it at b, as the carry does
-        base = _predict(fit.groups_[model, INSTANCE[source]], b)["step_time_s"]
+        # the rules scale the source's step as its own fit's physics reads it at b, as the
+        # carry does (predict would return the measured runs at the batches measured)
+        base = fit.groups_[model, INSTANCE[source]].physics(1, 1, b, 1, LEVEL)["step_time_s"]
         row["fp32 peak pred"] = base * figs[source].fp32_tflops / figs[target].fp32_tflops
         row["memory bw pred"] = base * figs[source].mem_bw_gbps / figs[target].mem_bw_gbps
         # ... and, for the text, the fp32 rule on the source's measured steps (interpolated

@@ -78,6 +78,16 @@ def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     return facts
 
 
+def _worst_node_count(nodes: np.ndarray, ratio: np.ndarray) -> str:
+    """ ", worst at k nodes (steps 1.5x the fit)": the node count whose steps stray farthest
+    (median log ratio of measured to fitted), to name where a fit misses its own runs."""
+    log_ratio = np.log(np.asarray(ratio, float))
+    counts = np.unique(nodes)
+    medians = np.array([np.median(log_ratio[nodes == c]) for c in counts])
+    worst = int(np.argmax(np.abs(medians)))
+    return f", worst at {counts[worst]:g} node(s) (steps {np.exp(medians[worst]):.2g}x the fit)"
+
+
 def _warn_far_beyond(model: str, itype: str, fit, num_nodes, num_workers) -> None:
     """Warn when a configuration lies far beyond the scales its fit was measured at."""
     k = np.asarray(num_nodes, float) / max(fit.max_nodes, 1)
@@ -269,15 +279,19 @@ class StepTimeModel(BaseEstimator):
             fit = self.groups_[(m, t)]
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             keep = ~fit.refused(*shape[:2]) if isinstance(fit, TransferFit) else slice(None)
-            pred = fit.predict(*(a[keep] for a in shape), rows["per_node"].to_numpy()[keep], level)
+            # the fit alone: predict would return each measured configuration's own run
+            describe = fit.predict if isinstance(fit, TransferFit) else fit.physics
+            pred = describe(*(a[keep] for a in shape), rows["per_node"].to_numpy()[keep], level)
             step = rows["step_time_s"].to_numpy()[keep]
             inside = (step >= pred["step_time_lo"]) & (step <= pred["step_time_hi"])
             covered = float(np.mean(inside)) if np.size(inside) else 1.0
             if covered < self.level - OWN_COVERAGE_SLACK:
+                where = _worst_node_count(shape[0][keep], step / pred["step_time_s"])
                 warnings.warn(
                     f"StepTimeModel: {m}/{t}: only {covered:.0%} of its own measured steps lie "
                     f"inside its {self.level:.0%} interval; the model does not describe these "
-                    "measurements well (mixed campaigns or hosts, or a term it lacks)",
+                    f"measurements well{where} (mixed campaigns or hosts, or a term it lacks); "
+                    "it predicts the configurations measured from their runs",
                     stacklevel=3,
                 )
 

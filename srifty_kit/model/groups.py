@@ -57,6 +57,9 @@ class GroupFit:
     correction: BatchCorrection | None = None  # learned per-batch compute factor (batch_correction)
     # configuration means it was fitted on: rows of (nodes, workers, local_bsz, log step time)
     measured: np.ndarray | None = None
+    # predict a measured configuration from its own run, as the search believes it (files
+    # before version 9 predicted the fitted physics there, and still do: persist)
+    from_runs: bool = True
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
@@ -65,35 +68,57 @@ class GroupFit:
         label, network label), also ``"belief"``: the ``posterior.Belief`` read from the same
         interval (one evaluation of the physics for both).
 
-        Configurations beyond the fitted node counts are conditioned on the runs measured
-        there (``probes``): their interval is the conditioned belief's at ``level`` and their
-        point the conditioned median of a belief centred on T_hat (T_hat where the runs say
-        nothing, the measured mean where they pin it)."""
-        out, belief = self._physics(num_nodes, num_workers, local_bsz, per_node, level, beliefs)
-        k, n = np.asarray(num_nodes), np.asarray(num_workers)
+        A configuration that was measured is believed from its run (``_with_measured``), and
+        configurations beyond the fitted node counts are conditioned on the runs measured
+        there (``probes``): the interval of either is the conditioned belief's at ``level``
+        and its point the conditioned median of a belief centred on T_hat (T_hat where the
+        runs say nothing, the measured mean where they pin it). So ``predict`` says what the
+        search believes; ``physics`` is the fit alone."""
+        k, n, b = np.asarray(num_nodes), np.asarray(num_workers), np.asarray(local_bsz)
+        seen = self._seen(k, n, b)
+        asked = beliefs or ((0, 0) if seen.any() else ())
+        out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
             return out
         prior = belief  # T_hat sits off its median (above where the fit erred low held out)
         if self.measured is not None:
             belief = _with_measured(belief, self.measured[self.measured[:, 0] <= self.max_nodes],
-                                    k, n, np.asarray(local_bsz))  # fmt: skip
-        probes = self.probes
-        if probes.size:
-            belief = self._observe(belief, k, n, np.asarray(local_bsz), level, beliefs)
-            beyond = np.broadcast_to(k > self.max_nodes, np.shape(belief.centre))
+                                    k, n, b)  # fmt: skip
+        moved = seen
+        if self.probes.size:
+            belief = self._observe(belief, k, n, b, level, beliefs)
+            moved = moved | (k > self.max_nodes)
+        moved = np.broadcast_to(moved, np.shape(belief.centre))
+        if moved.any():
             lo, hi = belief.interval(level)
             # the point is the conditioned median had the belief been centred on T_hat: the
             # prior's centre weighs V_after / V_before in a Gaussian update, so T_hat stays
             # where the runs say nothing and goes to the run where they pin it (a shift by the
             # centre's move alone left a probed point below its own interval)
             weight = np.minimum(np.square(belief.sd / np.maximum(prior.sd, 1e-150)), 1.0)
-            shifted = out["step_time_s"] * np.exp(belief.centre - weight * prior.centre)
-            for name, value in (("step_time_s", shifted), ("step_time_lo", lo),
-                                ("step_time_hi", hi)):  # fmt: skip
-                out[name] = np.where(beyond, value, out[name])
+            moves = np.exp(belief.centre - weight * prior.centre)
+            # the breakdown scaled with the point: the same shares, a step that its parts explain
+            for name, value in (("step_time_s", out["step_time_s"] * moves), ("step_time_lo", lo),
+                                ("step_time_hi", hi), ("compute_s", out["compute_s"] * moves),
+                                ("sync_s", out["sync_s"] * moves)):  # fmt: skip
+                out[name] = np.where(moved, value, out[name])
         if beliefs:
             out["belief"] = belief
         return out
+
+    def physics(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
+        """The fit alone: point, interval and breakdown of the fitted physics and its
+        calibrated spread, measured or not (how well the model describes the measurements,
+        where ``predict`` would return the runs themselves)."""
+        return self._physics(num_nodes, num_workers, local_bsz, per_node, level)[0]
+
+    def _seen(self, k: np.ndarray, n: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Which asked configurations were measured within the fitted node counts."""
+        shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
+        if self.measured is None or not self.from_runs:
+            return np.zeros(shape, bool)
+        inside = self.measured[self.measured[:, 0] <= self.max_nodes]
+        return _match(inside, k, n, b, shape) >= 0 if inside.size else np.zeros(shape, bool)
 
     @property
     def probes(self) -> np.ndarray:

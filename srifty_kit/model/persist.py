@@ -61,8 +61,11 @@ FORMAT = "srifty_kit.StepTimeModel"
 # (intervals.NodeMove.seen), past which it grows in proportion to the distance; an older
 # release would keep it flat however far. Version 7 files still load and predict what they
 # did (seen infinite)
-VERSION = 8
-READS = (6, 7, 8)
+# 9: a group predicts a configuration it was fitted on from that configuration's own run
+# (groups.GroupFit.from_runs), as the search already believed it; an older release would
+# predict the fitted physics there. Versions 6-8 still load and predict what they did
+VERSION = 9
+READS = (6, 7, 8, 9)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -329,6 +332,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "widen": {k: float(v) for k, v in fit.widen.items()},
         "correction": _correction_doc(fit.correction),
         "measured": None if fit.measured is None else fit.measured.tolist(),
+        "from_runs": bool(fit.from_runs),
     }
 
 
@@ -389,6 +393,7 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         widen={str(k): float(v) for k, v in data["widen"].items()},
         correction=_correction_of(data["correction"]),
         measured=_measured_of(data.get("measured")),
+        from_runs=bool(data.get("from_runs", False)),  # files before version 9: the physics
     )
 
 

@@ -92,9 +92,38 @@ def test_explain_breaks_the_step_into_compute_sync_and_overlap(fitted):
 
 
 def test_step_time_rises_with_local_batch(fitted):
+    # a placement never measured (a measured batch is believed at its own run's level)
     b = np.arange(1, 200)
-    t = fitted.predict_arrays("resnet", "g4dn.12xlarge", 2, 8, b)["step_time_s"]
+    t = fitted.predict_arrays("resnet", "g4dn.12xlarge", 3, 12, b)["step_time_s"]
     assert (np.diff(t) > 0).all()
+
+
+def test_a_measured_configuration_is_predicted_from_its_own_run():
+    # one campaign's 2-node runs 40% slower than the network's physics through 1 and 3 nodes
+    # (as the reference AWS bert rows are): predict must not put them 40% below what the user
+    # measured, and must say what the search believes; the fit alone is still flagged
+    table = measurements(3, seed=4)
+    two = table["num_nodes"] == 2
+    table.loc[two, "step_time_s"] *= 1.4
+    said = r"own measured steps.*worst at 2 node\(s\) \(steps 1\.[2-4]x the fit\)"
+    with pytest.warns(UserWarning, match=said):
+        model = StepTimeModel().fit(table)
+    pred = model.predict(configs(table))
+    ratio = pred["step_time_s"] / table["step_time_s"]
+    assert ratio[two].between(0.93, 1.07).all()
+    inside = (table["step_time_s"] >= pred["step_time_lo"]) & (
+        table["step_time_s"] <= pred["step_time_hi"]
+    )
+    assert inside.mean() >= 0.8  # about the 90% level: each measured step is one draw
+    explained = model.explain(configs(table))
+    np.testing.assert_allclose(explained["step_time_s"], pred["step_time_s"])
+    parts = explained["compute_s"] + explained["sync_s"]
+    assert (parts >= explained["step_time_s"] * (1 - 1e-9)).all()  # its parts explain it
+    belief = model.predict_belief(
+        "resnet", "g4dn.12xlarge", table["num_nodes"], table["num_workers"], table["local_bsz"]
+    )
+    # the search's belief of the same runs: its median where predict puts the point
+    np.testing.assert_allclose(belief.median[two], pred["step_time_s"][two], rtol=0.05)
 
 
 def test_per_step_samples_fit_like_their_means():

@@ -151,7 +151,8 @@ def test_without_a_curve_a_type_with_the_source_figures_gets_the_source_predicti
     twin = cat[cat["instance_type"] == "g4dn.12xlarge"].assign(instance_type="g4dn.twin")
     cat = pd.concat([cat, twin], ignore_index=True)
     k, n, b = shapes(3)
-    here = line_model.predict_arrays("resnet", "g4dn.12xlarge", k, n, b)
+    # the source's fitted physics (predict returns the runs themselves where measured)
+    here = line_model.groups_["resnet", "g4dn.12xlarge"].physics(k, n, b, np.ceil(n / k), 0.9)
     there = line_model.predict_arrays("resnet", "g4dn.twin", k, n, b, catalog=cat)
     for key in ("step_time_s", "compute_s", "sync_s"):
         np.testing.assert_allclose(there[key], here[key], rtol=1e-9)
