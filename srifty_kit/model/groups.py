@@ -75,15 +75,19 @@ class GroupFit:
         runs say nothing, the measured mean where they pin it). So ``predict`` says what the
         search believes; ``physics`` is the fit alone."""
         k, n, b = np.asarray(num_nodes), np.asarray(num_workers), np.asarray(local_bsz)
-        seen = self._seen(k, n, b)
+        shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
+        inside = (
+            None if self.measured is None else self.measured[self.measured[:, 0] <= self.max_nodes]
+        )
+        match = _match(inside, k, n, b, shape) if inside is not None and inside.size else None
+        seen = (match >= 0) if match is not None and self.from_runs else np.zeros(shape, bool)
         asked = beliefs or ((0, 0) if seen.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
             return out
         prior = belief  # T_hat sits off its median (above where the fit erred low held out)
-        if self.measured is not None:
-            belief = _with_measured(belief, self.measured[self.measured[:, 0] <= self.max_nodes],
-                                    k, n, b)  # fmt: skip
+        if match is not None:
+            belief = _with_measured(belief, inside, match)
         moved = seen
         if self.probes.size:
             belief = self._observe(belief, k, n, b, level, beliefs)
@@ -111,14 +115,6 @@ class GroupFit:
         calibrated spread, measured or not (how well the model describes the measurements,
         where ``predict`` would return the runs themselves)."""
         return self._physics(num_nodes, num_workers, local_bsz, per_node, level)[0]
-
-    def _seen(self, k: np.ndarray, n: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Which asked configurations were measured within the fitted node counts."""
-        shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
-        if self.measured is None or not self.from_runs:
-            return np.zeros(shape, bool)
-        inside = self.measured[self.measured[:, 0] <= self.max_nodes]
-        return _match(inside, k, n, b, shape) >= 0 if inside.size else np.zeros(shape, bool)
 
     @property
     def probes(self) -> np.ndarray:
@@ -237,7 +233,7 @@ class GroupFit:
 
 
 def _with_measured(
-    belief: posterior.Belief, measured: np.ndarray, k: np.ndarray, n: np.ndarray, b: np.ndarray
+    belief: posterior.Belief, measured: np.ndarray, match: np.ndarray
 ) -> posterior.Belief:
     """The belief where a configuration was measured, given its measured mean y:
 
@@ -248,11 +244,12 @@ def _with_measured(
 
     so theta | y ~ N(c + V / (V + floor**2) (y - c), V floor**2 / (V + floor**2)), and a new
     run adds its own noise. Where the fit is sure (V small) the measurement moves it little;
-    where the physics strays from a measured configuration, the measurement wins.
+    where the physics strays from a measured configuration, the measurement wins. ``match``
+    is each configuration's row in ``measured`` or -1 (``_match``).
     """
     shape = np.shape(belief.centre)
     flat = np.broadcast_to(np.asarray(belief.point), shape)
-    match = _match(measured, k, n, b, shape)
+    match = np.broadcast_to(match, shape)
     seen = match >= 0
     if not seen.any():
         return belief
