@@ -482,6 +482,12 @@ def main() -> None:
         + ", ".join(f"{c}: {s}" for c, s in fits.items())
         + ".\n"
         + ("\n(--quick: every 8th model x batch pair only)\n" if args.quick else "")
+        + (
+            ""
+            if (frame["policy"] == "pollux, point").any()
+            else "\nPollux's rows are missing: .bench-env was not found (create it as "
+            "benchmarks/model_accuracy.py's docstring says, then run this again).\n"
+        )
     )
     print(text)
     write_report(
