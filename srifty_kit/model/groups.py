@@ -76,10 +76,8 @@ class GroupFit:
         search believes; ``physics`` is the fit alone."""
         k, n, b = np.asarray(num_nodes), np.asarray(num_workers), np.asarray(local_bsz)
         shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
-        inside = (
-            None if self.measured is None else self.measured[self.measured[:, 0] <= self.max_nodes]
-        )
-        match = _match(inside, k, n, b, shape) if inside is not None and inside.size else None
+        inside = self.in_core
+        match = _match(inside, k, n, b, shape) if inside.size else None
         seen = (match >= 0) if match is not None and self.from_runs else np.zeros(shape, bool)
         asked = beliefs or ((0, 0) if seen.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
@@ -115,6 +113,14 @@ class GroupFit:
         calibrated spread, measured or not (how well the model describes the measurements,
         where ``predict`` would return the runs themselves)."""
         return self._physics(num_nodes, num_workers, local_bsz, per_node, level)[0]
+
+    @property
+    def in_core(self) -> np.ndarray:
+        """Measured configuration means within the fitted node counts: rows of (nodes,
+        workers, local batch, log mean step); ``predict`` believes each at its run."""
+        if self.measured is None:
+            return np.zeros((0, 4))
+        return self.measured[self.measured[:, 0] <= self.max_nodes]
 
     @property
     def probes(self) -> np.ndarray:
@@ -223,9 +229,9 @@ class GroupFit:
     def _in_core_residuals(self) -> tuple[np.ndarray, np.ndarray]:
         """Placement (nodes, workers) and log(mean / T_hat) of each measured configuration
         within the fitted node counts (empty without measurements)."""
-        if self.measured is None:
+        inside = self.in_core
+        if not inside.size:
             return np.zeros((0, 2)), np.zeros(0)
-        inside = self.measured[self.measured[:, 0] <= self.max_nodes]
         k, n, b = (inside[:, i] for i in range(3))
         factor = 1.0 if self.correction is None else self.correction.factor(b)
         total, _, _ = step_time(self.params, k, n, b, max_per_node(k, n), compute_factor=factor)
