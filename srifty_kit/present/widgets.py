@@ -177,7 +177,7 @@ def _column_format(name: str) -> str | None:
     """How a decision table writes a column, read from its name's unit."""
     if name.endswith("_usd") or name == "usd_per_hr":
         return "${:,.2f}"
-    if name in ("p_meet", "efficiency"):
+    if name.startswith("p_") or name.endswith("_rate") or name == "efficiency":  # shares
         return "{:.0%}"
     if name.endswith("_h"):
         return "{:,.2f}"
