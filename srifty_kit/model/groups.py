@@ -60,6 +60,9 @@ class GroupFit:
     # predict a measured configuration from its own run, as the search believes it (files
     # before version 9 predicted the fitted physics there, and still do: persist)
     from_runs: bool = True
+    # ... and another batch size of a measured placement from that placement's runs (files
+    # before version 10 predicted the physics there, and still do)
+    from_places: bool = True
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
@@ -68,9 +71,10 @@ class GroupFit:
         label, network label), also ``"belief"``: the ``posterior.Belief`` read from the same
         interval (one evaluation of the physics for both).
 
-        A configuration that was measured is believed from its run (``_with_measured``), and
-        configurations beyond the fitted node counts are conditioned on the runs measured
-        there (``probes``): the interval of either is the conditioned belief's at ``level``
+        A configuration that was measured is believed from its run (``_with_measured``),
+        another batch size of a measured placement from that placement's runs (``_placed``),
+        and configurations beyond the fitted node counts are conditioned on the runs measured
+        there (``probes``): the interval of each is the conditioned belief's at ``level``
         and its point the conditioned median of a belief centred on T_hat (T_hat where the
         runs say nothing, the measured mean where they pin it). So ``predict`` says what the
         search believes; ``physics`` is the fit alone."""
@@ -79,14 +83,19 @@ class GroupFit:
         inside = self.in_core
         match = _match(inside, k, n, b, shape) if inside.size else None
         seen = (match >= 0) if match is not None and self.from_runs else np.zeros(shape, bool)
-        asked = beliefs or ((0, 0) if seen.any() else ())
+        cell = _place_of(inside, k, n, shape) if inside.size and self.from_places else None
+        placed = (cell >= 0) & ~seen if cell is not None else np.zeros(shape, bool)
+        asked = beliefs or ((0, 0) if seen.any() or placed.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
             return out
         prior = belief  # T_hat sits off its median (above where the fit erred low held out)
         if match is not None:
             belief = _with_measured(belief, inside, match)
-        moved = seen
+        if placed.any():
+            share = sync_share(out["compute_s"], out["sync_s"], self.params.gamma)
+            belief = self._placed(belief, cell, share, level)
+        moved = seen | placed
         if self.probes.size:
             belief = self._observe(belief, k, n, b, level, beliefs)
             moved = moved | (k > self.max_nodes)
@@ -129,6 +138,22 @@ class GroupFit:
         if self.measured is None:
             return np.zeros((0, 4))
         return self.measured[self.measured[:, 0] > self.max_nodes]
+
+    def _placed(self, belief, cell, share, level) -> posterior.Belief:
+        """``belief`` with each configuration on a placement measured within the fitted node
+        counts (``cell``: its row among ``_place_of``'s placements, or -1; ``share``: its
+        sync share) conditioned on that placement's runs at the batch sizes measured, through
+        the network's part of the step (``posterior.on_places``)."""
+        inside = self.in_core
+        k, n, b = (inside[:, i] for i in range(3))
+        out, seen = self._physics(k, n, b, max_per_node(k, n), level, (0, 0))
+        ran = sync_share(out["compute_s"], out["sync_s"], self.params.gamma)
+        rms = float(np.sqrt(np.mean(ran**2)))
+        if rms == 0.0:  # one worker everywhere: no network for a placement to move
+            return belief
+        runs = _place_of(inside, k, n, np.shape(k))
+        ratio = inside[:, 3] - np.log(seen.point)
+        return posterior.on_places(belief, seen, ratio, runs, cell, ran / rms, share / rms)
 
     def _observe(self, belief, k, n, b, level, beliefs) -> posterior.Belief:
         """``belief`` conditioned jointly on the probes' runs (``posterior.observe``), for
@@ -278,6 +303,14 @@ def _match(measured: np.ndarray, k, n, b, shape: tuple) -> np.ndarray:
     (rows of nodes, workers, local batch, ...), or -1 (``posterior.lookup``)."""
     known = _config_key(measured[:, 0], measured[:, 1], measured[:, 2])
     return posterior.lookup(known, _config_key(*(np.broadcast_to(a, shape) for a in (k, n, b))))
+
+
+def _place_of(measured: np.ndarray, k, n, shape: tuple) -> np.ndarray:
+    """For each asked placement (k, n broadcast to ``shape``), its row among the distinct
+    placements (nodes, workers) of ``measured`` in sorted order, or -1."""
+    known = np.unique(posterior.place_key(measured[:, 0], measured[:, 1]))
+    asked = posterior.place_key(*(np.broadcast_to(a, shape) for a in (k, n)))
+    return posterior.lookup(known, asked)
 
 
 def _config_key(nodes, workers, local_bsz) -> np.ndarray:

@@ -64,8 +64,12 @@ FORMAT = "srifty_kit.StepTimeModel"
 # 9: a group predicts a configuration it was fitted on from that configuration's own run
 # (groups.GroupFit.from_runs), as the search already believed it; an older release would
 # predict the fitted physics there. Versions 6-8 still load and predict what they did
-VERSION = 9
-READS = (6, 7, 8, 9)
+# 10: a group predicts another batch size of a placement it was fitted on from that
+# placement's runs (groups.GroupFit.from_places: a campaign's placement effect); an older
+# release would predict the fitted physics there. Versions 6-9 still load and predict what
+# they did
+VERSION = 10
+READS = (6, 7, 8, 9, 10)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -333,6 +337,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "correction": _correction_doc(fit.correction),
         "measured": None if fit.measured is None else fit.measured.tolist(),
         "from_runs": bool(fit.from_runs),
+        "from_places": bool(fit.from_places),
     }
 
 
@@ -394,6 +399,7 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         correction=_correction_of(data["correction"]),
         measured=_measured_of(data.get("measured")),
         from_runs=bool(data.get("from_runs", False)),  # files before version 9: the physics
+        from_places=bool(data.get("from_places", False)),  # ... before version 10: the same
     )
 
 

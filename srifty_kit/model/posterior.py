@@ -38,7 +38,9 @@ shared z_g and z_t at once, a sweep of batch sizes on one placement as one place
 evidence; and with three runs or more, the size of the shared errors and of the strays are
 those under which the runs are most likely (neither below the fit's): a sweep that lands far
 off in step moves everything beyond with it, one that scatters widens what it did not run
-instead of pinning it.
+instead of pinning it. ``on_places`` conditions another batch size of a placement run
+within the fit on that placement's runs (its z_p, through the step's sync share: a
+placement's hosts and links move its network time).
 
 How the group's spread splits into shared (w) and own (e) parts is read from the fit: a
 configuration's own stray is at least how far the group's measured configurations scatter
@@ -58,7 +60,7 @@ residuals are linear in the logs this is the exact conjugate posterior."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -319,6 +321,53 @@ def observe(belief: Belief, seen: Belief, log_ratio: np.ndarray, match: np.ndarr
         place,
         np.broadcast_to(belief.nodes, shape),
         np.broadcast_to(belief.workers, shape),
+    )
+
+
+def on_places(
+    belief: Belief,
+    seen: Belief,
+    log_ratio: np.ndarray,
+    seen_cell: np.ndarray,
+    cell: np.ndarray,
+    seen_reach: np.ndarray,
+    reach: np.ndarray,
+) -> Belief:
+    """The belief about configurations on placements run within the fitted node counts, at
+    batch sizes of their own, after the runs there.
+
+    ``seen`` is the belief about the runs' configurations, ``log_ratio`` their measured
+    log(T / T_hat), ``seen_cell`` each run's placement (0..C-1) and ``cell`` each asked
+    configuration's among them or -1. The fit already holds the runs' shared errors (z_g,
+    z_t: it was fitted on them), so what a placement's runs say beyond the fit is its own
+    p_c. It acts through the network: a placement's hosts and links move its sync time,
+    and a step moves by its sync share of that (``seen_reach``, ``reach``: each one's sync
+    share over the runs' root mean square, so the loading u keeps its size on average):
+
+        r_j = y_j - c_j = a_j p_c + v_j q_j + n_j,    a_j = u_j * reach_j
+        p_c | r ~ N(m_c, s_c^2),  1 / s_c^2 = 1 + sum_j a_j^2 / (v_j^2 + floor^2)
+                                  m_c = s_c^2 sum_j a_j r_j / (v_j^2 + floor^2)
+
+    with v_j a run's own stray and n_j its noise. An asked configuration on c moves by
+    a m_c (a = u * reach) and keeps a s_c as its placement's loading: a campaign whose
+    2-node runs all spent 1.5x the physics in the network is believed slow there at a batch
+    size it did not run too, less so where compute takes more of the step. A configuration
+    that was itself run (``place_sd`` 0 after ``_with_measured``) is unmoved."""
+    floor2 = NOISE_FLOOR**2
+    a = np.asarray(seen.place_sd, float) * seen_reach
+    own = stray_sd(seen.noise_sd) ** 2 + floor2
+    cells = int(np.max(seen_cell)) + 1
+    precision = 1.0 + np.bincount(seen_cell, a**2 / own, minlength=cells)
+    mean = np.bincount(seen_cell, a * (np.asarray(log_ratio) - seen.centre) / own, cells)
+    mean = mean / precision
+    shape = np.shape(belief.centre)
+    on, at = cell >= 0, np.maximum(cell, 0)
+    u_x = np.broadcast_to(np.asarray(belief.place_sd, float), shape)
+    a_x = u_x * np.broadcast_to(reach, shape)
+    return replace(
+        belief,
+        centre=np.where(on, belief.centre + a_x * mean[at], belief.centre),
+        place_sd=np.where(on, a_x / np.sqrt(precision[at]), u_x),
     )
 
 

@@ -460,3 +460,42 @@ def test_a_sweep_far_off_in_step_moves_every_placement_beyond_with_it():
     assert inside.mean() >= 0.9
     shift = np.median(pred["step_time_s"].to_numpy() / before["step_time_s"].to_numpy())
     assert shift > 1.25
+
+
+def test_a_placement_s_runs_condition_its_other_batch_sizes_as_gaussians_do():
+    # two placements run at three batch sizes each; asked: a fourth batch size of each, one
+    # of a placement never run, and one that was run (``_with_measured`` zeroed its loading)
+    from srifty_kit.model.fit import NOISE_FLOOR
+    from srifty_kit.model.posterior import on_places, stray_sd
+
+    rng = np.random.default_rng(3)
+    runs = 6
+    seen_cell = np.array([0, 0, 0, 1, 1, 1])
+    u = np.full(runs, 0.1)
+    noise = np.sqrt(NOISE_FLOOR**2 + rng.uniform(0.0, 0.05, runs) ** 2)
+    seen = Belief(
+        np.ones(runs), rng.normal(0, 0.02, runs), np.zeros(runs), np.zeros(runs), noise,
+        np.zeros(runs, int), np.zeros(runs, int), u,
+    )  # fmt: skip
+    seen_reach = rng.uniform(0.3, 1.5, runs)
+    y = rng.normal(0.3, 0.1, runs)
+    cell, reach = np.array([0, 1, -1, 0]), np.array([0.8, 1.2, 1.0, 0.5])
+    place_sd = np.array([0.1, 0.1, 0.1, 0.0])
+    asked = Belief(
+        np.ones(4), np.zeros(4), np.zeros(4), np.zeros(4), np.full(4, NOISE_FLOOR),
+        np.zeros(4, int), np.zeros(4, int), place_sd,
+    )  # fmt: skip
+    after = on_places(asked, seen, y, seen_cell, cell, seen_reach, reach)
+    # brute force: latents (p_0, p_1), runs r = A p + e with e ~ N(0, own), asked a_x p
+    design = np.zeros((runs, 2))
+    design[np.arange(runs), seen_cell] = u * seen_reach
+    own = np.diag(stray_sd(noise) ** 2 + NOISE_FLOOR**2)
+    gain = np.linalg.solve(design @ design.T + own, design).T  # Cov(p, r) Var(r)^-1
+    post_mean = gain @ (y - seen.centre)
+    post_cov = np.eye(2) - gain @ design
+    for i in range(2):  # the two asked on run placements
+        a = place_sd[i] * reach[i]
+        assert after.centre[i] == pytest.approx(a * post_mean[cell[i]], rel=1e-9)
+        assert after.place_sd[i] == pytest.approx(a * np.sqrt(post_cov[cell[i], cell[i]]))
+    assert after.centre[2] == 0.0 and after.place_sd[2] == 0.1  # a placement never run
+    assert after.centre[3] == 0.0 and after.place_sd[3] == 0.0  # run itself: unmoved
