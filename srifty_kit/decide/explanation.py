@@ -53,6 +53,19 @@ def money(x: float) -> str:
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
+def _times(ratio: float) -> str:
+    """How much faster, in words: '1.3x faster', '2x slower', or 'about as fast' within 2%
+    (where '1x faster' would say nothing and '1.01x' more than the prediction knows)."""
+    if abs(np.log(ratio)) < np.log(1.02):
+        return "about as fast"
+    return f"{ratio:.2g}x faster" if ratio > 1 else f"{1 / ratio:.2g}x slower"
+
+
+def _as_much(ratio: float) -> str:
+    """A cost ratio in words: '1.3x as much', '0.77x as much', or 'about as much' within 2%."""
+    return "about as much" if abs(np.log(ratio)) < np.log(1.02) else f"{ratio:.2g}x as much"
+
+
 def _outcome(row: pd.Series, level: float) -> str:
     pct = f"{level:.0%}"
     return (
@@ -245,18 +258,18 @@ def _render_pick(e: Explanation) -> str:
     ]
     head = (
         f"Why not the cheapest per hour? {config_phrase(a)} rents for "
-        f"{money(a['usd_per_hr'])}/h (the pick costs {e.hourly_ratio:.2g}x more per hour) and "
-        f"would take {_outcome(a, level)} to finish; the pick is {e.speedup:.2g}x faster at {pct}"
+        f"{money(a['usd_per_hr'])}/h (the pick costs {_as_much(e.hourly_ratio)} per hour) and "
+        f"would take {_outcome(a, level)} to finish; the pick is {_times(e.speedup)} at {pct}"
     )
     if bound > 1 and mean > 1:
-        verdict = f"so it costs {bound:.2g}x the pick's cost to finish ({mean:.2g}x expected)"
+        verdict = f"so it costs {_as_much(bound)} as the pick to finish ({_as_much(mean)} expected)"
     elif bound > 1:
         verdict = (
-            f"so it costs less on average but up to {bound:.2g}x the pick's cost at "
-            f"{pct}: its prediction is less certain"
+            f"so it costs less on average but up to {_as_much(bound)} as the pick at {pct}: "
+            "its prediction is less certain"
         )
     else:
-        verdict = f"though it is {1 / bound:.2g}x cheaper to finish even at {pct}"
+        verdict = f"though it costs {_as_much(bound)} as the pick to finish even at {pct}"
     tail = f", and it {' and '.join(misses)}" if misses else ""
     if bound <= 1 and not misses:
         tail += f"; the pick wins on the objective '{e.objective}'"

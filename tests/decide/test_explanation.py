@@ -1,0 +1,68 @@
+"""The words that say why a pick beats the cheapest cluster per hour."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from srifty_kit.decide.explanation import Explanation
+from srifty_kit.decide.job import Job
+
+
+def _row(nodes: int, usd_per_hr: float, time_hi_h: float, cost_hi_usd: float) -> pd.Series:
+    return pd.Series(
+        {
+            "num_nodes": nodes,
+            "instance_type": "g4dn.12xlarge",
+            "num_workers": 4 * nodes,
+            "local_bsz": 32,
+            "pricing": "on-demand",
+            "usd_per_hr": usd_per_hr,
+            "time_h": time_hi_h * 0.8,
+            "time_hi_h": time_hi_h,
+            "cost_usd": cost_hi_usd * 0.8,
+            "cost_hi_usd": cost_hi_usd,
+            "step_time_s": 0.5,
+            "compute_s": 0.4,
+            "sync_s": 0.1,
+            "global_bsz": 128 * nodes,
+            "steps": 1000,
+        }
+    )
+
+
+def _why_not(pick: pd.Series, alt: pd.Series) -> str:
+    text = Explanation(
+        objective="cost",
+        level=0.9,
+        job=Job("resnet", steps=1000, reference_bsz=256),
+        deadline_h=10.0,
+        pick=pick,
+        cheapest_per_hour=alt,
+        hourly_ratio=pick["usd_per_hr"] / alt["usd_per_hr"],
+        speedup=alt["time_hi_h"] / pick["time_hi_h"],
+        cost_hi_ratio=alt["cost_hi_usd"] / pick["cost_hi_usd"],
+        cost_ratio=alt["cost_usd"] / pick["cost_usd"],
+    ).text()
+    return text.splitlines()[-1]
+
+
+def test_a_pick_as_fast_as_the_cheapest_per_hour_is_said_to_be_so():
+    # within 1%: "1x faster" says nothing, and a second digit more than the model knows
+    line = _why_not(_row(2, 7.9, 2.00, 16.0), _row(2, 7.8, 2.01, 16.1))
+    assert "the pick is about as fast at 90%" in line
+    assert "the pick costs about as much per hour" in line
+    assert "1x" not in line
+
+
+@pytest.mark.parametrize(
+    ("alt_time", "alt_cost", "said"),
+    [
+        (3.0, 24.0, ["the pick is 1.5x faster", "it costs 1.5x as much as the pick to finish"]),
+        (1.6, 12.8, ["the pick is 1.2x slower", "though it costs 0.8x as much as the pick"]),
+    ],
+)
+def test_ratios_say_which_way_and_how_far(alt_time, alt_cost, said):
+    line = _why_not(_row(2, 8.0, 2.0, 16.0), _row(2, 8.0, alt_time, alt_cost))
+    for words in said:
+        assert words in line
