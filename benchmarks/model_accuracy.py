@@ -692,8 +692,19 @@ def batch_held_out(folder, node_priors):
     return pd.DataFrame(rows)
 
 
-def sweep_table(scores):
-    """The sweep comparison as printed: MAPE, coverage, the one-sided misses, widths."""
+def _section(title: str, text: str, table) -> str:
+    """Print ``table`` and return it as a report section under ``title`` after ``text``."""
+    import pandas as pd
+    from common import markdown_table
+
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(table.to_string(index=False))
+    return f"\n## {title}\n\n{text}\n\n" + markdown_table(table) + "\n"
+
+
+def scores_table(scores):
+    """Scored arms as printed (the sweep's, the held-out batch's): MAPE, coverage, the
+    one-sided misses, widths."""
     out = scores[[c for c in scores if c in ("split", "sweep", "held out", "arm", "rows")]].copy()
     for column, name in (
         ("mape", "MAPE"),
@@ -911,11 +922,8 @@ def main() -> int:
         + markdown_table(per_model)
         + "\n"
     )
-    sweeps = sweep_table(sweep_appended(data.parent, node_priors))
-    with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(sweeps.to_string(index=False))
-    sweep = (
-        "\n## A scale-out sweep appended to the table\n\n"
+    sweep = _section(
+        "A scale-out sweep appended to the table",
         "A user who swept the node counts beyond the dense part appends those runs: here, at "
         "each swept node count, every batch size of the full-node placement (its largest "
         "worker count) of the scale-out rows above. The fit sets them aside "
@@ -926,14 +934,11 @@ def main() -> int:
         "errors and of the strays learned from the sweep itself (maximum marginal "
         "likelihood, neither below the fit's). Scored on every other held-out row of the "
         "split (AWS: fitted on 1-2 nodes, the sweep at 3 or 3 and 4), beside the same fit "
-        "without the sweep; the node-move prior is the one learned on the other clusters."
-        "\n\n" + markdown_table(sweeps) + "\n"
+        "without the sweep; the node-move prior is the one learned on the other clusters.",
+        scores_table(sweep_appended(data.parent, node_priors)),
     )
-    batches = sweep_table(batch_held_out(data.parent, node_priors))
-    with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(batches.to_string(index=False))
-    batch = (
-        "\n## Another batch size of a placement measured within the fit\n\n"
+    batch = _section(
+        "Another batch size of a placement measured within the fit",
         "A search free to change the batch asks about batch sizes nobody ran on nodes and "
         "workers somebody did. On each split's fitted rows, the largest (or the smallest) "
         "batch of every multi-node placement measured at three or more batch sizes is held "
@@ -941,7 +946,8 @@ def main() -> int:
         "at the other batches (`posterior.on_places`: the placement's shared error, acting "
         "through the step's sync share), beside the fit alone (what model files before "
         "version 10 predict there). The node-move prior is the one learned on the other "
-        "clusters; no constant was chosen on these rows.\n\n" + markdown_table(batches) + "\n"
+        "clusters; no constant was chosen on these rows.",
+        scores_table(batch_held_out(data.parent, node_priors)),
     )
     fits = whole_table_fits(data.parent)
     print(fits)
