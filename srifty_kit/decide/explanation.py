@@ -53,17 +53,21 @@ def money(x: float) -> str:
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
+def _alike(ratio: float) -> bool:
+    """Within 2% either way: '1x' would say nothing, '1.01x' more than a prediction knows."""
+    return abs(np.log(ratio)) < np.log(1.02)
+
+
 def _times(ratio: float) -> str:
-    """How much faster, in words: '1.3x faster', '2x slower', or 'about as fast' within 2%
-    (where '1x faster' would say nothing and '1.01x' more than the prediction knows)."""
-    if abs(np.log(ratio)) < np.log(1.02):
+    """How much faster, in words: '1.3x faster', '2x slower', or 'about as fast' (``_alike``)."""
+    if _alike(ratio):
         return "about as fast"
     return f"{ratio:.2g}x faster" if ratio > 1 else f"{1 / ratio:.2g}x slower"
 
 
 def _as_much(ratio: float) -> str:
-    """A cost ratio in words: '1.3x as much', '0.77x as much', or 'about as much' within 2%."""
-    return "about as much" if abs(np.log(ratio)) < np.log(1.02) else f"{ratio:.2g}x as much"
+    """A cost ratio in words: '1.3x as much', '0.77x as much', or 'about as much'."""
+    return "about as much" if _alike(ratio) else f"{ratio:.2g}x as much"
 
 
 def _outcome(row: pd.Series, level: float) -> str:

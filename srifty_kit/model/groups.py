@@ -80,10 +80,15 @@ class GroupFit:
         search believes; ``physics`` is the fit alone."""
         k, n, b = np.asarray(num_nodes), np.asarray(num_workers), np.asarray(local_bsz)
         shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
-        inside = self.in_core
-        match = _match(inside, k, n, b, shape) if inside.size else None
+        inside, probes = self.in_core, self.probes
+        # each asked placement's key, once: both lookups below and the probes' read it
+        place = _place_keys(k, n, shape) if inside.size or probes.size else None
+        match = _match(inside, place, b) if inside.size else None
         seen = (match >= 0) if match is not None and self.from_runs else np.zeros(shape, bool)
-        cell = _place_of(inside, k, n, shape) if inside.size and self.from_places else None
+        cell = runs = None
+        if inside.size and self.from_places:  # each measured placement, and the asked ones'
+            known, runs = np.unique(_place_keys(inside[:, 0], inside[:, 1]), return_inverse=True)
+            cell = posterior.lookup(known, place)
         placed = (cell >= 0) & ~seen if cell is not None else np.zeros(shape, bool)
         asked = beliefs or ((0, 0) if seen.any() or placed.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
@@ -93,11 +98,10 @@ class GroupFit:
         if match is not None:
             belief = _with_measured(belief, inside, match)
         if placed.any():
-            share = sync_share(out["compute_s"], out["sync_s"], self.params.gamma)
-            belief = self._placed(belief, cell, share, level)
+            belief = self._placed(belief, out, runs.ravel(), np.where(placed, cell, -1), level)
         moved = seen | placed
-        if self.probes.size:
-            belief = self._observe(belief, k, n, b, level, beliefs)
+        if probes.size:
+            belief = self._observe(belief, place, b, k > self.max_nodes, level, beliefs)
             moved = moved | (k > self.max_nodes)
         moved = np.broadcast_to(moved, np.shape(belief.centre))
         if moved.any():
@@ -139,32 +143,37 @@ class GroupFit:
             return np.zeros((0, 4))
         return self.measured[self.measured[:, 0] > self.max_nodes]
 
-    def _placed(self, belief, cell, share, level) -> posterior.Belief:
+    def _placed(self, belief, out, runs, cell, level) -> posterior.Belief:
         """``belief`` with each configuration on a placement measured within the fitted node
-        counts (``cell``: its row among ``_place_of``'s placements, or -1; ``share``: its
-        sync share) conditioned on that placement's runs at the batch sizes measured, through
-        the network's part of the step (``posterior.on_places``)."""
+        counts (``cell``: its row among those placements, or -1; ``runs``: each measured
+        configuration's) conditioned on that placement's runs at the batch sizes measured,
+        through the network's part of the step (``posterior.on_places``; ``out``: the asked
+        configurations' physics, whose sync share is read only where ``cell`` is set)."""
         inside = self.in_core
         k, n, b = (inside[:, i] for i in range(3))
-        out, seen = self._physics(k, n, b, max_per_node(k, n), level, (0, 0))
-        ran = sync_share(out["compute_s"], out["sync_s"], self.params.gamma)
+        ran_out, seen = self._physics(k, n, b, max_per_node(k, n), level, (0, 0))
+        ran = sync_share(ran_out["compute_s"], ran_out["sync_s"], self.params.gamma)
         rms = float(np.sqrt(np.mean(ran**2)))
         if rms == 0.0:  # one worker everywhere: no network for a placement to move
             return belief
-        runs = _place_of(inside, k, n, np.shape(k))
+        on = cell >= 0
+        share = np.zeros(np.shape(cell))
+        t_c, t_s = (np.broadcast_to(out[c], share.shape)[on] for c in ("compute_s", "sync_s"))
+        share[on] = sync_share(t_c, t_s, self.params.gamma)
         ratio = inside[:, 3] - np.log(seen.point)
         return posterior.on_places(belief, seen, ratio, runs, cell, ran / rms, share / rms)
 
-    def _observe(self, belief, k, n, b, level, beliefs) -> posterior.Belief:
+    def _observe(self, belief, place, b, beyond, level, beliefs) -> posterior.Belief:
         """``belief`` conditioned jointly on the probes' runs (``posterior.observe``), for
-        the configurations beyond the fitted node counts; those within keep theirs."""
+        the configurations ``beyond`` the fitted node counts; those within keep theirs
+        (``place``: each asked configuration's placement key, ``b`` its local batch)."""
         probes = self.probes
         pk, pn, pb = (probes[:, i] for i in range(3))
         _, seen = self._physics(pk, pn, pb, max_per_node(pk, pn), level, beliefs or (0, 0))
         shape = np.shape(belief.centre)
-        match = _match(probes, k, n, b, shape)
+        match = _match(probes, place, b)
         after = posterior.observe(belief, seen, probes[:, 3] - np.log(seen.point), match)
-        beyond = np.broadcast_to(k > self.max_nodes, shape)
+        beyond = np.broadcast_to(beyond, shape)
         return posterior.Belief(
             *(np.where(beyond, getattr(after, f), np.broadcast_to(getattr(belief, f), shape))
               for f in posterior.FIELDS)
@@ -298,26 +307,26 @@ def _with_measured(
     )
 
 
-def _match(measured: np.ndarray, k, n, b, shape: tuple) -> np.ndarray:
-    """For each asked configuration (k, n, b broadcast to ``shape``), its row in ``measured``
-    (rows of nodes, workers, local batch, ...), or -1 (``posterior.lookup``)."""
-    known = _config_key(measured[:, 0], measured[:, 1], measured[:, 2])
-    return posterior.lookup(known, _config_key(*(np.broadcast_to(a, shape) for a in (k, n, b))))
+def _match(measured: np.ndarray, place: np.ndarray, b) -> np.ndarray:
+    """For each asked configuration (its placement key ``place``, ``_place_keys``, and local
+    batch ``b`` broadcast to it), its row in ``measured`` (rows of nodes, workers, local
+    batch, ...), or -1 (``posterior.lookup``)."""
+    known = _config_key(_place_keys(measured[:, 0], measured[:, 1]), measured[:, 2])
+    return posterior.lookup(known, _config_key(place, np.broadcast_to(b, np.shape(place))))
 
 
-def _place_of(measured: np.ndarray, k, n, shape: tuple) -> np.ndarray:
-    """For each asked placement (k, n broadcast to ``shape``), its row among the distinct
-    placements (nodes, workers) of ``measured`` in sorted order, or -1."""
-    known = np.unique(posterior.place_key(measured[:, 0], measured[:, 1]))
-    asked = posterior.place_key(*(np.broadcast_to(a, shape) for a in (k, n)))
-    return posterior.lookup(known, asked)
+def _place_keys(nodes, workers, shape: tuple | None = None) -> np.ndarray:
+    """``posterior.place_key`` of (nodes, workers), broadcast to ``shape`` when given."""
+    if shape is not None:
+        nodes, workers = np.broadcast_to(nodes, shape), np.broadcast_to(workers, shape)
+    return posterior.place_key(nodes, workers)
 
 
-def _config_key(nodes, workers, local_bsz) -> np.ndarray:
-    """One integer per (nodes, workers, local batch): the placement's key, the batch below it
+def _config_key(place: np.ndarray, local_bsz) -> np.ndarray:
+    """One integer per (placement key, local batch): the placement's key, the batch below it
     (larger batches never match a measured one)."""
     b = np.minimum(np.asarray(local_bsz, float).astype(np.int64), 2**21 - 1)
-    return (posterior.place_key(nodes, workers) << 21) | b
+    return (place << 21) | b
 
 
 def single_worker_spread(
