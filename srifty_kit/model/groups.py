@@ -94,29 +94,35 @@ class GroupFit:
         out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
             return out
-        prior = belief  # T_hat sits off its median (above where the fit erred low held out)
-        if match is not None:
-            belief = _with_measured(belief, inside, match)
-        if placed.any():
-            belief = self._placed(belief, out, runs.ravel(), np.where(placed, cell, -1), level)
-        moved = seen | placed
-        if probes.size:
-            belief = self._observe(belief, place, b, k > self.max_nodes, level, beliefs)
-            moved = moved | (k > self.max_nodes)
+        moved = seen | placed | ((k > self.max_nodes) if probes.size else False)
         moved = np.broadcast_to(moved, np.shape(belief.centre))
         if moved.any():
-            lo, hi = belief.interval(level)
+            # a conditioned belief is one Gaussian whatever the level asked: it reads the fit's
+            # interval at the calibration's own level, so its intervals nest as the level rises
+            read = posterior.READ_LEVEL
+            prior = belief if level == read else self._physics(k, n, b, per_node, read, asked)[1]
+            after = prior  # T_hat sits off its median (above where the fit erred low held out)
+            if match is not None:
+                after = _with_measured(after, inside, match)
+            if placed.any():
+                after = self._placed(after, out, runs.ravel(), np.where(placed, cell, -1), read)
+            if probes.size:
+                after = self._observe(after, place, b, k > self.max_nodes, read, beliefs)
+            lo, hi = after.interval(level)
             # the point is the conditioned median had the belief been centred on T_hat: the
             # prior's centre weighs V_after / V_before in a Gaussian update, so T_hat stays
             # where the runs say nothing and goes to the run where they pin it (a shift by the
             # centre's move alone left a probed point below its own interval)
-            weight = np.minimum(np.square(belief.sd / np.maximum(prior.sd, 1e-150)), 1.0)
-            moves = np.exp(belief.centre - weight * prior.centre)
+            weight = np.minimum(np.square(after.sd / np.maximum(prior.sd, 1e-150)), 1.0)
+            moves = np.exp(after.centre - weight * prior.centre)
             # the breakdown scaled with the point: the same shares, a step that its parts explain
             for name, value in (("step_time_s", out["step_time_s"] * moves), ("step_time_lo", lo),
                                 ("step_time_hi", hi), ("compute_s", out["compute_s"] * moves),
                                 ("sync_s", out["sync_s"] * moves)):  # fmt: skip
                 out[name] = np.where(moved, value, out[name])
+            belief = posterior.Belief(
+                *(np.where(moved, getattr(after, f), getattr(belief, f)) for f in posterior.FIELDS)
+            )
         if beliefs:
             out["belief"] = belief
         return out

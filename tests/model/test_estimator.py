@@ -350,6 +350,9 @@ def test_unknown_structure_or_correction_is_refused():
 @settings(max_examples=40, deadline=None)
 # one more low score reached at 0.904 once moved the band of a new node count down
 @example(nodes=3, per_node=1, bsz=1, levels=(0.90234375, 0.001953125))
+# a batch never run on a measured placement, and a measured configuration: conditioned beliefs
+@example(nodes=1, per_node=2, bsz=1, levels=(0.5, 0.0078125))
+@example(nodes=1, per_node=2, bsz=8, levels=(0.5, 0.0078125))
 @given(
     nodes=st.integers(1, 64),
     per_node=st.integers(1, 4),
