@@ -644,12 +644,21 @@ def sweep_appended(folder, node_priors):
     return pd.DataFrame(rows)
 
 
+# batch_held_out's arms: (name, the placement's runs read, the batch folds' widening)
+ARMS = (
+    ("the placement's runs", True, True),
+    ("the same, band before version 11", True, False),
+    ("the fit alone", False, False),
+)
+
+
 def batch_held_out(folder, node_priors):
     """Another batch size of a placement measured within the fit: on each split's fitted
     rows, the largest (or the smallest) batch of every multi-node placement measured at three
     or more batch sizes is held out, the rest fitted, and the held-out rows predicted from
-    their placement's runs at the other batches (``posterior.on_places``), beside the fit
-    alone (``GroupFit.from_places`` false, what model files before version 10 predict).
+    their placement's runs at the other batches (``posterior.on_places``) with the band the
+    fit's batch folds learned (``GroupFit.batch_sd``), beside the same without it (model
+    files of version 10) and the fit alone (``GroupFit.from_places`` false, before 10).
     Rows of (split, held out, arm, rows, mape, coverage, above, below, half_width, error90)."""
     import pandas as pd
 
@@ -670,9 +679,10 @@ def batch_held_out(folder, node_priors):
                 prior = as_prior(node_priors[cluster_of(split)])
                 model = StepTimeModel(level=LEVEL, node_move_prior=prior).fit(table[~held])
             configs = table[held].drop(columns=["step_time_s", "sync_time_s"])
-            for arm, reads in (("the placement's runs", True), ("the fit alone", False)):
-                for fit in model.groups_.values():
-                    fit.from_places = reads
+            learned = {key: fit.batch_sd for key, fit in model.groups_.items()}
+            for arm, reads, widens in ARMS:
+                for key, fit in model.groups_.items():
+                    fit.from_places, fit.batch_sd = reads, learned[key] if widens else 0.0
                 pred = model.predict(configs)
                 rows.append(
                     {
@@ -944,9 +954,13 @@ def main() -> int:
         "batch of every multi-node placement measured at three or more batch sizes is held "
         "out and the rest fitted; the held-out rows are predicted from their placement's runs "
         "at the other batches (`posterior.on_places`: the placement's shared error, acting "
-        "through the step's sync share), beside the fit alone (what model files before "
-        "version 10 predict there). The node-move prior is the one learned on the other "
-        "clusters; no constant was chosen on these rows.",
+        "through the step's sync share), its band widened by how far such a batch landed in "
+        "the fit's own batch folds (`GroupFit.batch_sd`: each placement's largest and smallest "
+        "remaining batch held out within the fitted rows, pooled over the type's models); "
+        "beside the same without that widening (model files of version 10) and the fit alone "
+        "(versions before 10). The node-move prior is the one learned on the other clusters; "
+        "no constant was chosen on these rows: the widening is learned inside each fit, on "
+        "its fitted rows only.",
         scores_table(batch_held_out(data.parent, node_priors)),
     )
     fits = whole_table_fits(data.parent)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.fit import (
     DECAY_PRIOR,
+    Fixed,
     aggregate,
     fit_group,
     learn_batch_correction,
@@ -41,8 +43,10 @@ from srifty_kit.model.groups import GroupFit, borrow, fixed_terms, single_worker
 from srifty_kit.model.holdout import (
     VARIANTS,
     HeldOut,
+    batch_folds,
     choose_structure,
     probe_rows,
+    rows_of,
     with_variant,
 )
 from srifty_kit.model.physics import max_per_node
@@ -122,6 +126,47 @@ def _measured_means(configs: pd.DataFrame) -> np.ndarray:
             rows[["num_nodes", "num_workers", "local_bsz"]].to_numpy(float),
             np.log(rows["step"].to_numpy(float)),
         ]
+    )
+
+
+def _batch_scores(
+    fit: GroupFit, rows: pd.DataFrame, configs: pd.DataFrame, fixed: Fixed, correct: bool
+) -> np.ndarray:
+    """``GroupFit.batch_scores`` of the configurations each batch fold holds out
+    (``holdout.batch_folds``), predicted from the rest by the group's chosen structure
+    refitted without them (its calibrated spread kept: the band the search would read)."""
+    out = [np.zeros(0)]
+    for test in batch_folds(configs):
+        part = configs[~test].reset_index(drop=True)
+        params = fit_group(part, fixed)
+        correction = learn_batch_correction(params, rows_of(rows, part)) if correct else None
+        fold = replace(fit, params=params, correction=correction, measured=_measured_means(part))
+        out.append(fold.batch_scores(_measured_means(configs[test].reset_index(drop=True))))
+    return np.concatenate(out)
+
+
+def _batch_moves(fits: dict[tuple[str, str], GroupFit], scores: dict) -> None:
+    """Give each group its network's s_b (``GroupFit.batch_sd``): the conformal quantile at
+    ``posterior.READ_LEVEL`` of the batch folds' scores of every model measured on the same
+    instance type (one network's placements), 0 with fewer than ``intervals.MIN_SCORES``."""
+    for itype in sorted({t for _, t in fits}):
+        keys = [k for k in fits if k[1] == itype]
+        pooled = np.concatenate([scores[k] for k in keys])
+        if pooled.size < intervals.MIN_SCORES:
+            continue
+        sd = intervals.conformal_quantile(pooled, posterior.READ_LEVEL)
+        for key in keys:
+            fits[key].batch_sd = float(sd)
+
+
+def _batch_note(fit: GroupFit) -> str:
+    """'; a batch not run on a measured placement: log sd 0.068 per doubling away (...)'
+    for a group whose batch folds learned a widening, else ''."""
+    if fit.batch_sd <= 0:
+        return ""
+    return (
+        f"; a batch not run on a measured placement: log sd {fit.batch_sd:.3f} per doubling "
+        "away (batch folds of its type)"
     )
 
 
@@ -229,12 +274,14 @@ class StepTimeModel(BaseEstimator):
         fits: dict[tuple[str, str], GroupFit] = {}
         borrowed: dict[tuple[str, str], set] = {}
         moves: dict[tuple[str, str], HeldOut] = {}
+        batch_scores: dict[tuple[str, str], np.ndarray] = {}
         for key, rows in table.groupby(["model", "instance_type"], sort=True):
             decay = self.network_decay_[key[1]][0]
-            fits[key], borrowed[key], moves[key] = self._fit_group(
+            fits[key], borrowed[key], moves[key], batch_scores[key] = self._fit_group(
                 rows.reset_index(drop=True), decay
             )
         self._node_moves(fits, moves)
+        _batch_moves(fits, batch_scores)
         self.profile_facts_ = _profile_facts(table)
         grad_bytes = {
             m: f["grad_bytes"] for m, f in self.profile_facts_.items() if "grad_bytes" in f
@@ -396,9 +443,12 @@ class StepTimeModel(BaseEstimator):
             for key in keys:
                 fits[key].spread.node = move
 
-    def _fit_group(self, rows: pd.DataFrame, decay: float) -> tuple[GroupFit, set, HeldOut]:
+    def _fit_group(
+        self, rows: pd.DataFrame, decay: float
+    ) -> tuple[GroupFit, set, HeldOut, np.ndarray]:
         """One group: aggregate, choose the structure on held-out scales, fit, calibrate.
-        Also returns its held-out steps at node counts their fold never saw (``_node_moves``);
+        Also returns its held-out steps at node counts their fold never saw (``_node_moves``)
+        and the scores of its batch folds (``_batch_scores``, pooled by ``_batch_moves``);
         its spread's node move is None until ``_node_moves`` fills it when its own folds
         could not learn one. Rows beyond its dense part (``probe_rows``) are kept as measured
         means only: the belief conditions on them (``GroupFit.probes``)."""
@@ -441,7 +491,8 @@ class StepTimeModel(BaseEstimator):
             correction=correction,
             measured=measured,
         )
-        return fit, set(base.borrowed), moved
+        scores = _batch_scores(fit, rows, configs, with_variant(base, structure, loss), correct)
+        return fit, set(base.borrowed), moved, scores
 
     # -- predicting ------------------------------------------------------------------------
     def predict_arrays(
@@ -696,7 +747,7 @@ class StepTimeModel(BaseEstimator):
                     else np.nan,
                     "interval_from": "the carried belief, narrowed by these measurements"
                     if carried
-                    else fit.spread.basis(fit.max_nodes),
+                    else fit.spread.basis(fit.max_nodes) + _batch_note(fit),
                     "fixed": ", ".join(self.fixed_terms_.get(f"{m}/{t}", {})),
                 }
             )

@@ -8,7 +8,13 @@ A group predicts
     [lo, hi] = T_hat(x) * exp([-down(x), up(x)])                      (intervals.Spread)
 
 and, where x itself was measured with run mean y (``measured``), believes its level
-theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor. Runs
+theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor. Another
+batch size of a measured placement is conditioned on that placement's runs
+(``posterior.on_places``) and strays on its own by how far its batch lies from theirs:
+
+    e(x)^2 += (s_b * max(d(x), 1))^2      d = |log2(b / nearest batch run there)|
+
+s_b learned from batch folds (each placement's largest, then smallest, batch held out). Runs
 beyond the fitted node counts (``probes``: node counts measured at one worker count,
 ``holdout.probe_rows``) are not fitted; every configuration beyond those node counts is
 conditioned on them jointly through the errors it shares with them (``posterior.observe``).
@@ -63,6 +69,12 @@ class GroupFit:
     # ... and another batch size of a measured placement from that placement's runs (files
     # before version 10 predicted the physics there, and still do)
     from_places: bool = True
+    # s_b: log sd a batch size not run on a measured placement adds, per doubling away from
+    # the nearest batch run there (at least one doubling's):
+    #     e(x)^2 += (s_b * max(d(x), 1))^2,  d = |log2(b / nearest batch run on its placement)|
+    # learned from batch folds (``holdout.batch_folds``) pooled over the network's models
+    # (``StepTimeModel.fit``); 0 before version 11, and where too few folds were scored
+    batch_sd: float = 0.0
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
@@ -105,16 +117,19 @@ class GroupFit:
             if match is not None:
                 after = _with_measured(after, inside, match)
             if placed.any():
-                after = self._placed(after, out, runs.ravel(), np.where(placed, cell, -1), read)
+                cell = np.where(placed, cell, -1)
+                after = self._placed(after, out, runs.ravel(), cell)
             if probes.size:
                 after = self._observe(after, place, b, k > self.max_nodes, read, beliefs)
-            lo, hi = after.interval(level)
             # the point is the conditioned median had the belief been centred on T_hat: the
             # prior's centre weighs V_after / V_before in a Gaussian update, so T_hat stays
             # where the runs say nothing and goes to the run where they pin it (a shift by the
             # centre's move alone left a probed point below its own interval)
             weight = np.minimum(np.square(after.sd / np.maximum(prior.sd, 1e-150)), 1.0)
             moves = np.exp(after.centre - weight * prior.centre)
+            if placed.any() and self.batch_sd > 0:  # widens about the same point
+                after = self._batch_moved(after, runs.ravel(), cell, np.broadcast_to(b, shape))
+            lo, hi = after.interval(level)
             # the breakdown scaled with the point: the same shares, a step that its parts explain
             for name, value in (("step_time_s", out["step_time_s"] * moves), ("step_time_lo", lo),
                                 ("step_time_hi", hi), ("compute_s", out["compute_s"] * moves),
@@ -149,7 +164,7 @@ class GroupFit:
             return np.zeros((0, 4))
         return self.measured[self.measured[:, 0] > self.max_nodes]
 
-    def _placed(self, belief, out, runs, cell, level) -> posterior.Belief:
+    def _placed(self, belief, out, runs, cell) -> posterior.Belief:
         """``belief`` with each configuration on a placement measured within the fitted node
         counts (``cell``: its row among those placements, or -1; ``runs``: each measured
         configuration's) conditioned on that placement's runs at the batch sizes measured,
@@ -157,7 +172,8 @@ class GroupFit:
         configurations' physics, whose sync share is read only where ``cell`` is set)."""
         inside = self.in_core
         k, n, b = (inside[:, i] for i in range(3))
-        ran_out, seen = self._physics(k, n, b, max_per_node(k, n), level, (0, 0))
+        read = posterior.READ_LEVEL
+        ran_out, seen = self._physics(k, n, b, max_per_node(k, n), read, (0, 0))
         ran = sync_share(ran_out["compute_s"], ran_out["sync_s"], self.params.gamma)
         rms = float(np.sqrt(np.mean(ran**2)))
         if rms == 0.0:  # one worker everywhere: no network for a placement to move
@@ -168,6 +184,34 @@ class GroupFit:
         share[on] = sync_share(t_c, t_s, self.params.gamma)
         ratio = inside[:, 3] - np.log(seen.point)
         return posterior.on_places(belief, seen, ratio, runs, cell, ran / rms, share / rms)
+
+    def _batch_moved(self, belief, runs, cell, local_bsz) -> posterior.Belief:
+        """``belief`` with the own stray of each configuration on a measured placement
+        (``cell``, as in ``_placed``) widened by how far its batch lies from those run there:
+        e^2 + (s_b * max(d, 1))^2 (``batch_sd``)."""
+        far = np.maximum(_batch_distance(self.in_core[:, 2], runs, cell, local_bsz), 1.0)
+        wider = np.hypot(belief.noise_sd, self.batch_sd * far)
+        return replace(belief, noise_sd=np.where(cell >= 0, wider, belief.noise_sd))
+
+    def batch_scores(self, held: np.ndarray) -> np.ndarray:
+        """How much wider each held-out configuration's belief had to be: for rows of (nodes,
+        workers, local batch, log mean step) on placements this fit measured at other batch
+        sizes, the s_b (``batch_sd``) that puts each inside its ``posterior.READ_LEVEL``
+        interval, the smallest s >= 0 with
+
+            |y - log T_hat - c| <= z * sqrt(sd^2 + (s * max(d, 1))^2)
+
+        (c, sd: its belief from the placement's runs). Their conformal quantile is s_b."""
+        k, n, b = (held[:, i] for i in range(3))
+        read = posterior.READ_LEVEL
+        belief = replace(self, batch_sd=0.0).predict(k, n, b, max_per_node(k, n), read, (0, 0))
+        belief = belief["belief"]
+        miss = (held[:, 3] - np.log(belief.point) - belief.centre) / intervals.two_sided_z(read)
+        need = np.sqrt(np.maximum(miss**2 - belief.sd**2, 0.0))
+        inside = self.in_core
+        known, runs = np.unique(_place_keys(inside[:, 0], inside[:, 1]), return_inverse=True)
+        cell = posterior.lookup(known, _place_keys(k, n))
+        return need / np.maximum(_batch_distance(inside[:, 2], runs.ravel(), cell, b), 1.0)
 
     def _observe(self, belief, place, b, beyond, level, beliefs) -> posterior.Belief:
         """``belief`` conditioned jointly on the probes' runs (``posterior.observe``), for
@@ -319,6 +363,18 @@ def _match(measured: np.ndarray, place: np.ndarray, b) -> np.ndarray:
     batch, ...), or -1 (``posterior.lookup``)."""
     known = _config_key(_place_keys(measured[:, 0], measured[:, 1]), measured[:, 2])
     return posterior.lookup(known, _config_key(place, np.broadcast_to(b, np.shape(place))))
+
+
+def _batch_distance(run_bsz, runs: np.ndarray, cell: np.ndarray, local_bsz) -> np.ndarray:
+    """|log2| of each asked local batch over the nearest batch run on its placement (``cell``,
+    the placement's index in ``runs``, each run's), 0 where ``cell`` is -1: one sorted search
+    on placement * 64 + log2 batch (a placement's batches span under 22 doublings, so the
+    nearest key is always its own placement's)."""
+    key = np.sort(runs * 64.0 + np.log2(run_bsz))
+    asked = np.maximum(cell, 0) * 64.0 + np.log2(np.maximum(np.asarray(local_bsz, float), 1.0))
+    at = np.searchsorted(key, asked)
+    left, right = key[np.maximum(at - 1, 0)], key[np.minimum(at, key.size - 1)]
+    return np.where(cell >= 0, np.minimum(np.abs(asked - left), np.abs(right - asked)), 0.0)
 
 
 def _place_keys(nodes, workers, shape: tuple | None = None) -> np.ndarray:

@@ -115,7 +115,8 @@ def predict_rows(
     return total, sync_share(t_c, t_s, params.gamma)
 
 
-def _rows_of(rows: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
+def rows_of(rows: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
+    """The steps of ``rows`` whose configuration (``CONFIG_KEYS``) is one of ``configs``."""
     return rows.merge(configs[list(CONFIG_KEYS)], on=list(CONFIG_KEYS))
 
 
@@ -159,6 +160,21 @@ def scale_folds(configs: pd.DataFrame, max_folds: int = 4) -> list[tuple[np.ndar
             continue
         folds.append((train, test))
     return folds[:max_folds]
+
+
+def batch_folds(configs: pd.DataFrame, min_batches: int = 3) -> list[np.ndarray]:
+    """Masks of the configurations each batch fold holds out: the largest local batch, then
+    the smallest, of every placement (nodes, workers, per node) measured at ``min_batches``
+    or more (so two or more stay for its runs to say something).
+
+    A search free to change the batch asks about batch sizes nobody ran on nodes and workers
+    somebody did; the scale folds never hold one out, so these calibrate that error
+    (``groups.GroupFit.batch_sd``)."""
+    place = configs.groupby(["num_nodes", "num_workers", "per_node"])["local_bsz"]
+    many = place.transform("nunique").to_numpy() >= min_batches
+    bsz = configs["local_bsz"].to_numpy()
+    folds = [many & (bsz == place.transform(end).to_numpy()) for end in ("max", "min")]
+    return [test for test in folds if test.any()]
 
 
 def probe_rows(rows: pd.DataFrame) -> np.ndarray:
@@ -213,7 +229,7 @@ def _folds(rows: pd.DataFrame, configs: pd.DataFrame) -> list[_Fold]:
     out = []
     for train, test in scale_folds(configs):
         part = configs[train].reset_index(drop=True)
-        test_rows = _rows_of(rows, configs[test])
+        test_rows = rows_of(rows, configs[test])
         fit_nodes = int(part["num_nodes"].max())
         distance, doublings = extrapolation(
             test_rows["num_nodes"].to_numpy(),
@@ -223,7 +239,7 @@ def _folds(rows: pd.DataFrame, configs: pd.DataFrame) -> list[_Fold]:
         )
         move = fold_move(part, configs[test])
         out.append(
-            _Fold(part, _rows_of(rows, part), test_rows, move, fit_nodes, distance, doublings)
+            _Fold(part, rows_of(rows, part), test_rows, move, fit_nodes, distance, doublings)
         )
     return out
 

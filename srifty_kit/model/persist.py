@@ -68,8 +68,12 @@ FORMAT = "srifty_kit.StepTimeModel"
 # placement's runs (groups.GroupFit.from_places: a campaign's placement effect); an older
 # release would predict the fitted physics there. Versions 6-9 still load and predict what
 # they did
-VERSION = 10
-READS = (6, 7, 8, 9, 10)
+# 11: a group widens the belief about a batch size not run on a measured placement by how far
+# it lies from the batches run there (groups.GroupFit.batch_sd, learned from batch folds); an
+# older release would keep the narrower band. Versions 6-10 still load and predict what they
+# did (batch_sd 0)
+VERSION = 11
+READS = (6, 7, 8, 9, 10, 11)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -338,6 +342,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "measured": None if fit.measured is None else fit.measured.tolist(),
         "from_runs": bool(fit.from_runs),
         "from_places": bool(fit.from_places),
+        "batch_sd": float(fit.batch_sd),
     }
 
 
@@ -400,7 +405,15 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         measured=_measured_of(data.get("measured")),
         from_runs=bool(data.get("from_runs", False)),  # files before version 9: the physics
         from_places=bool(data.get("from_places", False)),  # ... before version 10: the same
+        batch_sd=_batch_sd_of(data.get("batch_sd", 0.0)),  # ... before version 11: no widening
     )
+
+
+def _batch_sd_of(value) -> float:
+    sd = float(value)
+    if not (np.isfinite(sd) and sd >= 0):
+        raise ValueError("batch_sd must be a finite number >= 0")
+    return sd
 
 
 def _measured_of(data) -> np.ndarray | None:

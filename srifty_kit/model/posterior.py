@@ -17,9 +17,10 @@ group's held-out errors at the scales it measured (``intervals.Spread``, less th
 share times how far beyond, raised to the move's growth: ``intervals.NodeMove``); ``e`` the
 noise floor (two campaigns of the same configurations differ by about 3%, reference
 measurements README, so no belief about a configuration is narrower than that) and, at a
-node count never measured, the configuration's own stray from the network's rate. The stray
-is the configuration's (the same in every run of it), the floor the run's: e^2 = stray^2 +
-floor^2, so a measured run reveals its own stray (``condition``) and a new run
+node count never measured, the configuration's own stray from the network's rate (at a batch
+size not run on a measured placement, how far such a batch strays: ``GroupFit.batch_sd``).
+The stray is the configuration's (the same in every run of it), the floor the run's: e^2 =
+stray^2 + floor^2, so a measured run reveals its own stray (``condition``) and a new run
 still adds the floor. Of the stray's variance, the share ``GroupFit.placement_share`` reads
 off the dense runs is its placement's (u^2): a run at one batch size tells about the others
 on the same nodes and workers, in ``condition`` (a probe's simulation) as in ``observe``

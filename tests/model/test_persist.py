@@ -73,6 +73,9 @@ OLD_FILES = {
     # commit a8465c0, before placements' runs were read: 1-3 nodes, the 2-node runs 1.4x
     # slow, asked at batch 64, which was not run at 2 nodes, where it predicted the physics
     "version 9": ("v9_batch_physics", "v9_batch_physics", (2,)),
+    # commit 4d4d98a, before a batch not run on a measured placement was widened: the same
+    # campaign, where that release's band at batch 64 on 2 nodes was the narrower one
+    "version 10": ("v10_batch_narrow", "v9_batch_physics", (2,)),
 }
 
 
