@@ -655,10 +655,11 @@ ARMS = (
 def batch_held_out(folder, node_priors):
     """Another batch size of a placement measured within the fit: on each split's fitted
     rows, the largest (or the smallest) batch of every multi-node placement measured at three
-    or more batch sizes is held out, the rest fitted, and the held-out rows predicted from
-    their placement's runs at the other batches (``posterior.on_places``) with the band the
-    fit's batch folds learned (``GroupFit.batch_sd``), beside the same without it (model
-    files of version 10) and the fit alone (``GroupFit.from_places`` false, before 10).
+    or more batch sizes (or the second smallest, of those at four or more) is held out, the
+    rest fitted, and the held-out rows predicted from their placement's runs at the other
+    batches (``posterior.on_places``) with the band the fit's batch folds learned
+    (``GroupFit.batch_sd``, beyond the batches run there only), beside the same without it
+    (model files of version 10) and the fit alone (``GroupFit.from_places`` false).
     Rows of (split, held out, arm, rows, mape, coverage, above, below, half_width, error90)."""
     import pandas as pd
 
@@ -670,9 +671,14 @@ def batch_held_out(folder, node_priors):
             continue
         table = pair[0].drop(columns=["per_node", "campaign"])
         place = table.groupby(["model", "num_nodes", "num_workers"])["local_bsz"]
-        for which in ("largest", "smallest"):
-            end = place.transform("max" if which == "largest" else "min")
-            held = (table["local_bsz"] == end) & (place.transform("nunique") >= 3)
+        many = place.transform("nunique")
+        rank = place.rank(method="dense")
+        for which in ("largest", "smallest", "second smallest"):
+            if which == "second smallest":  # between two batches run there
+                held = (rank == 2) & (many >= 4)
+            else:
+                end = place.transform("max" if which == "largest" else "min")
+                held = (table["local_bsz"] == end) & (many >= 3)
             held &= table["num_nodes"] > 1
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -952,7 +958,9 @@ def main() -> int:
         "A search free to change the batch asks about batch sizes nobody ran on nodes and "
         "workers somebody did. On each split's fitted rows, the largest (or the smallest) "
         "batch of every multi-node placement measured at three or more batch sizes is held "
-        "out and the rest fitted; the held-out rows are predicted from their placement's runs "
+        "out and the rest fitted (or its second smallest, of those measured at four or more: "
+        "a batch between two run there, where the band is not widened); the held-out rows "
+        "are predicted from their placement's runs "
         "at the other batches (`posterior.on_places`: the placement's shared error, acting "
         "through the step's sync share), its band widened by how far such a batch landed in "
         "the fit's own batch folds (`GroupFit.batch_sd`: each placement's largest and smallest "

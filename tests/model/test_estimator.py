@@ -182,13 +182,31 @@ def test_a_batch_not_run_on_a_measured_placement_is_as_uncertain_as_its_folds_sh
 
     assert covered(pred) >= 0.7 and covered(pred) >= covered(narrow) + 0.1
     np.testing.assert_allclose(pred["step_time_s"], narrow["step_time_s"], rtol=1e-12)
-    # a run configuration keeps its own band: nothing was held out there
+    # a run configuration keeps its own band, and so does a batch between two run on its
+    # placement (held out there, the band covered as it was): only a batch beyond them widens
     ran = configs(table[~held & (table["num_nodes"] == 2)])
+    between = ran[ran["local_bsz"] < 32].assign(local_bsz=lambda t: t["local_bsz"] * 3 // 2)
+    ran = pd.concat([ran, between], ignore_index=True)
     fit.batch_sd = 0.2
     wide = model.predict(ran)
     fit.batch_sd = 0.0
     for column in ("step_time_lo", "step_time_hi"):
         np.testing.assert_allclose(wide[column], model.predict(ran)[column], rtol=1e-12)
+
+
+def test_a_batch_s_distance_beyond_its_placement_s_runs_is_counted_in_doublings():
+    from srifty_kit.model.groups import _beyond_batches
+
+    rng = np.random.default_rng(3)
+    runs = rng.integers(0, 5, 40)
+    run_bsz = 2.0 ** rng.integers(0, 12, 40)
+    cell = rng.integers(-1, 5, 300)
+    asked = rng.integers(1, 5000, 300).astype(float)
+    got = _beyond_batches(run_bsz, runs, cell, asked)
+    for c, b, d in zip(cell, asked, got, strict=True):
+        mine = run_bsz[runs == c]
+        want = 0.0 if c < 0 else max(np.log2(b / mine.max()), np.log2(mine.min() / b), 0.0)
+        assert d == pytest.approx(want, abs=1e-12)
 
 
 def test_per_step_samples_fit_like_their_means():

@@ -499,18 +499,3 @@ def test_a_placement_s_runs_condition_its_other_batch_sizes_as_gaussians_do():
         assert after.place_sd[i] == pytest.approx(a * np.sqrt(post_cov[cell[i], cell[i]]))
     assert after.centre[2] == 0.0 and after.place_sd[2] == 0.1  # a placement never run
     assert after.centre[3] == 0.0 and after.place_sd[3] == 0.0  # run itself: unmoved
-
-
-def test_a_batch_s_distance_from_its_placement_s_runs_is_the_nearest_run_s():
-    from srifty_kit.model.groups import _batch_distance
-
-    rng = np.random.default_rng(3)
-    runs = rng.integers(0, 5, 40)
-    run_bsz = 2.0 ** rng.integers(0, 12, 40)
-    cell = rng.integers(-1, 5, 300)
-    asked = rng.integers(1, 5000, 300).astype(float)
-    got = _batch_distance(run_bsz, runs, cell, asked)
-    for c, b, d in zip(cell, asked, got, strict=True):
-        mine = run_bsz[runs == c]
-        want = 0.0 if c < 0 else np.min(np.abs(np.log2(b / mine)))
-        assert d == pytest.approx(want, abs=1e-12)
