@@ -631,28 +631,23 @@ class StepTimeModel(BaseEstimator):
 
     def explain(self, configs: pd.DataFrame) -> pd.DataFrame:
         """``configs`` plus compute_s, sync_s, overlap_s (time hidden by overlap), step_time_s
-        and ``route``: "measured" for a fitted group ("measured + N probe run(s)" beyond its
-        fitted node counts where it conditions on runs made there), else how its compute was
-        carried to a type never measured ("op trace (per class)", "roofline (op mix)",
-        "fp32-peak rule", ...; ``transfer``)."""
+        and ``route``: for a fitted group "measured: " and how it was predicted ("its own
+        run", "its placement's runs", "the fitted physics", "the fitted physics + N probe
+        run(s)": ``GroupFit.routes``), else how its compute was carried to a type never
+        measured ("op trace (per class)", "roofline (op mix)", "fp32-peak rule", ...;
+        ``transfer``)."""
         out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
         out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
-        routes = {
-            key: getattr(self._group(*key, None), "route", "") or "carried"
-            for key in set(zip(out["model"], out["instance_type"], strict=True))
-        }
-
-        def route(key, nodes) -> str:
+        route = np.empty(len(out), dtype=object)
+        for key, rows in out.groupby(["model", "instance_type"]).indices.items():
             fit = self.groups_.get(key)
-            if not isinstance(fit, GroupFit):
-                return routes[key]
-            runs = len(fit.probes)
-            if runs and nodes > fit.max_nodes:
-                return f"measured + {runs} probe run{'s' if runs > 1 else ''}"
-            return "measured"
-
-        keys = zip(out["model"], out["instance_type"], strict=True)
-        out["route"] = [route(k, n) for k, n in zip(keys, out["num_nodes"], strict=True)]
+            if isinstance(fit, GroupFit):
+                at = out.iloc[rows]
+                how = fit.routes(at["num_nodes"], at["num_workers"], at["local_bsz"])
+                route[rows] = ["measured: " + h for h in how]
+            else:
+                route[rows] = getattr(self._group(*key, None), "route", "") or "carried"
+        out["route"] = route
         return out
 
     def _predict_table(

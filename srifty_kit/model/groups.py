@@ -142,6 +142,26 @@ class GroupFit:
             out["belief"] = belief
         return out
 
+    def routes(self, num_nodes, num_workers, local_bsz) -> np.ndarray:
+        """How ``predict`` reaches each configuration, in words (``StepTimeModel.explain``):
+        "its own run" where it was measured, "its placement's runs" at another batch size
+        of nodes and workers measured within the fitted node counts, "the fitted physics +
+        N probe run(s)" beyond them where runs were made there, else "the fitted physics"."""
+        k, n, b = np.broadcast_arrays(*(np.asarray(a) for a in (num_nodes, num_workers, local_bsz)))
+        out = np.full(k.shape, "the fitted physics", dtype=object)
+        inside, probes = self.in_core, self.probes
+        if probes.size:
+            runs = f"{len(probes)} probe run{'s' if len(probes) > 1 else ''}"
+            out[k > self.max_nodes] = f"the fitted physics + {runs}"
+        if inside.size:
+            place = _place_keys(k, n)
+            if self.from_places:
+                known = np.unique(_place_keys(inside[:, 0], inside[:, 1]))
+                out[posterior.lookup(known, place) >= 0] = "its placement's runs"
+            if self.from_runs:
+                out[_match(inside, place, b) >= 0] = "its own run"
+        return out
+
     def physics(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
         """The fit alone: point, interval and breakdown of the fitted physics and its
         calibrated spread, measured or not (how well the model describes the measurements,

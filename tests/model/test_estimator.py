@@ -180,6 +180,15 @@ def test_a_batch_not_run_on_a_measured_placement_is_as_uncertain_as_its_folds_sh
     def covered(p):
         return np.mean((truth >= p["step_time_lo"]) & (truth <= p["step_time_hi"]))
 
+    # and explain says how each was reached
+    three = [asked[:1], configs(table[:1]), asked[:1].assign(num_nodes=4, num_workers=16)]
+    shown = model.explain(pd.concat(three, ignore_index=True))
+    assert shown["route"].tolist() == [
+        "measured: its placement's runs",
+        "measured: its own run",
+        "measured: the fitted physics",
+    ]
+
     assert covered(pred) >= 0.7 and covered(pred) >= covered(narrow) + 0.1
     np.testing.assert_allclose(pred["step_time_s"], narrow["step_time_s"], rtol=1e-12)
     # a run configuration keeps its own band, and so does a batch between two run on its

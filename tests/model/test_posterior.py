@@ -231,7 +231,10 @@ def test_a_probe_run_appended_moves_what_lies_beyond_the_fit_and_nothing_within(
     assert hi == pytest.approx(new["step_time_hi"][3:].to_numpy(), rel=1e-6)
     # and it says so
     assert "conditioned on 1 run beyond 2 nodes (4 x 16)" in after.summary()["fitted_as"][0]
-    assert after.explain(ask)["route"].tolist() == ["measured"] * 2 + ["measured + 1 probe run"] * 3
+    routes = after.explain(ask)["route"].tolist()
+    assert (
+        routes == ["measured: its own run"] * 2 + ["measured: the fitted physics + 1 probe run"] * 3
+    )
     # and a saved model keeps its probes: loaded, it predicts the same
     after.save(tmp_path / "m.json")
     again = StepTimeModel.load(tmp_path / "m.json").predict(ask)
