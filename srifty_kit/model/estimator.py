@@ -662,11 +662,16 @@ class StepTimeModel(BaseEstimator):
         table = with_per_node(out)
         for col in columns:
             out[col] = np.nan
-        for (model, itype), rows in table.groupby(["model", "instance_type"], sort=False):
+        # by position: a table's index labels may repeat (two frames concatenated)
+        header = 2 if out.attrs.get("from_file") else 0
+        for (model, itype), at in table.groupby(
+            ["model", "instance_type"], sort=False
+        ).indices.items():
+            rows = table.iloc[at]
             try:
                 fit = self._group(model, itype, catalog)
             except InputError as err:  # say which rows of which file could not be predicted
-                lines = out.index.get_indexer(rows.index) + (2 if out.attrs.get("from_file") else 0)
+                lines = at + header
                 raise InputError(
                     err.problem,
                     source=err.source or out.attrs.get("source"),
@@ -680,16 +685,15 @@ class StepTimeModel(BaseEstimator):
             pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
             refused = fit.refused(*shape[:2]) if isinstance(fit, TransferFit) else None
             if refused is not None and refused.any():  # needs a sync time it cannot carry
-                lines = out.index.get_indexer(rows.index[refused])
                 raise InputError(
                     fit.refusal(*shape[:2]),
                     source=out.attrs.get("source"),
                     column="num_workers",
-                    rows=(lines + (2 if out.attrs.get("from_file") else 0))[:20].tolist(),
+                    rows=(at[refused] + header)[:20].tolist(),
                     fix="predict only one-worker configurations of this type, or " + _SYNC_FIX,
                 )
             for col in columns:
-                out.loc[rows.index, col] = pred[col]
+                out.iloc[at, out.columns.get_loc(col)] = pred[col]
         return out
 
     def _warn_batches_beyond(self, model: str, itype: str, local_bsz: np.ndarray) -> None:

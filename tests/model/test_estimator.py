@@ -218,6 +218,23 @@ def test_a_batch_s_distance_beyond_its_placement_s_runs_is_counted_in_doublings(
         assert d == pytest.approx(want, abs=1e-12)
 
 
+def test_a_table_of_two_frames_concatenated_is_predicted_row_by_row():
+    # pd.concat keeps each frame's index, so labels repeat; predict read rows by label and
+    # failed with pandas' "Must have equal len keys and value"
+    table = measurements(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(table)
+    asked = configs(table)
+    both = pd.concat([asked[:3], asked[5:8].reset_index(drop=True)])
+    assert both.index.duplicated().any()
+    got = model.predict(both)
+    want = model.predict(both.reset_index(drop=True))
+    np.testing.assert_allclose(got["step_time_s"].to_numpy(), want["step_time_s"].to_numpy())
+    assert got.index.tolist() == both.index.tolist()
+    assert model.explain(both)["route"].tolist() == ["measured: its own run"] * 6
+
+
 def test_per_step_samples_fit_like_their_means():
     steps = measurements(2, repeats=5, noise=0.05, seed=7)
     means = steps.groupby(
