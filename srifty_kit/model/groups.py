@@ -209,7 +209,7 @@ class GroupFit:
         """``belief`` with the own stray of each configuration on a measured placement
         (``cell``, as in ``_placed``) at a batch beyond those run there widened by how far:
         e^2 + (s_b * max(d, 1))^2 (``batch_sd``). Between two batches run there the band is
-        kept: held out there on the reference clusters it covered 88-91% as it was."""
+        kept: held out there, it already covers what it states (``model_accuracy.py``)."""
         d = _beyond_batches(self.in_core[:, 2], runs, cell, local_bsz)
         wider = np.hypot(belief.noise_sd, self.batch_sd * np.maximum(d, 1.0))
         return replace(belief, noise_sd=np.where(d > 0, wider, belief.noise_sd))
