@@ -93,15 +93,9 @@ class GroupFit:
         k, n, b = np.asarray(num_nodes), np.asarray(num_workers), np.asarray(local_bsz)
         shape = np.broadcast_shapes(np.shape(k), np.shape(n), np.shape(b))
         inside, probes = self.in_core, self.probes
-        # each asked placement's key, once: both lookups below and the probes' read it
+        # each asked placement's key, once: the runs' lookups and the probes' read it
         place = _place_keys(k, n, shape) if inside.size or probes.size else None
-        match = _match(inside, place, b) if inside.size else None
-        seen = (match >= 0) if match is not None and self.from_runs else np.zeros(shape, bool)
-        cell = runs = None
-        if inside.size and self.from_places:  # each measured placement, and the asked ones'
-            known, runs = np.unique(_place_keys(inside[:, 0], inside[:, 1]), return_inverse=True)
-            cell = posterior.lookup(known, place)
-        placed = (cell >= 0) & ~seen if cell is not None else np.zeros(shape, bool)
+        match, runs, cell, seen, placed = self._where_measured(place, b, shape)
         asked = beliefs or ((0, 0) if seen.any() or placed.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
@@ -114,11 +108,10 @@ class GroupFit:
             read = posterior.READ_LEVEL
             prior = belief if level == read else self._physics(k, n, b, per_node, read, asked)[1]
             after = prior  # T_hat sits off its median (above where the fit erred low held out)
-            if match is not None:
+            if seen.any():
                 after = _with_measured(after, inside, match)
             if placed.any():
-                cell = np.where(placed, cell, -1)
-                after = self._placed(after, out, runs.ravel(), cell)
+                after = self._placed(after, out, runs, cell)
             if probes.size:
                 after = self._observe(after, place, b, k > self.max_nodes, read, beliefs)
             # the point is the conditioned median had the belief been centred on T_hat: the
@@ -128,7 +121,7 @@ class GroupFit:
             weight = np.minimum(np.square(after.sd / np.maximum(prior.sd, 1e-150)), 1.0)
             moves = np.exp(after.centre - weight * prior.centre)
             if placed.any() and self.batch_sd > 0:  # widens about the same point
-                after = self._batch_moved(after, runs.ravel(), cell, np.broadcast_to(b, shape))
+                after = self._batch_moved(after, runs, cell, b)
             lo, hi = after.interval(level)
             # the breakdown scaled with the point: the same shares, a step that its parts explain
             for name, value in (("step_time_s", out["step_time_s"] * moves), ("step_time_lo", lo),
@@ -149,17 +142,13 @@ class GroupFit:
         N probe run(s)" beyond them where runs were made there, else "the fitted physics"."""
         k, n, b = np.broadcast_arrays(*(np.asarray(a) for a in (num_nodes, num_workers, local_bsz)))
         out = np.full(k.shape, "the fitted physics", dtype=object)
-        inside, probes = self.in_core, self.probes
+        probes = self.probes
         if probes.size:
             runs = f"{len(probes)} probe run{'s' if len(probes) > 1 else ''}"
             out[k > self.max_nodes] = f"the fitted physics + {runs}"
-        if inside.size:
-            place = _place_keys(k, n)
-            if self.from_places:
-                known = np.unique(_place_keys(inside[:, 0], inside[:, 1]))
-                out[posterior.lookup(known, place) >= 0] = "its placement's runs"
-            if self.from_runs:
-                out[_match(inside, place, b) >= 0] = "its own run"
+        _, _, _, seen, placed = self._where_measured(_place_keys(k, n), b, k.shape)
+        out[placed] = "its placement's runs"
+        out[seen] = "its own run"
         return out
 
     def physics(self, num_nodes, num_workers, local_bsz, per_node, level: float) -> dict:
@@ -183,6 +172,25 @@ class GroupFit:
         if self.measured is None:
             return np.zeros((0, 4))
         return self.measured[self.measured[:, 0] > self.max_nodes]
+
+    def _where_measured(self, place, b, shape: tuple) -> tuple:
+        """Where the asked configurations (placement keys ``place``, local batches ``b``,
+        broadcast to ``shape``) meet the runs within the fitted node counts, as this fit
+        reads them: ``match`` (each one's run among ``in_core`` or -1), ``runs`` (each run's
+        placement, 0..C-1), ``cell`` (the placement of each one ``placed``, else -1), ``seen``
+        (believed from its own run) and ``placed`` (another batch of a measured placement,
+        believed from that placement's runs). The first three are None without runs."""
+        inside, none = self.in_core, np.zeros(shape, bool)
+        if not inside.size:
+            return None, None, None, none, none
+        match = _match(inside, place, b)
+        seen = match >= 0 if self.from_runs else none
+        if not self.from_places:
+            return match, None, None, seen, none
+        known, runs = np.unique(_place_keys(inside[:, 0], inside[:, 1]), return_inverse=True)
+        cell = posterior.lookup(known, place)
+        placed = (cell >= 0) & ~seen
+        return match, runs.ravel(), np.where(placed, cell, -1), seen, placed
 
     def _placed(self, belief, out, runs, cell) -> posterior.Belief:
         """``belief`` with each configuration on a placement measured within the fitted node
@@ -210,9 +218,14 @@ class GroupFit:
         (``cell``, as in ``_placed``) at a batch beyond those run there widened by how far:
         e^2 + (s_b * max(d, 1))^2 (``batch_sd``). Between two batches run there the band is
         kept: held out there, it already covers what it states (``model_accuracy.py``)."""
-        d = _beyond_batches(self.in_core[:, 2], runs, cell, local_bsz)
-        wider = np.hypot(belief.noise_sd, self.batch_sd * np.maximum(d, 1.0))
-        return replace(belief, noise_sd=np.where(d > 0, wider, belief.noise_sd))
+        shape = np.shape(belief.centre)
+        on = np.flatnonzero(np.broadcast_to(cell, shape) >= 0)  # only these can widen
+        at = (np.broadcast_to(a, shape).ravel()[on] for a in (cell, local_bsz))
+        d = _beyond_batches(self.in_core[:, 2], runs, *at)
+        noise = np.array(np.broadcast_to(belief.noise_sd, shape), dtype=float)
+        flat = noise.reshape(-1)  # a view: the copy above is contiguous
+        flat[on] = np.where(d > 0, np.hypot(flat[on], self.batch_sd * np.maximum(d, 1.0)), flat[on])
+        return replace(belief, noise_sd=noise)
 
     def batch_scores(self, held: np.ndarray) -> np.ndarray:
         """How much wider each held-out configuration's belief had to be: for rows of (nodes,
@@ -229,10 +242,8 @@ class GroupFit:
         belief = belief["belief"]
         miss = (held[:, 3] - np.log(belief.point) - belief.centre) / intervals.two_sided_z(read)
         need = np.sqrt(np.maximum(miss**2 - belief.sd**2, 0.0))
-        inside = self.in_core
-        known, runs = np.unique(_place_keys(inside[:, 0], inside[:, 1]), return_inverse=True)
-        cell = posterior.lookup(known, _place_keys(k, n))
-        return need / np.maximum(_beyond_batches(inside[:, 2], runs.ravel(), cell, b), 1.0)
+        _, runs, cell, _, _ = self._where_measured(_place_keys(k, n), b, np.shape(k))
+        return need / np.maximum(_beyond_batches(self.in_core[:, 2], runs, cell, b), 1.0)
 
     def _observe(self, belief, place, b, beyond, level, beliefs) -> posterior.Belief:
         """``belief`` conditioned jointly on the probes' runs (``posterior.observe``), for
