@@ -644,11 +644,12 @@ def sweep_appended(folder, node_priors):
     return pd.DataFrame(rows)
 
 
-# batch_held_out's arms: (name, the placement's runs read, the batch folds' widening)
+# batch_held_out's arms: (name, the model-file version whose reading of the runs it keeps
+# (GroupFit.predicts_as; None: this release's), the batch folds' widening)
 ARMS = (
-    ("the placement's runs", True, True),
-    ("the same, band before version 11", True, False),
-    ("the fit alone", False, False),
+    ("the placement's runs", None, True),
+    ("the same, band before version 11", 10, False),
+    ("the fit alone", 9, False),
 )
 
 
@@ -659,11 +660,13 @@ def batch_held_out(folder, node_priors):
     rest fitted, and the held-out rows predicted from their placement's runs at the other
     batches (``posterior.on_places``) with the band the fit's batch folds learned
     (``GroupFit.batch_sd``, beyond the batches run there only), beside the same without it
-    (model files of version 10) and the fit alone (``GroupFit.from_places`` false).
+    (model files of version 10) and the fit alone (version 9: ``GroupFit.from_places``
+    false).
     Rows of (split, held out, arm, rows, mape, coverage, above, below, half_width, error90)."""
     import pandas as pd
 
     from srifty_kit import StepTimeModel
+    from srifty_kit.model.groups import PREDICTS
 
     rows = []
     for split, pair in _scale_out_tables(folder).items():
@@ -686,9 +689,10 @@ def batch_held_out(folder, node_priors):
                 model = StepTimeModel(level=LEVEL, node_move_prior=prior).fit(table[~held])
             configs = table[held].drop(columns=["step_time_s", "sync_time_s"])
             learned = {key: fit.batch_sd for key, fit in model.groups_.items()}
-            for arm, reads, widens in ARMS:
+            for arm, reads_as, widens in ARMS:
                 for key, fit in model.groups_.items():
-                    fit.from_places, fit.batch_sd = reads, learned[key] if widens else 0.0
+                    fit.predicts_as = reads_as or PREDICTS
+                    fit.batch_sd = learned[key] if widens else 0.0
                 pred = model.predict(configs)
                 rows.append(
                     {

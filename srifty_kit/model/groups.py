@@ -8,9 +8,11 @@ A group predicts
     [lo, hi] = T_hat(x) * exp([-down(x), up(x)])                      (intervals.Spread)
 
 and, where x itself was measured with run mean y (``measured``), believes its level
-theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor. Another
-batch size of a measured placement is conditioned on that placement's runs
-(``posterior.on_places``) and, beyond the batches run there, strays on its own by how far:
+theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor and
+V = max(V_fit, (y - c)**2 - s**2) the most likely V, at least the fit's: a run far off the
+fit is believed where it lies. Another batch size of a measured placement is conditioned on
+that placement's runs (``posterior.on_places``) and, beyond the batches run there, strays on
+its own by how far:
 
     e(x)^2 += (s_b * max(d(x), 1))^2      d > 0: doublings of b beyond the batches run there
 
@@ -41,6 +43,9 @@ from srifty_kit.model.physics import (
 )
 from srifty_kit.model.transfer import TransferFit
 
+# the model-file version whose way of reading the runs a new fit keeps (persist.VERSION)
+PREDICTS = 12
+
 # how much wider intervals get where a regime's terms were borrowed from other training models
 # or fixed by assumption rather than fitted (a factor on the log half-width)
 BORROWED_WIDEN = 3.0
@@ -63,18 +68,35 @@ class GroupFit:
     correction: BatchCorrection | None = None  # learned per-batch compute factor (batch_correction)
     # configuration means it was fitted on: rows of (nodes, workers, local_bsz, log step time)
     measured: np.ndarray | None = None
-    # predict a measured configuration from its own run, as the search believes it (files
-    # before version 9 predicted the fitted physics there, and still do: persist)
-    from_runs: bool = True
-    # ... and another batch size of a measured placement from that placement's runs (files
-    # before version 10 predicted the physics there, and still do)
-    from_places: bool = True
+    # the model-file version whose reading of the measured runs it keeps (``from_runs``,
+    # ``from_places``, ``sizes_runs``): a file loads with its own (persist), so it predicts
+    # what it did; a new fit reads them as this release does
+    predicts_as: int = PREDICTS
     # s_b: log sd a batch size beyond those run on a measured placement adds, per doubling
     # beyond them (at least one doubling's):
     #     e(x)^2 += (s_b * max(d(x), 1))^2,  d = doublings of b beyond the batches run there
     # learned from batch folds (``holdout.batch_folds``) pooled over the network's models
     # (``StepTimeModel.fit``); 0 before version 11, and where too few folds were scored
     batch_sd: float = 0.0
+
+    @property
+    def from_runs(self) -> bool:
+        """A measured configuration is predicted from its own run (model files before
+        version 9 predicted the fitted physics there, and still do)."""
+        return self.predicts_as >= 9
+
+    @property
+    def from_places(self) -> bool:
+        """Another batch size of a measured placement is predicted from that placement's runs
+        (files before version 10 predicted the physics there, and still do)."""
+        return self.predicts_as >= 10
+
+    @property
+    def sizes_runs(self) -> bool:
+        """A measured configuration whose run lies further off the fit than its spread says
+        is believed where its run lies: the spread is sized to the run (``_with_measured``);
+        files before version 12 kept the fit's, and still do."""
+        return self.predicts_as >= 12
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
@@ -109,7 +131,7 @@ class GroupFit:
             prior = belief if level == read else self._physics(k, n, b, per_node, read, asked)[1]
             after = prior  # T_hat sits off its median (above where the fit erred low held out)
             if seen.any():
-                after = _with_measured(after, inside, match)
+                after = _with_measured(after, inside, match, self.sizes_runs)
             if placed.any():
                 after = self._placed(after, out, runs, cell)
             if probes.size:
@@ -355,7 +377,7 @@ class GroupFit:
 
 
 def _with_measured(
-    belief: posterior.Belief, measured: np.ndarray, match: np.ndarray
+    belief: posterior.Belief, measured: np.ndarray, match: np.ndarray, sized: bool = True
 ) -> posterior.Belief:
     """The belief where a configuration was measured, given its measured mean y:
 
@@ -368,6 +390,14 @@ def _with_measured(
     run adds its own noise. Where the fit is sure (V small) the measurement moves it little;
     where the physics strays from a measured configuration, the measurement wins. ``match``
     is each configuration's row in ``measured`` or -1 (``_match``).
+
+    ``sized``: V is taken as at least the V under which the run is most likely,
+
+        V' = max(V, (y - c)^2 - floor^2)
+
+    so a run far further off the fit than its band said (a campaign's odd placement, a
+    fit that misses one regime) is believed near where it lies, not halfway between; files
+    before version 12 kept V and still do.
     """
     shape = np.shape(belief.centre)
     flat = np.broadcast_to(np.asarray(belief.point), shape)
@@ -378,6 +408,8 @@ def _with_measured(
     y = np.where(seen, measured[np.maximum(match, 0), 3] - np.log(flat), 0.0)
     level = belief.group_sd**2 + belief.network_sd**2 + belief.place_sd**2
     level = level + posterior.stray_sd(belief.noise_sd) ** 2
+    if sized:
+        level = np.maximum(level, np.square(y - belief.centre) - NOISE_FLOOR**2)
     gain = level / np.maximum(level + NOISE_FLOOR**2, 1e-300)
     return replace(
         belief,

@@ -72,8 +72,13 @@ FORMAT = "srifty_kit.StepTimeModel"
 # it lies from the batches run there (groups.GroupFit.batch_sd, learned from batch folds); an
 # older release would keep the narrower band. Versions 6-10 still load and predict what they
 # did (batch_sd 0)
-VERSION = 11
-READS = (6, 7, 8, 9, 10, 11)
+# 12: a measured configuration whose run lies further off the fit than its spread says is
+# believed where its run lies, the spread sized to it (groups.GroupFit.sizes_runs); an older
+# release would believe it halfway between the run and the fit. A group records the version whose
+# reading of the runs it keeps (predicts_as, which replaces from_runs and from_places);
+# versions 6-11 still load and predict what they did
+VERSION = 12
+READS = (6, 7, 8, 9, 10, 11, 12)
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
@@ -340,8 +345,7 @@ def _group_doc(fit: GroupFit | TransferFit) -> dict:
         "widen": {k: float(v) for k, v in fit.widen.items()},
         "correction": _correction_doc(fit.correction),
         "measured": None if fit.measured is None else fit.measured.tolist(),
-        "from_runs": bool(fit.from_runs),
-        "from_places": bool(fit.from_places),
+        "predicts_as": int(fit.predicts_as),
         "batch_sd": float(fit.batch_sd),
     }
 
@@ -403,10 +407,27 @@ def _group_of(data: dict) -> GroupFit | TransferFit:
         widen={str(k): float(v) for k, v in data["widen"].items()},
         correction=_correction_of(data["correction"]),
         measured=_measured_of(data.get("measured")),
-        from_runs=bool(data.get("from_runs", False)),  # files before version 9: the physics
-        from_places=bool(data.get("from_places", False)),  # ... before version 10: the same
+        predicts_as=_predicts_as_of(data),
         batch_sd=_batch_sd_of(data.get("batch_sd", 0.0)),  # ... before version 11: no widening
     )
+
+
+def _predicts_as_of(data: dict) -> int:
+    """The version whose reading of the runs a group keeps: written since version 12; before,
+    told by the flags it wrote (from_runs since version 9, from_places since 10; version 10
+    and 11 files read the runs alike, the widening being batch_sd's, 0 in version 10)."""
+    if "predicts_as" in data:
+        version = data["predicts_as"]
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, int)
+            or not (min(READS) <= version <= VERSION)
+        ):
+            raise ValueError(f"predicts_as must be a version from {min(READS)} to {VERSION}")
+        return version
+    if not data.get("from_runs", False):
+        return 8
+    return 11 if data.get("from_places", False) else 9
 
 
 def _batch_sd_of(value) -> float:

@@ -76,6 +76,11 @@ OLD_FILES = {
     # commit 4d4d98a, before a batch not run on a measured placement was widened: the same
     # campaign, where that release's band at batch 64 on 2 nodes was the narrower one
     "version 10": ("v10_batch_narrow", "v9_batch_physics", (2,)),
+    # commit 9cbf995, before the runs' spread was sized to them: 1-3 nodes, one 2-node run
+    # 1.7x the physics and its placement's other runs 1.3x (batch 64 there not run), where
+    # that release believed them halfway between the fit and the runs, as it did the 1-node
+    # runs the fit missed (tests/model/test_estimator.py holds the campaign)
+    "version 11": ("v11_runs_unsized", "v11_runs_unsized", (1, 2)),
 }
 
 
@@ -90,6 +95,40 @@ def test_a_file_of_an_earlier_version_still_read_predicts_what_it_did(version):
         np.testing.assert_allclose(now[column].to_numpy(), then[column].to_numpy(), rtol=1e-9)
     # where the releases differ
     assert then["num_nodes"].isin(differ).any()
+
+
+def test_a_version_11_file_predicts_otherwise_only_where_its_runs_were_unsized():
+    # the fixture is not vacuous: read as this release reads runs, its predictions move
+    model = StepTimeModel.load(DATA / "model_v11_runs_unsized.json")
+    configs = pd.read_csv(DATA / "configs_v11_runs_unsized.csv")
+    then = model.predict(configs)["step_time_s"].to_numpy()
+    for fit in model.groups_.values():
+        assert fit.predicts_as == 11
+        fit.predicts_as = persist.VERSION
+    now = model.predict(configs)["step_time_s"].to_numpy()
+    assert (np.abs(now / then - 1) > 0.05).mean() > 0.5
+
+
+def test_this_release_writes_the_version_its_fits_predict_as(model, tmp_path):
+    from srifty_kit.model.groups import PREDICTS
+
+    assert PREDICTS == persist.VERSION  # a behaviour change bumps both
+    model.save(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    assert doc["version"] == persist.VERSION
+    assert {g["predicts_as"] for g in doc["groups"] if "spread" in g} == {persist.VERSION}
+
+
+@pytest.mark.parametrize("bad", [13, 5, True, "12", None])
+def test_a_group_claiming_a_version_it_cannot_predict_as_is_refused(model, tmp_path, bad):
+    model.save(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    next(g for g in doc["groups"] if "spread" in g)["predicts_as"] = bad
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({**body, "sha256": persist._checksum(body)}))
+    with pytest.raises(InputError, match="predicts_as.*srifty fit"):
+        StepTimeModel.load(edited)
 
 
 def test_a_file_with_unsigned_scores_is_refused_with_how_to_refit(tmp_path):
