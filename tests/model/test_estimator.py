@@ -21,6 +21,24 @@ def fitted() -> StepTimeModel:
     return StepTimeModel().fit(measurements(2))
 
 
+@pytest.mark.parametrize("nodes", [2, 3])
+def test_a_fit_of_simulated_rows_gives_back_the_physics_that_made_them(nodes):
+    # simulate writes what a profiler records (the exposed sync, T - T_c): the fitted physics
+    # must then reproduce the true step everywhere, one worker (no sync to hide) included
+    from srifty_kit.model.physics import max_per_node, step_time
+
+    table = measurements(nodes, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (fit,) = StepTimeModel().fit(table).groups_.values()
+    k, n, b = (table[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz"))
+    truth, t_c, _ = step_time(TRUE, k, n, b, max_per_node(k, n))
+    np.testing.assert_allclose(table["sync_time_s"] / table["step_time_s"], 1 - t_c / truth)
+    error = np.log(fit.physics(k, n, b, max_per_node(k, n), 0.9)["step_time_s"] / truth)
+    assert np.median(np.abs(error)) < 0.02 and np.abs(error).max() < 0.06
+    assert np.abs(np.median(error[n == 1])) < 0.03
+
+
 def test_predicts_larger_clusters_than_it_was_fitted_on(fitted):
     held = measurements(4, min_nodes=3, seed=1)
     pred = fitted.predict(configs(held))
