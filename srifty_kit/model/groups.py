@@ -43,7 +43,8 @@ from srifty_kit.model.physics import (
 )
 from srifty_kit.model.transfer import TransferFit
 
-# the model-file version whose way of reading the runs a new fit keeps (persist.VERSION)
+# the model-file version whose way of reading the runs a new fit keeps; the file version
+# (persist.VERSION) is this number, so a change to how runs are read bumps both at once
 PREDICTS = 12
 
 # how much wider intervals get where a regime's terms were borrowed from other training models

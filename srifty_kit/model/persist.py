@@ -29,7 +29,7 @@ from srifty_kit.errors import InputError
 from srifty_kit.model import roofline
 from srifty_kit.model.device_curve import DeviceCurve, DeviceShape
 from srifty_kit.model.fit import BatchCorrection
-from srifty_kit.model.groups import GroupFit
+from srifty_kit.model.groups import PREDICTS, GroupFit
 from srifty_kit.model.intervals import NodeMove, Spread
 from srifty_kit.model.physics import StepParams
 from srifty_kit.model.posterior import LogBeliefs
@@ -77,8 +77,8 @@ FORMAT = "srifty_kit.StepTimeModel"
 # release would believe it halfway between the run and the fit. A group records the version whose
 # reading of the runs it keeps (predicts_as, which replaces from_runs and from_places);
 # versions 6-11 still load and predict what they did
-VERSION = 12
-READS = (6, 7, 8, 9, 10, 11, 12)
+VERSION = PREDICTS  # one number: a new fit writes the version whose reading of the runs it keeps
+READS = tuple(range(6, VERSION + 1))
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"
 
 Key = tuple[str, str]  # (training model, instance type)
