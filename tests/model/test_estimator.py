@@ -43,7 +43,7 @@ def test_predicts_larger_clusters_than_it_was_fitted_on(fitted):
     held = measurements(4, min_nodes=3, seed=1)
     pred = fitted.predict(configs(held))
     ape = np.abs(pred["step_time_s"] / held["step_time_s"] - 1)
-    assert ape.mean() < 0.06  # 3% noise; the structure is the true one
+    assert ape.mean() < 0.04  # 3% noise (a mean |error| of 2.4%); the structure is the true one
 
 
 def test_prediction_interval_covers_held_out_steps(fitted):
@@ -297,7 +297,7 @@ def test_fits_without_sync_time():
     model = StepTimeModel().fit(measurements(2, sync=False))
     held = measurements(3, min_nodes=3, seed=8)
     ape = np.abs(model.predict(configs(held))["step_time_s"] / held["step_time_s"] - 1)
-    assert ape.mean() < 0.15
+    assert ape.mean() < 0.05  # the step alone holds the physics: barely worse than with sync
 
 
 def test_too_few_configurations_fix_terms_and_say_which():
