@@ -304,7 +304,7 @@ def held_out_quantile(problems, small_nodes: int) -> float:
     return float(np.quantile(np.concatenate(ratios), LEVEL))
 
 
-def run_cluster(name, folder, prior, quick: bool, rng, shipped=None) -> list[dict]:
+def run_cluster(name, folder, prior, shipped, quick: bool, rng) -> list[dict]:
     """Every problem of one cluster under every policy (``shipped``: the node-move prior
     learned on every cluster, this one included, for the in-sample diagnostic arm)."""
     file, fitted, _ = CLUSTERS[name]
@@ -319,7 +319,7 @@ def run_cluster(name, folder, prior, quick: bool, rng, shipped=None) -> list[dic
     started = time.perf_counter()
     model = _fit(train, prior)
     fit_s = time.perf_counter() - started
-    in_sample = _fit(train, shipped) if shipped is not None else None
+    in_sample = _fit(train, shipped)
     larger = table[table["num_nodes"] > small_nodes]
     pairs = sorted(set(zip(larger["model"], larger["local_bsz"], strict=True)))
     if quick:
@@ -372,9 +372,8 @@ def run_cluster(name, folder, prior, quick: bool, rng, shipped=None) -> list[dic
             out.append({**base, "policy": "ours, point", **problem.judge(point, deadline)})
             known = problem.rule(pred["step_time_s"].to_numpy() * calibrated, deadline)
             out.append({**base, "policy": CALIBRATED, **problem.judge(known, deadline)})
-            if in_sample is not None:
-                _, own = _ours(in_sample, catalog, problem, deadline)
-                out.append({**base, "policy": IN_SAMPLE, **problem.judge(own, deadline)})
+            _, own = _ours(in_sample, catalog, problem, deadline)
+            out.append({**base, "policy": IN_SAMPLE, **problem.judge(own, deadline)})
             if pollux is not None:
                 pp = problem.rule(np.asarray(pollux[m], float), deadline)
                 out.append({**base, "policy": "pollux, point", **problem.judge(pp, deadline)})
@@ -487,7 +486,7 @@ def main() -> None:
             print(f"{name}: {file} absent, skipped")
             continue
         started = time.perf_counter()
-        records += run_cluster(name, folder, priors[key], args.quick, rng, priors["all"])
+        records += run_cluster(name, folder, priors[key], priors["all"], args.quick, rng)
         print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
     frame = pd.DataFrame(records)
     table = summary(frame)
