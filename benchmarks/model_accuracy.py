@@ -648,6 +648,7 @@ def sweep_appended(folder, node_priors):
 # (GroupFit.predicts_as; None: this release's), the batch folds' widening)
 ARMS = (
     ("the placement's runs", None, True),
+    ("the same, moved linearly in the share (version 12)", 12, True),
     ("the same, band before version 11", 10, False),
     ("the fit alone", 9, False),
 )
@@ -659,9 +660,9 @@ def batch_held_out(folder, node_priors):
     or more batch sizes (or the second smallest, of those at four or more) is held out, the
     rest fitted, and the held-out rows predicted from their placement's runs at the other
     batches (``posterior.on_places``) with the band the fit's batch folds learned
-    (``GroupFit.batch_sd``, beyond the batches run there only), beside the same without it
-    (model files of version 10) and the fit alone (version 9: ``GroupFit.from_places``
-    false).
+    (``GroupFit.batch_sd``, beyond the batches run there only), beside the same moved
+    linearly in the sync share (model files of version 12), without the widening (version
+    10) and the fit alone (version 9: ``GroupFit.from_places`` false).
     Rows of (split, held out, arm, rows, mape, coverage, above, below, half_width, error90)."""
     import pandas as pd
 
@@ -965,12 +966,15 @@ def main() -> int:
         "out and the rest fitted (or its second smallest, of those measured at four or more: "
         "a batch between two run there, where the band is not widened); the held-out rows "
         "are predicted from their placement's runs "
-        "at the other batches (`posterior.on_places`: the placement's shared error, acting "
-        "through the step's sync share), its band widened by how far such a batch landed in "
-        "the fit's own batch folds (`GroupFit.batch_sd`: each placement's largest and smallest "
-        "remaining batch held out within the fitted rows, pooled over the type's models); "
-        "beside the same without that widening (model files of version 10) and the fit alone "
-        "(versions before 10). The node-move prior is the one learned on the other clusters; "
+        "at the other batches (`posterior.on_places`: the placement's shared error, a factor "
+        "on its sync time read from the runs through the overlap and carried to the asked "
+        "batch the same way; its point the conditioned median), its band widened by how far "
+        "such a batch landed in the fit's own batch folds (`GroupFit.batch_sd`: each "
+        "placement's largest and smallest remaining batch held out within the fitted rows, "
+        "pooled over the type's models); beside the same moved linearly, by the asked batch's "
+        "sync share at the physics' split times the runs' shift (model files of version 12), "
+        "without the widening (version 10) and the fit alone (versions before 10). The "
+        "node-move prior is the one learned on the other clusters; "
         "no constant was chosen on these rows: the widening is learned inside each fit, on "
         "its fitted rows only.",
         scores_table(batch_held_out(data.parent, node_priors)),

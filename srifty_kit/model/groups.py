@@ -11,8 +11,13 @@ and, where x itself was measured with run mean y (``measured``), believes its le
 theta | y ~ N(c + V / (V + s**2) (y - c), V s**2 / (V + s**2)), s the noise floor and
 V = max(V_fit, (y - c)**2 - s**2) the most likely V, at least the fit's: a run far off the
 fit is believed where it lies. Another batch size of a measured placement is conditioned on
-that placement's runs (``posterior.on_places``) and, beyond the batches run there, strays on
-its own by how far:
+that placement's runs (``posterior.on_places``): their sync scaled by one factor, which the
+batch does not change, and the asked batch's own compute added through the overlap,
+
+    T(x) = (T_c(x)**gamma + (e**phi_c * T_s(x))**gamma) ** (1/gamma)
+
+its point the conditioned median had every belief been centred on T_hat; beyond the batches
+run there it strays on its own by how far:
 
     e(x)^2 += (s_b * max(d(x), 1))^2      d > 0: doublings of b beyond the batches run there
 
@@ -45,7 +50,7 @@ from srifty_kit.model.transfer import TransferFit
 
 # the model-file version whose way of reading the runs a new fit keeps; the file version
 # (persist.VERSION) is this number, so a change to how runs are read bumps both at once
-PREDICTS = 12
+PREDICTS = 13
 
 # how much wider intervals get where a regime's terms were borrowed from other training models
 # or fixed by assumption rather than fitted (a factor on the log half-width)
@@ -70,8 +75,8 @@ class GroupFit:
     # configuration means it was fitted on: rows of (nodes, workers, local_bsz, log step time)
     measured: np.ndarray | None = None
     # the model-file version whose reading of the measured runs it keeps (``from_runs``,
-    # ``from_places``, ``sizes_runs``): a file loads with its own (persist), so it predicts
-    # what it did; a new fit reads them as this release does
+    # ``from_places``, ``sizes_runs``, ``moves_places``): a file loads with its own (persist),
+    # so it predicts what it did; a new fit reads them as this release does
     predicts_as: int = PREDICTS
     # s_b: log sd a batch size beyond those run on a measured placement adds, per doubling
     # beyond them (at least one doubling's):
@@ -98,6 +103,13 @@ class GroupFit:
         is believed where its run lies: the spread is sized to the run (``_with_measured``);
         files before version 12 kept the fit's, and still do."""
         return self.predicts_as >= 12
+
+    @property
+    def moves_places(self) -> bool:
+        """Another batch size of a measured placement moves with its placement's runs through
+        the overlap, its sync scaled as theirs was (``posterior.on_places``); files before
+        version 13 moved it by its physics' sync share of their shift, and still do."""
+        return self.predicts_as >= 13
 
     def predict(
         self, num_nodes, num_workers, local_bsz, per_node, level: float, beliefs: tuple = ()
@@ -133,8 +145,9 @@ class GroupFit:
             after = prior  # T_hat sits off its median (above where the fit erred low held out)
             if seen.any():
                 after = _with_measured(after, inside, match, self.sizes_runs)
+            shift = None  # a placed point's own move (files of version 13 on)
             if placed.any():
-                after = self._placed(after, out, runs, cell)
+                after, shift = self._placed(after, out, runs, cell)
             if probes.size:
                 after = self._observe(after, place, b, k > self.max_nodes, read, beliefs)
             # the point is the conditioned median had the belief been centred on T_hat: the
@@ -143,6 +156,8 @@ class GroupFit:
             # centre's move alone left a probed point below its own interval)
             weight = np.minimum(np.square(after.sd / np.maximum(prior.sd, 1e-150)), 1.0)
             moves = np.exp(after.centre - weight * prior.centre)
+            if shift is not None:
+                moves = np.where(placed, np.exp(shift), moves)
             if placed.any() and self.batch_sd > 0:  # widens about the same point
                 after = self._batch_moved(after, runs, cell, b)
             lo, hi = after.interval(level)
@@ -215,26 +230,35 @@ class GroupFit:
         placed = (cell >= 0) & ~seen
         return match, runs.ravel(), np.where(placed, cell, -1), seen, placed
 
-    def _placed(self, belief, out, runs, cell) -> posterior.Belief:
+    def _placed(self, belief, out, runs, cell) -> tuple[posterior.Belief, np.ndarray | None]:
         """``belief`` with each configuration on a placement measured within the fitted node
         counts (``cell``: its row among those placements, or -1; ``runs``: each measured
         configuration's) conditioned on that placement's runs at the batch sizes measured,
         through the network's part of the step (``posterior.on_places``; ``out``: the asked
-        configurations' physics, whose sync share is read only where ``cell`` is set)."""
+        configurations' physics, whose parts are read only where ``cell`` is set); and, from
+        version 13, the log move of their point: the same update had every belief been
+        centred on T_hat (None before, where the point reads the prior's weight instead).
+
+        The centre and a placement's factor on the sync trade one for one where the network
+        holds the step, so read apart from the centre the runs land the point where they say
+        (the conditioned median there) and leave it at T_hat where the step is compute."""
         inside = self.in_core
         k, n, b = (inside[:, i] for i in range(3))
-        read = posterior.READ_LEVEL
-        ran_out, seen = self._physics(k, n, b, max_per_node(k, n), read, (0, 0))
-        ran = sync_share(ran_out["compute_s"], ran_out["sync_s"], self.params.gamma)
-        rms = float(np.sqrt(np.mean(ran**2)))
-        if rms == 0.0:  # one worker everywhere: no network for a placement to move
-            return belief
-        on = cell >= 0
-        share = np.zeros(np.shape(cell))
-        t_c, t_s = (np.broadcast_to(out[c], share.shape)[on] for c in ("compute_s", "sync_s"))
-        share[on] = sync_share(t_c, t_s, self.params.gamma)
-        ratio = inside[:, 3] - np.log(seen.point)
-        return posterior.on_places(belief, seen, ratio, runs, cell, ran / rms, share / rms)
+        ran, seen = self._physics(k, n, b, max_per_node(k, n), posterior.READ_LEVEL, (0, 0))
+        args = (
+            inside[:, 3] - np.log(seen.point),
+            runs,
+            cell,
+            (ran["compute_s"], ran["sync_s"]),
+            (out["compute_s"], out["sync_s"]),
+            self.params.gamma,
+            self.moves_places,
+        )
+        after = posterior.on_places(belief, seen, *args)
+        if not self.moves_places:
+            return after, None
+        centred = (replace(x, centre=np.zeros(np.shape(x.centre))) for x in (belief, seen))
+        return after, posterior.on_places(*centred, *args).centre
 
     def _batch_moved(self, belief, runs, cell, local_bsz) -> posterior.Belief:
         """``belief`` with the own stray of each configuration on a measured placement

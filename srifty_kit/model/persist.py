@@ -77,6 +77,10 @@ FORMAT = "srifty_kit.StepTimeModel"
 # release would believe it halfway between the run and the fit. A group records the version whose
 # reading of the runs it keeps (predicts_as, which replaces from_runs and from_places);
 # versions 6-11 still load and predict what they did
+# 13: another batch size of a measured placement moves with its placement's runs through the
+# overlap, their sync scaled by one factor (groups.GroupFit.moves_places, posterior.on_places),
+# its point the conditioned median; an older release would move it by its physics' sync share
+# of the runs' shift, linearly. Versions 6-12 still load and predict what they did
 VERSION = PREDICTS  # one number: a new fit writes the version whose reading of the runs it keeps
 READS = tuple(range(6, VERSION + 1))
 FIX = "refit it with `srifty fit --measurements CSV --out MODEL.json`"

@@ -40,8 +40,9 @@ evidence; and with three runs or more, the size of the shared errors and of the 
 those under which the runs are most likely (neither below the fit's): a sweep that lands far
 off in step moves everything beyond with it, one that scatters widens what it did not run
 instead of pinning it. ``on_places`` conditions another batch size of a placement run
-within the fit on that placement's runs (its z_p, through the step's sync share: a
-placement's hosts and links move its network time).
+within the fit on that placement's runs (its z_p, a factor on the placement's sync time,
+which its hosts and links set and the batch does not: read by Laplace's method through the
+overlap, so a larger batch adds its compute to a network as slow as the runs showed).
 
 How the group's spread splits into shared (w) and own (e) parts is read from the fit: a
 configuration's own stray is at least how far the group's measured configurations scatter
@@ -72,6 +73,7 @@ from scipy.special import ndtr, ndtri
 from srifty_kit.errors import InputError
 from srifty_kit.model.fit import NOISE_FLOOR
 from srifty_kit.model.intervals import two_sided_z
+from srifty_kit.model.physics import overlap, sync_share
 
 # the level at which a group's interval offsets are read to turn them into a Gaussian: the
 # calibration's own (signed conformal quantiles at 5% and 95%; ``intervals``)
@@ -331,45 +333,93 @@ def on_places(
     log_ratio: np.ndarray,
     seen_cell: np.ndarray,
     cell: np.ndarray,
-    seen_reach: np.ndarray,
-    reach: np.ndarray,
+    seen_parts: tuple[np.ndarray, np.ndarray],
+    parts: tuple[np.ndarray, np.ndarray],
+    gamma: float,
+    exact: bool = True,
 ) -> Belief:
     """The belief about configurations on placements run within the fitted node counts, at
     batch sizes of their own, after the runs there.
 
     ``seen`` is the belief about the runs' configurations, ``log_ratio`` their measured
     log(T / T_hat), ``seen_cell`` each run's placement (0..C-1) and ``cell`` each asked
-    configuration's among them or -1. The fit already holds the runs' shared errors (z_g,
-    z_t: it was fitted on them), so what a placement's runs say beyond the fit is its own
-    p_c. It acts through the network: a placement's hosts and links move its sync time,
-    and a step moves by its sync share of that (``seen_reach``, ``reach``: each one's sync
-    share over the runs' root mean square, so the loading u keeps its size on average):
+    configuration's among them or -1; ``seen_parts`` and ``parts`` the physics' (T_c, T_s)
+    of each, ``gamma`` its overlap. The fit already holds the runs' shared errors (z_g, z_t:
+    it was fitted on them), so what a placement's runs say beyond the fit is its own p_c. It
+    acts through the network: a placement's hosts and links scale its sync time, which the
+    batch size does not change, and the step follows through the overlap:
 
-        r_j = y_j - c_j = a_j p_c + v_j q_j + n_j,    a_j = u_j * reach_j
-        p_c | r ~ N(m_c, s_c^2),  1 / s_c^2 = 1 + sum_j a_j^2 / (v_j^2 + floor^2)
-                                  m_c = s_c^2 sum_j a_j r_j / (v_j^2 + floor^2)
+        T(p) = (T_c**gamma + (e**phi * T_s)**gamma) ** (1/gamma),  phi = (u_c / rms) * p
+        r_j = y_j - c_j = log T_j(p_c) / T_hat_j + v_j q_j + n_j,  p_c ~ N(0, 1)
 
-    with v_j a run's own stray and n_j its noise. An asked configuration on c moves by
-    a m_c (a = u * reach) and keeps a s_c as its placement's loading: a campaign whose
-    2-node runs all spent 1.5x the physics in the network is believed slow there at a batch
-    size it did not run too, less so where compute takes more of the step. A configuration
-    that was itself run (``place_sd`` 0 after ``_with_measured``) is unmoved."""
+    with u_c the placement's loading (the root mean square of its runs' ``place_sd``), rms
+    the root mean square of the runs' sync shares (so a step moves by about u p on average),
+    v_j a run's own stray and n_j its noise. p_c is read by Laplace's method: its most likely
+    value by Gauss-Newton, its precision 1 + sum_j J_j**2 / (v_j**2 + floor**2) there,
+    J_j = d log T_j / dp = (u_c / rms) * s_j(phi), s_j the sync share of the moved step
+    (``physics.sync_share``). An asked
+    configuration on c moves to log T_x(p_c) / T_hat_x and keeps J_x / sqrt(precision) as its
+    placement's loading: a campaign whose 2-node runs all spent twice the physics in the
+    network is believed so at a batch it did not run, its larger compute added to a network
+    that slow (at a larger batch, never faster than its runs at smaller ones). A
+    configuration that was itself run (``place_sd`` 0 after ``_with_measured``) is unmoved.
+
+    ``exact=False`` (model files before version 13) linearises at p = 0 with each
+    configuration's own loading u: the step moves by J(0) p, one Gauss-Newton step, which
+    is the conjugate Gaussian update those files made.
+    """
     floor2 = NOISE_FLOOR**2
-    a = np.asarray(seen.place_sd, float) * seen_reach
-    own = stray_sd(seen.noise_sd) ** 2 + floor2
+    seen_c, seen_s = (np.asarray(a, float) for a in seen_parts)
+    rms = float(np.sqrt(np.mean(sync_share(seen_c, seen_s, gamma) ** 2)))
+    if rms == 0.0:  # one worker everywhere: no network for a placement to move
+        return belief
+    per_p = np.asarray(seen.place_sd, float) / rms  # phi of each run per unit of p
     cells = int(np.max(seen_cell)) + 1
-    precision = 1.0 + np.bincount(seen_cell, a**2 / own, minlength=cells)
-    mean = np.bincount(seen_cell, a * (np.asarray(log_ratio) - seen.centre) / own, cells)
-    mean = mean / precision
+    if exact:  # one factor on a placement's sync at every batch: one scale per placement
+        runs_on = np.bincount(seen_cell, minlength=cells)
+        scale = np.sqrt(np.bincount(seen_cell, per_p**2, cells) / runs_on)
+        per_p = scale[seen_cell]
+    own = stray_sd(seen.noise_sd) ** 2 + floor2
+    target = np.asarray(log_ratio, float) - seen.centre
+    p = np.zeros(cells)
+    for _ in range(_PLACE_STEPS if exact else 1):
+        slope, moved = _through_overlap(seen_c, seen_s, gamma, per_p * p[seen_cell], per_p)
+        precision = 1.0 + np.bincount(seen_cell, slope**2 / own, minlength=cells)
+        pull = slope * (target - moved + slope * p[seen_cell]) / own
+        p = np.bincount(seen_cell, pull, minlength=cells) / precision
+    if exact:  # the precision where p settled
+        slope, _ = _through_overlap(seen_c, seen_s, gamma, per_p * p[seen_cell], per_p)
+        precision = 1.0 + np.bincount(seen_cell, slope**2 / own, minlength=cells)
     shape = np.shape(belief.centre)
-    on, at = cell >= 0, np.maximum(cell, 0)
-    u_x = np.broadcast_to(np.asarray(belief.place_sd, float), shape)
-    a_x = u_x * np.broadcast_to(reach, shape)
-    return replace(
-        belief,
-        centre=np.where(on, belief.centre + a_x * mean[at], belief.centre),
-        place_sd=np.where(on, a_x / np.sqrt(precision[at]), u_x),
-    )
+    cell = np.broadcast_to(cell, shape)
+    centre = np.array(np.broadcast_to(belief.centre, shape), dtype=float)
+    place_sd = np.array(np.broadcast_to(belief.place_sd, shape), dtype=float)
+    on = np.flatnonzero(cell >= 0)  # only these move: a search asks millions, few of them on
+    at = cell.ravel()[on]
+    t_c, t_s = (np.broadcast_to(a, shape).ravel()[on] for a in parts)
+    x_per_p = place_sd.ravel()[on] / rms
+    if exact:  # its placement's scale; one that was run itself (0) stays unmoved
+        x_per_p = np.where(x_per_p > 0, scale[at], 0.0)
+        slope, moved = _through_overlap(t_c, t_s, gamma, x_per_p * p[at], x_per_p)
+    else:
+        slope = x_per_p * sync_share(t_c, t_s, gamma)
+        moved = slope * p[at]
+    centre.reshape(-1)[on] += moved
+    place_sd.reshape(-1)[on] = slope / np.sqrt(precision[at])
+    return replace(belief, centre=centre, place_sd=place_sd)
+
+
+# Gauss-Newton steps for a placement's p (one unknown each): the step's log is convex in phi,
+# and from p = 0 it settles within a few; more change nothing a run could tell
+_PLACE_STEPS = 8
+
+
+def _through_overlap(t_c, t_s, gamma, phi, per_p) -> tuple[np.ndarray, np.ndarray]:
+    """d log T / dp and log T(phi) / T(0) of steps whose sync time is scaled by e**phi:
+    (per_p * s(phi), log of the ratio), s the sync share of the moved step."""
+    moved_s = np.exp(phi) * t_s
+    ratio = np.log(overlap(t_c, moved_s, gamma) / np.maximum(overlap(t_c, t_s, gamma), 1e-300))
+    return per_p * sync_share(t_c, moved_s, gamma), ratio
 
 
 def place_key(nodes, workers) -> np.ndarray:

@@ -81,6 +81,10 @@ OLD_FILES = {
     # that release believed them halfway between the fit and the runs, as it did the 1-node
     # runs the fit missed (tests/model/test_estimator.py holds the campaign)
     "version 11": ("v11_runs_unsized", "v11_runs_unsized", (1, 2)),
+    # commit a3a7dd6, before another batch of a measured placement moved through the
+    # overlap: 1-3 nodes, the 2-node network 3x the physics and batch 64 not run there,
+    # where that release moved it by its physics' sync share of the runs' shift
+    "version 12": ("v12_places_linear", "v11_runs_unsized", (2,)),
 }
 
 
@@ -97,16 +101,34 @@ def test_a_file_of_an_earlier_version_still_read_predicts_what_it_did(version):
     assert then["num_nodes"].isin(differ).any()
 
 
-def test_a_version_11_file_predicts_otherwise_only_where_its_runs_were_unsized():
-    # the fixture is not vacuous: read as this release reads runs, its predictions move
-    model = StepTimeModel.load(DATA / "model_v11_runs_unsized.json")
-    configs = pd.read_csv(DATA / "configs_v11_runs_unsized.csv")
+def _as_written_and_as_read_now(file: str, asked: str, version: int) -> tuple:
+    """The points a fixture of ``version`` predicts, and the same file's read as this release
+    reads runs."""
+    model = StepTimeModel.load(DATA / f"model_{file}.json")
+    configs = pd.read_csv(DATA / f"configs_{asked}.csv")
     then = model.predict(configs)["step_time_s"].to_numpy()
     for fit in model.groups_.values():
-        assert fit.predicts_as == 11
+        assert fit.predicts_as == version
         fit.predicts_as = persist.VERSION
-    now = model.predict(configs)["step_time_s"].to_numpy()
+    return then, model.predict(configs)["step_time_s"].to_numpy()
+
+
+def test_a_version_11_file_predicts_otherwise_only_where_its_runs_were_unsized():
+    # the fixture is not vacuous: read as this release reads runs, its predictions move
+    then, now = _as_written_and_as_read_now("v11_runs_unsized", "v11_runs_unsized", 11)
     assert (np.abs(now / then - 1) > 0.05).mean() > 0.5
+
+
+def test_a_version_12_file_predicts_otherwise_only_at_a_batch_its_placement_did_not_run():
+    # the fixture is not vacuous: read as this release reads placements, the batch not run
+    # on the slow 2-node placement moves up (the truth there is 1.386 s) and nothing else does
+    then, now = _as_written_and_as_read_now("v12_places_linear", "v11_runs_unsized", 12)
+    moved = np.abs(now / then - 1) > 1e-9
+    configs = pd.read_csv(DATA / "configs_v11_runs_unsized.csv")
+    not_run = (configs["num_nodes"] == 2) & (configs["local_bsz"] == 64)
+    assert moved.tolist() == not_run.tolist()
+    at = not_run.to_numpy()
+    assert then[at][0] < now[at][0] and abs(now[at][0] - 1.386) < abs(then[at][0] - 1.386)
 
 
 def test_this_release_writes_the_version_its_fits_predict_as(model, tmp_path):
@@ -119,7 +141,7 @@ def test_this_release_writes_the_version_its_fits_predict_as(model, tmp_path):
     assert {g["predicts_as"] for g in doc["groups"] if "spread" in g} == {persist.VERSION}
 
 
-@pytest.mark.parametrize("bad", [13, 5, True, "12", None])
+@pytest.mark.parametrize("bad", [14, 5, True, "13", None])
 def test_a_group_claiming_a_version_it_cannot_predict_as_is_refused(model, tmp_path, bad):
     model.save(tmp_path / "m.json")
     doc = json.loads((tmp_path / "m.json").read_text())

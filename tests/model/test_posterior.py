@@ -465,40 +465,95 @@ def test_a_sweep_far_off_in_step_moves_every_placement_beyond_with_it():
     assert shift > 1.25
 
 
-def test_a_placement_s_runs_condition_its_other_batch_sizes_as_gaussians_do():
-    # two placements run at three batch sizes each; asked: a fourth batch size of each, one
-    # of a placement never run, and one that was run (``_with_measured`` zeroed its loading)
+def _placements(rng):
+    """Two placements run at three batch sizes each (their beliefs, runs and physics), and
+    four asked: a fourth batch size of each, one of a placement never run, and one that was
+    run (``_with_measured`` zeroed its loading)."""
     from srifty_kit.model.fit import NOISE_FLOOR
-    from srifty_kit.model.posterior import on_places, stray_sd
 
-    rng = np.random.default_rng(3)
     runs = 6
-    seen_cell = np.array([0, 0, 0, 1, 1, 1])
-    u = np.full(runs, 0.1)
     noise = np.sqrt(NOISE_FLOOR**2 + rng.uniform(0.0, 0.05, runs) ** 2)
     seen = Belief(
         np.ones(runs), rng.normal(0, 0.02, runs), np.zeros(runs), np.zeros(runs), noise,
-        np.zeros(runs, int), np.zeros(runs, int), u,
+        np.zeros(runs, int), np.zeros(runs, int), np.full(runs, 0.1),
     )  # fmt: skip
-    seen_reach = rng.uniform(0.3, 1.5, runs)
-    y = rng.normal(0.3, 0.1, runs)
-    cell, reach = np.array([0, 1, -1, 0]), np.array([0.8, 1.2, 1.0, 0.5])
-    place_sd = np.array([0.1, 0.1, 0.1, 0.0])
+    seen_parts = (rng.uniform(0.1, 1.0, runs), rng.uniform(0.2, 1.0, runs))  # T_c, T_s
     asked = Belief(
         np.ones(4), np.zeros(4), np.zeros(4), np.zeros(4), np.full(4, NOISE_FLOOR),
-        np.zeros(4, int), np.zeros(4, int), place_sd,
+        np.zeros(4, int), np.zeros(4, int), np.array([0.1, 0.1, 0.1, 0.0]),
     )  # fmt: skip
-    after = on_places(asked, seen, y, seen_cell, cell, seen_reach, reach)
-    # brute force: latents (p_0, p_1), runs r = A p + e with e ~ N(0, own), asked a_x p
-    design = np.zeros((runs, 2))
-    design[np.arange(runs), seen_cell] = u * seen_reach
-    own = np.diag(stray_sd(noise) ** 2 + NOISE_FLOOR**2)
+    parts = (np.array([1.5, 0.2, 0.5, 0.5]), np.array([0.6, 0.5, 0.5, 0.5]))
+    cell = np.array([0, 1, -1, 0])
+    return seen, np.array([0, 0, 0, 1, 1, 1]), seen_parts, asked, cell, parts
+
+
+def test_a_placement_s_runs_condition_its_other_batch_sizes_as_gaussians_do():
+    # read as model files before version 13 read them: linear in the latent
+    from srifty_kit.model.fit import NOISE_FLOOR
+    from srifty_kit.model.physics import sync_share
+    from srifty_kit.model.posterior import on_places, stray_sd
+
+    rng = np.random.default_rng(3)
+    seen, seen_cell, seen_parts, asked, cell, parts = _placements(rng)
+    gamma = 1.4
+    y = rng.normal(0.3, 0.1, seen_cell.size)
+    after = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma, exact=False)
+    # brute force: latents (p_0, p_1), runs r = A p + e with e ~ N(0, own), asked a_x p,
+    # each loading its place_sd times its sync share over the runs' root mean square
+    shares = sync_share(*seen_parts, gamma)
+    rms = np.sqrt(np.mean(shares**2))
+    design = np.zeros((seen_cell.size, 2))
+    design[np.arange(seen_cell.size), seen_cell] = seen.place_sd * shares / rms
+    own = np.diag(stray_sd(seen.noise_sd) ** 2 + NOISE_FLOOR**2)
     gain = np.linalg.solve(design @ design.T + own, design).T  # Cov(p, r) Var(r)^-1
     post_mean = gain @ (y - seen.centre)
     post_cov = np.eye(2) - gain @ design
     for i in range(2):  # the two asked on run placements
-        a = place_sd[i] * reach[i]
+        a = asked.place_sd[i] * sync_share(parts[0][i], parts[1][i], gamma) / rms
         assert after.centre[i] == pytest.approx(a * post_mean[cell[i]], rel=1e-9)
         assert after.place_sd[i] == pytest.approx(a * np.sqrt(post_cov[cell[i], cell[i]]))
+    assert after.centre[2] == 0.0 and after.place_sd[2] == 0.1  # a placement never run
+    assert after.centre[3] == 0.0 and after.place_sd[3] == 0.0  # run itself: unmoved
+
+
+def test_a_placement_s_factor_on_its_sync_is_the_most_likely_one_carried_through_the_overlap():
+    # the placement scales its runs' sync time by e**phi, phi = u / rms * p, p ~ N(0, 1):
+    # p is the posterior mode and an asked batch's step is its own physics with the sync
+    # scaled by that factor, so a placement 2-3x slow in the network moves all the way
+    from scipy.optimize import minimize_scalar
+
+    from srifty_kit.model.fit import NOISE_FLOOR
+    from srifty_kit.model.physics import overlap, sync_share
+    from srifty_kit.model.posterior import on_places, stray_sd
+
+    rng = np.random.default_rng(5)
+    seen, seen_cell, seen_parts, asked, cell, parts = _placements(rng)
+    gamma = 1.4
+    factor = np.array([2.5, 0.8])[seen_cell]  # each placement's true factor on its sync
+    t_c, t_s = seen_parts
+    y = np.log(overlap(t_c, factor * t_s, gamma) / overlap(t_c, t_s, gamma)) + seen.centre
+    after = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma)
+    rms = np.sqrt(np.mean(sync_share(t_c, t_s, gamma) ** 2))
+    own = stray_sd(seen.noise_sd) ** 2 + NOISE_FLOOR**2
+    for c in (0, 1):
+        on = seen_cell == c
+        scale = 0.1 / rms  # every run's place_sd is 0.1
+
+        def cost(p, on=on, scale=scale):
+            moved = overlap(t_c[on], np.exp(scale * p) * t_s[on], gamma)
+            r = y[on] - seen.centre[on] - np.log(moved / overlap(t_c[on], t_s[on], gamma))
+            return p**2 / 2 + np.sum(r**2 / own[on]) / 2
+
+        p = minimize_scalar(cost, bounds=(-50, 50), method="bounded", options={"xatol": 1e-10}).x
+        i = int(np.flatnonzero(cell == c)[0])
+        ratio = overlap(parts[0][i], np.exp(scale * p) * parts[1][i], gamma)
+        ratio /= overlap(parts[0][i], parts[1][i], gamma)
+        assert after.centre[i] == pytest.approx(np.log(ratio), rel=1e-6)
+    # the runs pin the factors (a few percent of shrinkage): the slow placement's other
+    # batch moves by nearly its full factor, the linear reading by far less
+    full = np.log(overlap(1.5, 2.5 * 0.6, gamma) / overlap(1.5, 0.6, gamma))
+    assert after.centre[0] == pytest.approx(full, rel=0.05)
+    linear = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma, exact=False)
+    assert linear.centre[0] < 0.8 * full
     assert after.centre[2] == 0.0 and after.place_sd[2] == 0.1  # a placement never run
     assert after.centre[3] == 0.0 and after.place_sd[3] == 0.0  # run itself: unmoved
