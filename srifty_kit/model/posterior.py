@@ -354,14 +354,14 @@ def on_places(
 
     with u_c the placement's loading (the root mean square of its runs' ``place_sd``), rms
     the root mean square of the runs' sync shares (so a step moves by about u p on average),
-    v_j a run's own stray and n_j its noise. p_c is read by Laplace's method: its most likely
-    value by Gauss-Newton, its precision 1 + sum_j J_j**2 / (v_j**2 + floor**2) there,
-    J_j = d log T_j / dp = (u_c / rms) * s_j(phi), s_j the sync share of the moved step
-    (``physics.sync_share``). An asked
-    configuration on c moves to log T_x(p_c) / T_hat_x and keeps J_x / sqrt(precision) as its
-    placement's loading: a campaign whose 2-node runs all spent twice the physics in the
-    network is believed so at a batch it did not run, its larger compute added to a network
-    that slow (at a larger batch, never faster than its runs at smaller ones). A
+    v_j a run's own stray and n_j its noise. p_c is read by Laplace's method
+    (``_place_modes``): its most likely value, its precision 1 + sum_j J_j**2 / (v_j**2 +
+    floor**2) there, J_j = d log T_j / dp = (u_c / rms) * s_j(phi), s_j the sync share of
+    the moved step (``physics.sync_share``). An asked configuration on c moves to
+    log T_x(p_c) / T_hat_x and keeps J_x / sqrt(precision) as its placement's loading: a
+    campaign whose 2-node runs all spent twice the physics in the network is believed so at
+    a batch it did not run, its larger compute added to a network that slow (at a larger
+    batch, as slow as its runs at smaller ones as far as they pin the factor). A
     configuration that was itself run (``place_sd`` 0 after ``_with_measured``) is unmoved.
 
     ``exact=False`` (model files before version 13) linearises at p = 0 with each
@@ -381,15 +381,7 @@ def on_places(
         per_p = scale[seen_cell]
     own = stray_sd(seen.noise_sd) ** 2 + floor2
     target = np.asarray(log_ratio, float) - seen.centre
-    p = np.zeros(cells)
-    for _ in range(_PLACE_STEPS if exact else 1):
-        slope, moved = _through_overlap(seen_c, seen_s, gamma, per_p * p[seen_cell], per_p)
-        precision = 1.0 + np.bincount(seen_cell, slope**2 / own, minlength=cells)
-        pull = slope * (target - moved + slope * p[seen_cell]) / own
-        p = np.bincount(seen_cell, pull, minlength=cells) / precision
-    if exact:  # the precision where p settled
-        slope, _ = _through_overlap(seen_c, seen_s, gamma, per_p * p[seen_cell], per_p)
-        precision = 1.0 + np.bincount(seen_cell, slope**2 / own, minlength=cells)
+    p, precision = _place_modes(target, own, seen_parts, gamma, per_p, seen_cell, exact)
     shape = np.shape(belief.centre)
     cell = np.broadcast_to(cell, shape)
     centre = np.array(np.broadcast_to(belief.centre, shape), dtype=float)
@@ -400,7 +392,8 @@ def on_places(
     x_per_p = place_sd.ravel()[on] / rms
     if exact:  # its placement's scale; one that was run itself (0) stays unmoved
         x_per_p = np.where(x_per_p > 0, scale[at], 0.0)
-        slope, moved = _through_overlap(t_c, t_s, gamma, x_per_p * p[at], x_per_p)
+        share, moved = _through_overlap(t_c, t_s, gamma, x_per_p * p[at])
+        slope = x_per_p * share
     else:
         slope = x_per_p * sync_share(t_c, t_s, gamma)
         moved = slope * p[at]
@@ -409,17 +402,61 @@ def on_places(
     return replace(belief, centre=centre, place_sd=place_sd)
 
 
-# Gauss-Newton steps for a placement's p (one unknown each): the step's log is convex in phi,
-# and from p = 0 it settles within a few; more change nothing a run could tell
-_PLACE_STEPS = 8
+def _place_modes(target, own, parts, gamma, per_p, cell, exact) -> tuple[np.ndarray, np.ndarray]:
+    """Each placement's most likely p and the precision there (Laplace's method) for runs
+    whose log(T / T_hat) less their centre is ``target``, with own variance ``own``, physics
+    ``parts`` (T_c, T_s) and phi = ``per_p`` * p on their placement ``cell``. Exact: Newton's
+    step where the cost curves up, Gauss-Newton's elsewhere (runs their sync cannot reach
+    leave residuals that flatten it), halved until it lowers the cost. Not exact: one
+    Gauss-Newton step from 0, the conjugate update of the linearised runs."""
+    t_c, t_s = (np.asarray(a, float) for a in parts)
+    cells = int(np.max(cell)) + 1
+
+    def cost(p: np.ndarray) -> np.ndarray:  # each placement's -log posterior of p, + const
+        _, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell])
+        return (p**2 + np.bincount(cell, (target - moved) ** 2 / own, cells)) / 2
+
+    def derivatives(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cost's gradient, its Gauss-Newton curvature (the precision) and its full
+        curvature at p, per placement."""
+        share, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell])
+        slope, miss = per_p * share, target - moved
+        grad = p - np.bincount(cell, slope * miss / own, cells)
+        precision = 1.0 + np.bincount(cell, slope**2 / own, cells)
+        # d slope / dp = per_p**2 * gamma * s (1 - s): the sync share's own growth with phi
+        bend = np.bincount(cell, miss * per_p**2 * gamma * share * (1 - share) / own, cells)
+        return grad, precision, precision - bend
+
+    p = np.zeros(cells)
+    grad, precision, curvature = derivatives(p)
+    if not exact:
+        return -grad / precision, precision
+    for _ in range(_PLACE_STEPS):
+        step = -grad / np.where(curvature > 0, curvature, precision)
+        now = cost(p)
+        for _ in range(_HALVINGS):
+            worse = cost(p + step) > now
+            if not worse.any():
+                break
+            step = np.where(worse, step / 2, step)
+        p = p + np.where(cost(p + step) > now, 0.0, step)
+        grad, precision, curvature = derivatives(p)
+    return p, precision
 
 
-def _through_overlap(t_c, t_s, gamma, phi, per_p) -> tuple[np.ndarray, np.ndarray]:
-    """d log T / dp and log T(phi) / T(0) of steps whose sync time is scaled by e**phi:
-    (per_p * s(phi), log of the ratio), s the sync share of the moved step."""
+# Newton steps for a placement's p (one unknown each), each halved up to _HALVINGS times
+# until it lowers the cost: from p = 0 they settle within a few; more change nothing a run
+# could tell
+_PLACE_STEPS = 12
+_HALVINGS = 20
+
+
+def _through_overlap(t_c, t_s, gamma, phi) -> tuple[np.ndarray, np.ndarray]:
+    """Of steps whose sync time is scaled by e**phi: the sync share of the moved step
+    (d log T / d phi) and log T(phi) / T(0)."""
     moved_s = np.exp(phi) * t_s
     ratio = np.log(overlap(t_c, moved_s, gamma) / np.maximum(overlap(t_c, t_s, gamma), 1e-300))
-    return per_p * sync_share(t_c, moved_s, gamma), ratio
+    return sync_share(t_c, moved_s, gamma), ratio
 
 
 def place_key(nodes, workers) -> np.ndarray:
