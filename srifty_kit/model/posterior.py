@@ -413,8 +413,9 @@ def _place_modes(target, own, parts, gamma, per_p, cell, exact) -> tuple[np.ndar
     cells = int(np.max(cell)) + 1
 
     def cost(p: np.ndarray) -> np.ndarray:  # each placement's -log posterior of p, + const
-        _, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell])
-        return (p**2 + np.bincount(cell, (target - moved) ** 2 / own, cells)) / 2
+        with np.errstate(over="ignore", invalid="ignore"):  # a trial factor may overflow
+            _, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell])
+            return (p**2 + np.bincount(cell, (target - moved) ** 2 / own, cells)) / 2
 
     def derivatives(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The cost's gradient, its Gauss-Newton curvature (the precision) and its full
@@ -435,11 +436,11 @@ def _place_modes(target, own, parts, gamma, per_p, cell, exact) -> tuple[np.ndar
         step = -grad / np.where(curvature > 0, curvature, precision)
         now = cost(p)
         for _ in range(_HALVINGS):
-            worse = cost(p + step) > now
+            worse = ~(cost(p + step) <= now)  # an overflowing factor (nan, inf) is worse
             if not worse.any():
                 break
             step = np.where(worse, step / 2, step)
-        p = p + np.where(cost(p + step) > now, 0.0, step)
+        p = p + np.where(cost(p + step) <= now, step, 0.0)
         grad, precision, curvature = derivatives(p)
     return p, precision
 

@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from srifty_kit import InputError, StepTimeModel
 from srifty_kit.model.posterior import Belief
@@ -514,6 +516,34 @@ def test_a_placement_s_runs_condition_its_other_batch_sizes_as_gaussians_do():
         assert after.place_sd[i] == pytest.approx(a * np.sqrt(post_cov[cell[i], cell[i]]))
     assert after.centre[2] == 0.0 and after.place_sd[2] == 0.1  # a placement never run
     assert after.centre[3] == 0.0 and after.place_sd[3] == 0.0  # run itself: unmoved
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    level=st.floats(-6.0, 6.0),
+    sync=st.sampled_from([0.0, 1e-6, 0.3, 50.0]),
+    gamma=st.floats(1.0, 10.0),
+)
+def test_a_placement_s_factor_is_finite_and_moves_the_runs_way_whatever_they_say(
+    seed, level, sync, gamma
+):
+    # runs anywhere from e**-6 to e**6 of their physics, sync from none to fifty times the
+    # compute: the belief stays finite, the asked batches move the way the runs did (or
+    # not at all), and none moves below its compute alone
+    from srifty_kit.model.physics import overlap
+    from srifty_kit.model.posterior import on_places
+
+    seen, seen_cell, seen_parts, asked, cell, parts = _placements(np.random.default_rng(seed))
+    seen_parts = (seen_parts[0], seen_parts[1] * sync)
+    parts = (parts[0], parts[1] * sync)
+    y = np.full(seen_cell.size, level) + seen.centre
+    after = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma)
+    assert np.isfinite(after.centre).all() and np.isfinite(after.place_sd).all()
+    assert (after.place_sd >= 0).all()
+    assert (np.sign(after.centre[:2]) * np.sign(level) >= 0).all()
+    floor = np.log(parts[0][:2] / overlap(parts[0][:2], parts[1][:2], gamma))
+    assert (after.centre[:2] >= floor - 1e-9).all()
 
 
 @pytest.mark.parametrize("runs", ["2.5x and 0.8x the sync", "0.6x the compute alone"])
