@@ -635,7 +635,10 @@ class StepTimeModel(BaseEstimator):
         run", "its placement's runs", "the fitted physics", "the fitted physics + N probe
         run(s)": ``GroupFit.routes``), else how its compute was carried to a type never
         measured ("op trace (per class)", "roofline (op mix)", "fp32-peak rule", ...;
-        ``transfer``)."""
+        ``transfer``). Where runs moved a configuration off the physics, its compute stays the
+        physics' and its sync takes what they showed (``GroupFit._breakdown``: the network's,
+        where it has one and the step is no faster than its compute alone; else both parts
+        scale with the step, as in model files before version 13)."""
         out = self._predict_table(configs, self._level(None), _BREAKDOWN_COLUMNS)
         out["overlap_s"] = out["compute_s"] + out["sync_s"] - out["step_time_s"]
         route = np.empty(len(out), dtype=object)

@@ -45,6 +45,7 @@ from srifty_kit.model.physics import (
     max_per_node,
     step_time,
     sync_share,
+    underlap,
 )
 from srifty_kit.model.transfer import TransferFit
 
@@ -161,10 +162,11 @@ class GroupFit:
             if placed.any() and self.batch_sd > 0:  # widens about the same point
                 after = self._batch_moved(after, runs, cell, b)
             lo, hi = after.interval(level)
-            # the breakdown scaled with the point: the same shares, a step that its parts explain
-            for name, value in (("step_time_s", out["step_time_s"] * moves), ("step_time_lo", lo),
-                                ("step_time_hi", hi), ("compute_s", out["compute_s"] * moves),
-                                ("sync_s", out["sync_s"] * moves)):  # fmt: skip
+            point = out["step_time_s"] * moves
+            compute, sync = self._breakdown(point, out["compute_s"], out["sync_s"], moves)
+            for name, value in (("step_time_s", point), ("step_time_lo", lo),
+                                ("step_time_hi", hi), ("compute_s", compute),
+                                ("sync_s", sync)):  # fmt: skip
                 out[name] = np.where(moved, value, out[name])
             belief = posterior.Belief(
                 *(np.where(moved, getattr(after, f), getattr(belief, f)) for f in posterior.FIELDS)
@@ -172,6 +174,20 @@ class GroupFit:
         if beliefs:
             out["belief"] = belief
         return out
+
+    def _breakdown(self, point, t_c, t_s, moves) -> tuple[np.ndarray, np.ndarray]:
+        """Compute and sync of steps the runs moved to ``point`` off the physics' (``t_c``,
+        ``t_s``) by the factor ``moves``: parts that explain the step. From version 13 what
+        the runs moved is the network's where a step has one and is no faster than its
+        compute alone: the compute stays the physics', the sync takes the rest through the
+        overlap (a placement's hosts and links set its network time; on_places reads them
+        so). Elsewhere, and in older files, both parts scale with the step."""
+        compute, sync = t_c * moves, t_s * moves
+        if not self.moves_places:
+            return compute, sync
+        netted = (t_s > 0) & (point >= t_c)
+        rest = underlap(point, t_c, self.params.gamma)
+        return np.where(netted, t_c, compute), np.where(netted, rest, sync)
 
     def routes(self, num_nodes, num_workers, local_bsz) -> np.ndarray:
         """How ``predict`` reaches each configuration, in words (``StepTimeModel.explain``):

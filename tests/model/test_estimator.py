@@ -220,18 +220,23 @@ def test_a_larger_batch_on_a_placement_slow_in_the_network_keeps_its_slowness():
     largest = table[table["num_nodes"] == 2].sort_values("local_bsz").groupby("num_workers").tail(1)
     asked = configs(largest).assign(local_bsz=128)
     k, n = asked["num_nodes"].to_numpy(), asked["num_workers"].to_numpy()
-    truth = step_time(slow, k, n, 128, max_per_node(k, n))[0]
+    truth, compute, sync = step_time(slow, k, n, 128, max_per_node(k, n))
     pred = model.predict(asked)
     ratio = pred["step_time_s"].to_numpy() / truth
     inside = (pred["step_time_lo"] <= truth) & (truth <= pred["step_time_hi"])
     assert 0.95 < np.median(ratio) < 1.10 and inside.mean() >= 0.8
     # never faster than the same nodes' run at half the batch
     assert (pred["step_time_s"].to_numpy() > largest["step_time_s"].to_numpy()).all()
+    # and the slowness is told where it is: the network's, not the compute's
+    parts = model.explain(asked)
+    np.testing.assert_allclose(parts["compute_s"], compute, rtol=0.05)
+    np.testing.assert_allclose(parts["sync_s"], sync, rtol=0.10)
     for fit in model.groups_.values():
         fit.predicts_as = 12  # model files before version 13: moved by the share, linearly
     before = model.predict(asked)
     assert np.median(before["step_time_s"].to_numpy() / truth) < 0.85
     assert not ((before["step_time_lo"] <= truth) & (truth <= before["step_time_hi"])).any()
+    assert (model.explain(asked)["sync_s"].to_numpy() < 0.6 * sync).all()
 
 
 def test_a_batch_not_run_on_a_measured_placement_is_as_uncertain_as_its_folds_showed():
