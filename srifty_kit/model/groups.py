@@ -252,16 +252,14 @@ class GroupFit:
         configuration's) conditioned on that placement's runs at the batch sizes measured,
         through the network's part of the step (``posterior.on_places``; ``out``: the asked
         configurations' physics, whose parts are read only where ``cell`` is set); and, from
-        version 13, the log move of their point: the same update had every belief been
-        centred on T_hat (None before, where the point reads the prior's weight instead).
-
-        The centre and a placement's factor on the sync trade one for one where the network
-        holds the step, so read apart from the centre the runs land the point where they say
-        (the conditioned median there) and leave it at T_hat where the step is compute."""
+        version 13, the log move of their point (``posterior.on_places``; None before,
+        where the point reads the prior's weight instead)."""
         inside = self.in_core
         k, n, b = (inside[:, i] for i in range(3))
         ran, seen = self._physics(k, n, b, max_per_node(k, n), posterior.READ_LEVEL, (0, 0))
-        args = (
+        return posterior.on_places(
+            belief,
+            seen,
             inside[:, 3] - np.log(seen.point),
             runs,
             cell,
@@ -270,11 +268,6 @@ class GroupFit:
             self.params.gamma,
             self.moves_places,
         )
-        after = posterior.on_places(belief, seen, *args)
-        if not self.moves_places:
-            return after, None
-        centred = (replace(x, centre=np.zeros(np.shape(x.centre))) for x in (belief, seen))
-        return after, posterior.on_places(*centred, *args).centre
 
     def _batch_moved(self, belief, runs, cell, local_bsz) -> posterior.Belief:
         """``belief`` with the own stray of each configuration on a measured placement

@@ -337,7 +337,7 @@ def on_places(
     parts: tuple[np.ndarray, np.ndarray],
     gamma: float,
     exact: bool = True,
-) -> Belief:
+) -> tuple[Belief, np.ndarray | None]:
     """The belief about configurations on placements run within the fitted node counts, at
     batch sizes of their own, after the runs there.
 
@@ -367,12 +367,19 @@ def on_places(
     ``exact=False`` (model files before version 13) linearises at p = 0 with each
     configuration's own loading u: the step moves by J(0) p, one Gauss-Newton step, which
     is the conjugate Gaussian update those files made.
+
+    Returns the belief and, exact, each asked configuration's log move of its point: the
+    same update had every belief been centred on T_hat (0 off the run placements; None when
+    not exact). The centre and a placement's factor trade one for one where the network
+    holds the step, so read apart from the centre the runs land the point where they say and
+    leave it at T_hat where the step is compute. One pass: the runs' setup and the asked
+    configurations' physics serve both.
     """
     floor2 = NOISE_FLOOR**2
     seen_c, seen_s = (np.asarray(a, float) for a in seen_parts)
     rms = float(np.sqrt(np.mean(sync_share(seen_c, seen_s, gamma) ** 2)))
     if rms == 0.0:  # one worker everywhere: no network for a placement to move
-        return belief
+        return belief, (np.zeros(np.shape(belief.centre)) if exact else None)
     per_p = np.asarray(seen.place_sd, float) / rms  # phi of each run per unit of p
     cells = int(np.max(seen_cell)) + 1
     if exact:  # one factor on a placement's sync at every batch: one scale per placement
@@ -380,8 +387,8 @@ def on_places(
         scale = np.sqrt(np.bincount(seen_cell, per_p**2, cells) / runs_on)
         per_p = scale[seen_cell]
     own = stray_sd(seen.noise_sd) ** 2 + floor2
-    target = np.asarray(log_ratio, float) - seen.centre
-    p, precision = _place_modes(target, own, seen_parts, gamma, per_p, seen_cell, exact)
+    runs = (own, seen_c, seen_s, gamma, per_p, seen_cell, cells, exact)
+    p, precision = _place_modes(np.asarray(log_ratio, float) - seen.centre, *runs)
     shape = np.shape(belief.centre)
     cell = np.broadcast_to(cell, shape)
     centre = np.array(np.broadcast_to(belief.centre, shape), dtype=float)
@@ -390,37 +397,44 @@ def on_places(
     at = cell.ravel()[on]
     t_c, t_s = (np.broadcast_to(a, shape).ravel()[on] for a in parts)
     x_per_p = place_sd.ravel()[on] / rms
+    point = None
     if exact:  # its placement's scale; one that was run itself (0) stays unmoved
         x_per_p = np.where(x_per_p > 0, scale[at], 0.0)
-        share, moved = _through_overlap(t_c, t_s, gamma, x_per_p * p[at])
+        base = _log_overlap(t_c, t_s, gamma)
+        share, moved = _through_overlap(t_c, t_s, gamma, x_per_p * p[at], base)
         slope = x_per_p * share
+        p_point, _ = _place_modes(np.asarray(log_ratio, float), *runs)
+        point = np.zeros(shape)
+        point.reshape(-1)[on] = _through_overlap(t_c, t_s, gamma, x_per_p * p_point[at], base)[1]
     else:
         slope = x_per_p * sync_share(t_c, t_s, gamma)
         moved = slope * p[at]
     centre.reshape(-1)[on] += moved
     place_sd.reshape(-1)[on] = slope / np.sqrt(precision[at])
-    return replace(belief, centre=centre, place_sd=place_sd)
+    return replace(belief, centre=centre, place_sd=place_sd), point
 
 
-def _place_modes(target, own, parts, gamma, per_p, cell, exact) -> tuple[np.ndarray, np.ndarray]:
+def _place_modes(
+    target, own, t_c, t_s, gamma, per_p, cell, cells, exact
+) -> tuple[np.ndarray, np.ndarray]:
     """Each placement's most likely p and the precision there (Laplace's method) for runs
     whose log(T / T_hat) less their centre is ``target``, with own variance ``own``, physics
-    ``parts`` (T_c, T_s) and phi = ``per_p`` * p on their placement ``cell``. Exact: Newton's
-    step where the cost curves up, Gauss-Newton's elsewhere (runs their sync cannot reach
-    leave residuals that flatten it), halved until it lowers the cost. Not exact: one
-    Gauss-Newton step from 0, the conjugate update of the linearised runs."""
-    t_c, t_s = (np.asarray(a, float) for a in parts)
-    cells = int(np.max(cell)) + 1
+    (``t_c``, ``t_s``) and phi = ``per_p`` * p on their placement ``cell`` (0..cells-1).
+    Exact: Newton's step where the cost curves up, Gauss-Newton's elsewhere (runs their sync
+    cannot reach leave residuals that flatten it), halved until it lowers the cost, until no
+    placement moves. Not exact: one Gauss-Newton step from 0, the conjugate update of the
+    linearised runs."""
+    base = _log_overlap(t_c, t_s, gamma)
 
     def cost(p: np.ndarray) -> np.ndarray:  # each placement's -log posterior of p, + const
         with np.errstate(over="ignore", invalid="ignore"):  # a trial factor may overflow
-            _, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell])
+            _, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell], base)
             return (p**2 + np.bincount(cell, (target - moved) ** 2 / own, cells)) / 2
 
     def derivatives(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The cost's gradient, its Gauss-Newton curvature (the precision) and its full
         curvature at p, per placement."""
-        share, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell])
+        share, moved = _through_overlap(t_c, t_s, gamma, per_p * p[cell], base)
         slope, miss = per_p * share, target - moved
         grad = p - np.bincount(cell, slope * miss / own, cells)
         precision = 1.0 + np.bincount(cell, slope**2 / own, cells)
@@ -432,15 +446,19 @@ def _place_modes(target, own, parts, gamma, per_p, cell, exact) -> tuple[np.ndar
     grad, precision, curvature = derivatives(p)
     if not exact:
         return -grad / precision, precision
+    now = cost(p)
     for _ in range(_PLACE_STEPS):
         step = -grad / np.where(curvature > 0, curvature, precision)
-        now = cost(p)
-        for _ in range(_HALVINGS):
-            worse = ~(cost(p + step) <= now)  # an overflowing factor (nan, inf) is worse
+        for _ in range(_HALVINGS + 1):
+            trial = cost(p + step)
+            worse = ~(trial <= now)  # an overflowing factor (nan, inf) is worse
             if not worse.any():
                 break
             step = np.where(worse, step / 2, step)
-        p = p + np.where(cost(p + step) <= now, step, 0.0)
+        step = np.where(worse, 0.0, step)
+        if not step.any():  # settled: no placement's step lowers its cost
+            break
+        p, now = p + step, np.where(worse, now, trial)
         grad, precision, curvature = derivatives(p)
     return p, precision
 
@@ -452,12 +470,17 @@ _PLACE_STEPS = 12
 _HALVINGS = 20
 
 
-def _through_overlap(t_c, t_s, gamma, phi) -> tuple[np.ndarray, np.ndarray]:
+def _log_overlap(t_c, t_s, gamma) -> np.ndarray:
+    """log T of steps with parts (``t_c``, ``t_s``), never -inf."""
+    return np.log(np.maximum(overlap(t_c, t_s, gamma), 1e-300))
+
+
+def _through_overlap(t_c, t_s, gamma, phi, base) -> tuple[np.ndarray, np.ndarray]:
     """Of steps whose sync time is scaled by e**phi: the sync share of the moved step
-    (d log T / d phi) and log T(phi) / T(0)."""
+    (d log T / d phi) and log T(phi) / T(0) (``base``: log T(0), ``_log_overlap``)."""
     moved_s = np.exp(phi) * t_s
-    ratio = np.log(overlap(t_c, moved_s, gamma) / np.maximum(overlap(t_c, t_s, gamma), 1e-300))
-    return sync_share(t_c, moved_s, gamma), ratio
+    moved = np.maximum(overlap(t_c, moved_s, gamma), 1e-300)
+    return np.minimum(moved_s / moved, 1.0) ** gamma, np.log(moved) - base
 
 
 def place_key(nodes, workers) -> np.ndarray:

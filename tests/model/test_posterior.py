@@ -499,7 +499,7 @@ def test_a_placement_s_runs_condition_its_other_batch_sizes_as_gaussians_do():
     seen, seen_cell, seen_parts, asked, cell, parts = _placements(rng)
     gamma = 1.4
     y = rng.normal(0.3, 0.1, seen_cell.size)
-    after = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma, exact=False)
+    after, _ = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma, exact=False)
     # brute force: latents (p_0, p_1), runs r = A p + e with e ~ N(0, own), asked a_x p,
     # each loading its place_sd times its sync share over the runs' root mean square
     shares = sync_share(*seen_parts, gamma)
@@ -538,7 +538,7 @@ def test_a_placement_s_factor_is_finite_and_moves_the_runs_way_whatever_they_say
     seen_parts = (seen_parts[0], seen_parts[1] * sync)
     parts = (parts[0], parts[1] * sync)
     y = np.full(seen_cell.size, level) + seen.centre
-    after = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma)
+    after, _ = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma)
     assert np.isfinite(after.centre).all() and np.isfinite(after.place_sd).all()
     assert (after.place_sd >= 0).all()
     assert (np.sign(after.centre[:2]) * np.sign(level) >= 0).all()
@@ -570,7 +570,7 @@ def test_a_placement_s_factor_on_its_sync_is_the_most_likely_one_carried_through
     else:
         factor = np.array([2.5, 0.8])[seen_cell]  # each placement's true factor on its sync
         y = np.log(overlap(t_c, factor * t_s, gamma) / overlap(t_c, t_s, gamma)) + seen.centre
-    after = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma)
+    after, _ = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma)
     rms = np.sqrt(np.mean(sync_share(t_c, t_s, gamma) ** 2))
     own = stray_sd(seen.noise_sd) ** 2 + NOISE_FLOOR**2
     for c in (0, 1):
@@ -596,5 +596,7 @@ def test_a_placement_s_factor_on_its_sync_is_the_most_likely_one_carried_through
         # batch moves by nearly its full factor, the linear reading by far less
         full = np.log(overlap(1.5, 2.5 * 0.6, gamma) / overlap(1.5, 0.6, gamma))
         assert after.centre[0] == pytest.approx(full, rel=0.05)
-        linear = on_places(asked, seen, y, seen_cell, cell, seen_parts, parts, gamma, exact=False)
+        linear, _ = on_places(
+            asked, seen, y, seen_cell, cell, seen_parts, parts, gamma, exact=False
+        )
         assert linear.centre[0] < 0.8 * full
