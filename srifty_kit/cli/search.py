@@ -26,7 +26,9 @@ from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.tables.files import read_table, write_json, write_table
 
-# columns shown on the terminal (the files carry all of them)
+# columns shown on the terminal (the files carry all of them); the cost shown is the expected
+# one, what the ranking minimises, under a header that says so
+_HEADERS = {"cost_mean_usd": "expected_cost_usd"}
 _SHOWN = (
     "instance_type",
     "num_nodes",
@@ -39,7 +41,7 @@ _SHOWN = (
     "usd_per_hr",
     "time_h",
     "time_hi_h",
-    "cost_usd",
+    "cost_mean_usd",
     "cost_hi_usd",
     "compute_s",
     "sync_s",
@@ -279,8 +281,12 @@ def _run(args: argparse.Namespace) -> int:
             result.ranked.to_csv(sys.stdout, index=False)
     else:
         if result.feasible:
-            shown = result.ranked[list(_SHOWN)].dropna(axis=1, how="all")
+            shown = result.ranked[list(_SHOWN)].dropna(axis=1, how="all").rename(columns=_HEADERS)
             print(shown.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+            print(
+                "expected_cost_usd: the mean cost over the model's belief (cost_mean_usd in "
+                "JSON/CSV); cost_hi_usd: the cost at the confidence"
+            )
             print()
             front = result.pareto[
                 [

@@ -71,10 +71,14 @@ def _as_much(ratio: float) -> str:
 
 
 def _outcome(row: pd.Series, level: float) -> str:
+    """Time and cost to finish: the cost is the expected one (``cost_mean_usd``, the mean over
+    the model's belief, what the cost objective ranks by), with its upper end and, labelled,
+    the central estimate (``cost_usd``, what a run at the believed median step costs)."""
     pct = f"{level:.0%}"
     return (
-        f"{_hours(row['time_h'])} (up to {_hours(row['time_hi_h'])} at {pct}) and "
-        f"{money(row['cost_usd'])} (up to {money(row['cost_hi_usd'])})"
+        f"{_hours(row['time_h'])} (up to {_hours(row['time_hi_h'])} at {pct}) for an "
+        f"expected {money(row['cost_mean_usd'])} (up to {money(row['cost_hi_usd'])} at {pct}; "
+        f"central estimate {money(row['cost_usd'])})"
     )
 
 
@@ -147,7 +151,8 @@ class Explanation:
     pick: pd.Series | None = None
     cheapest_per_hour: pd.Series | None = None
     # the cheapest-per-hour cluster against the pick: its hourly price is 1/hourly_ratio of
-    # the pick's; the pick finishes speedup x sooner (upper ends); cost ratios alt / pick
+    # the pick's; the pick finishes speedup x sooner (upper ends); cost ratios alt / pick, of
+    # the upper ends (cost_hi_ratio) and of the expected costs (cost_ratio: cost_mean_usd)
     hourly_ratio: float = float("nan")
     speedup: float = float("nan")
     cost_hi_ratio: float = float("nan")
@@ -214,7 +219,7 @@ def explain(
         hourly_ratio=float(p["usd_per_hr"] / a["usd_per_hr"]),
         speedup=float(a["time_hi_h"] / p["time_hi_h"]),
         cost_hi_ratio=float(a["cost_hi_usd"] / p["cost_hi_usd"]),
-        cost_ratio=float(a["cost_usd"] / p["cost_usd"]),
+        cost_ratio=float(a["cost_mean_usd"] / p["cost_mean_usd"]),
         alternative_misses=tuple(misses),
         **common,
     )

@@ -144,7 +144,7 @@ TABLE_COLUMNS = (
     ("$/h", "usd_per_hr"),
     ("time h", "time_h"),
     ("time h (upper)", "time_hi_h"),
-    ("cost $", "cost_usd"),
+    ("expected cost $", "cost_mean_usd"),
     ("cost $ (upper)", "cost_hi_usd"),
     ("step s", "step_time_s"),
     ("efficiency", "efficiency"),

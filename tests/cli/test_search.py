@@ -194,6 +194,28 @@ def test_table_output_and_csv_file(synthetic_model, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_table_and_the_pick_show_the_expected_cost_they_rank_by(synthetic_model, tmp_path):
+    from srifty_kit.decide.explanation import money
+
+    search = ("search", "--model", str(synthetic_model), "--workload", "resnet", *WORK["resnet"])
+    asked = (*search, "--deadline-h", "100", "--spot")
+    done = srifty(*asked, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = ask(synthetic_model, tmp_path, "resnet", *WORK["resnet"], "--deadline-h", "100", "--spot")
+    lines = done.stdout.splitlines()
+    head = lines[0].split()
+    assert "expected_cost_usd" in head and "cost_usd" not in head
+    column = head.index("expected_cost_usd")
+    rows = lines[1 : 1 + len(doc["ranked"])]
+    shown = [float(line.split()[column]) for line in rows]
+    assert shown == sorted(shown)  # the order of the cost shown
+    assert shown == [float(f"{r['cost_mean_usd']:.4g}") for r in doc["ranked"]]
+    pick = doc["pick"]
+    said = next(line for line in lines if line.startswith("Pick ("))
+    assert f"expected {money(pick['cost_mean_usd'])}" in said
+
+
+@pytest.mark.slow
 def test_infeasible_deadline_exits_1_with_the_reason(synthetic_model, tmp_path):
     done = srifty(
         "search",

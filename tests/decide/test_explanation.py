@@ -21,6 +21,7 @@ def _row(nodes: int, usd_per_hr: float, time_hi_h: float, cost_hi_usd: float) ->
             "time_h": time_hi_h * 0.8,
             "time_hi_h": time_hi_h,
             "cost_usd": cost_hi_usd * 0.8,
+            "cost_mean_usd": cost_hi_usd * 0.85,
             "cost_hi_usd": cost_hi_usd,
             "step_time_s": 0.5,
             "compute_s": 0.4,
@@ -42,7 +43,7 @@ def _why_not(pick: pd.Series, alt: pd.Series) -> str:
         hourly_ratio=pick["usd_per_hr"] / alt["usd_per_hr"],
         speedup=alt["time_hi_h"] / pick["time_hi_h"],
         cost_hi_ratio=alt["cost_hi_usd"] / pick["cost_hi_usd"],
-        cost_ratio=alt["cost_usd"] / pick["cost_usd"],
+        cost_ratio=alt["cost_mean_usd"] / pick["cost_mean_usd"],
     ).text()
     return text.splitlines()[-1]
 
@@ -66,3 +67,19 @@ def test_ratios_say_which_way_and_how_far(alt_time, alt_cost, said):
     line = _why_not(_row(2, 8.0, 2.0, 16.0), _row(2, 8.0, alt_time, alt_cost))
     for words in said:
         assert words in line
+
+
+def test_the_pick_sentence_quotes_the_expected_cost_it_was_ranked_by(model):
+    from srifty_kit.catalog.query import load_catalog
+    from srifty_kit.decide.explanation import money
+    from srifty_kit.decide.planner import Constraints, search
+
+    job = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096.0)
+    result = search(model, load_catalog(), job, Constraints(deadline_h=20.0, spot=True))
+    pick = result.pick
+    # the belief's spread makes the mean cost differ from the central one: the test can tell
+    assert money(pick["cost_mean_usd"]) != money(pick["cost_usd"])
+    first = result.explanation.splitlines()[0]
+    assert f"expected {money(pick['cost_mean_usd'])}" in first
+    assert f"central estimate {money(pick['cost_usd'])}" in first
+    assert result.ranked["cost_mean_usd"].is_monotonic_increasing

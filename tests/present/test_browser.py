@@ -137,7 +137,7 @@ def _assert_panel_shows(page, result) -> None:
                 "usd_per_hr",
                 "time_h",
                 "time_hi_h",
-                "cost_usd",
+                "cost_mean_usd",
                 "cost_hi_usd",
                 "step_time_s",
                 "efficiency",

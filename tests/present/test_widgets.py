@@ -176,3 +176,21 @@ def test_the_panel_says_what_to_measure_next_on_demand_and_forgets_it_on_a_chang
     assert said.startswith("Measure ") or said.startswith("No short measurement")
     panel.controls["max_nodes"].value = 8
     assert panel.probe.value == ""
+
+
+def test_the_table_shows_the_expected_cost_it_is_ranked_by(model, catalog):
+    import re
+
+    from srifty_kit.present.widgets import ranked_html
+
+    result = search(model, catalog, JOB, replace(START, spot=True))
+    table = ranked_html(result, {})
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    column = heads.index("expected cost $")
+    assert "cost $" not in heads  # no unlabelled cost beside it
+    shown = [
+        float(re.findall(r"<td>(.*?)</td>", row)[column])
+        for row in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    ]
+    assert shown == sorted(shown) and len(shown) == len(result.ranked)
+    assert shown == [float(f"{c:.4g}") for c in result.ranked["cost_mean_usd"]]
