@@ -463,10 +463,13 @@ def price(
 ) -> dict[str, np.ndarray]:
     """Time and cost to the target, with their quantiles, on-demand and (if allowed) spot.
 
-    time = S(B) x step time x (1 + c / tau) for checkpoint writes. ``time_h`` is the believed
-    median, ``time_hi_h`` the time a run stays under with probability ``constraints.confidence``
-    and ``time_lo_h`` the (1 - confidence) quantile (one-sided ends, so ``time_hi_h <=
-    deadline`` is the chance constraint P(time <= deadline) >= confidence); ``time_mean_h`` and
+    time = S(B) x step time x (1 + c / tau) for checkpoint writes; ``efficiency`` is Pollux's
+    E(B_ref) / E(B), relative to the job's reference batch (above 1 below it), so that ``steps x
+    global_bsz x efficiency`` is the job's samples and ``samples / goodput`` its training time
+    (``time_h`` before checkpoint writes and spot overhead). ``time_h`` is the believed median,
+    ``time_hi_h`` the time a run stays under with probability ``constraints.confidence`` and
+    ``time_lo_h`` the (1 - confidence) quantile (one-sided ends, so ``time_hi_h <= deadline`` is
+    the chance constraint P(time <= deadline) >= confidence); ``time_mean_h`` and
     ``cost_mean_usd`` the expectations a cost objective minimises. A run's mean step is what
     decides, not one step's: its noise averages out over a run (``model.posterior``). Spot rows,
     appended after the on-demand ones, add the reclaim overhead of ``spot``: its expected value,
@@ -486,7 +489,10 @@ def price(
     od = per_cluster(cfg, types.ondemand)[rows]
     usd = np.where(is_spot, sp[rows], od)
     throughput = big / out["step_time_s"]
-    eff = efficiency(big, work.noise_scale)
+    # Pollux's efficiency against the batch the work was counted at, E(B_ref) / E(B): the
+    # one that agrees with the steps, steps x B x efficiency = the samples given, so that
+    # samples / goodput is the training time (before checkpoint writes and spot reclaims)
+    eff = efficiency(big, work.noise_scale, work.reference_bsz)
     run = {
         k: hours * out[s]
         for k, s in (

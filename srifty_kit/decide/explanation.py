@@ -90,10 +90,12 @@ def _breakdown(row: pd.Series, job: Job) -> str:
         + (f" ({overlap * 1000:.3g} ms of it hidden under compute)" if overlap > 1e-9 else "")
     ]
     if job.noise_scale is not None:
+        # the efficiency is against the reference batch (Pollux's), the one the steps come
+        # from: steps x global batch x efficiency is the job's samples
         parts.append(
-            f"statistical efficiency {row['efficiency']:.2f} at global batch "
-            f"{row['global_bsz']} (noise scale {job.noise_scale:g}), "
-            f"{row['steps']:,.0f} steps to the target"
+            f"statistical efficiency {row['efficiency']:.3g} at global batch "
+            f"{row['global_bsz']} against the reference batch {job.reference_bsz:g} "
+            f"(noise scale {job.noise_scale:g}), {row['steps']:,.0f} steps to the target"
         )
     else:
         parts.append(

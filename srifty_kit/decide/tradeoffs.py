@@ -27,6 +27,7 @@ from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
 from srifty_kit.errors import InputError
+from srifty_kit.model.efficiency import efficiency
 from srifty_kit.model.intervals import two_sided_z
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -244,11 +245,15 @@ class Scaling:
         return self.table[self.table["measured_step_s"].notna()]
 
     def _row(self, r: pd.Series, what: str) -> str:
+        # the lesson compares batches with the small-batch limit (a sample's worth against one
+        # at a tiny batch), not the table's ``efficiency``, which is against the job's
+        # reference batch (Pollux's, the one its steps come from): labelled as such
+        worth = efficiency(r["global_bsz"], self.noise_scale)
         return (
             f"{what}: {r['num_workers']} workers on {r['num_nodes']} node"
             + ("s" if r["num_nodes"] > 1 else "")
             + f" (global batch {r['global_bsz']:,}, statistical efficiency "
-            f"{r['efficiency']:.2f}): {duration(r['time_h'])}, "
+            f"{worth:.2f} against a small batch): {duration(r['time_h'])}, "
             f"{duration(r['time_lo_h'])}-{duration(r['time_hi_h'])} at {self.level:.0%}"
             + (f", {money(r['cost_usd'])}" if np.isfinite(r["cost_usd"]) else "")
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -83,3 +84,28 @@ def test_the_pick_sentence_quotes_the_expected_cost_it_was_ranked_by(model):
     assert f"expected {money(pick['cost_mean_usd'])}" in first
     assert f"central estimate {money(pick['cost_usd'])}" in first
     assert result.ranked["cost_mean_usd"].is_monotonic_increasing
+
+
+def test_the_printed_efficiency_steps_goodput_and_time_agree(model):
+    import re
+
+    from srifty_kit.catalog.query import load_catalog
+    from srifty_kit.decide.planner import Constraints, search
+
+    # the work counted at a small reference batch, so that the two normalisations of the
+    # efficiency (against it, against the small-batch limit) differ by more than rounding
+    samples = 1.2e8
+    job = Job("resnet", samples=samples, reference_bsz=64, noise_scale=1000.0)
+    result = search(model, load_catalog(), job, Constraints(deadline_h=20.0, spot=True))
+    said = re.search(
+        r"statistical efficiency ([\d.]+) at global batch (\d+) .*?([\d,]+) steps to the target",
+        result.explanation,
+    )
+    eff, batch, steps = float(said[1]), int(said[2]), float(said[3].replace(",", ""))
+    assert steps * batch * eff == pytest.approx(samples, rel=2e-3)
+    rows = result.ranked
+    assert np.allclose(rows["steps"] * rows["global_bsz"] * rows["efficiency"], samples)
+    # no checkpoint writes: the training time is the samples over the goodput; spot rows add
+    # the reclaims' expected overhead on top
+    training_h = samples / rows["goodput"] / 3600
+    assert np.allclose(training_h, rows["time_h"] - rows["spot_overhead_h"], rtol=1e-6)
