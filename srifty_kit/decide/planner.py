@@ -5,8 +5,9 @@
 deadline and budget is at least the confidence under the model's joint belief
 (``model.posterior``; P is exact under it, ``candidates.meet_probability``), ranks them by the
 objective (for cost and time: the expectation), and returns the ranked table, the Pareto front
-of (time, cost) at the confidence, its knee, the pick, and why the pick beats the cheapest
-instance per hour. Infeasible constraints give an empty result that says which constraint
+of (time, cost) at the confidence (as shown, without the points less than 3% faster than a
+cheaper one shown: ``pareto.distinct_mask``), its knee, the pick, and why the pick beats the
+cheapest instance per hour. Infeasible constraints give an empty result that says which constraint
 binds and the nearest feasible point; they never raise.
 
 ``search`` is ``select(evaluate(...))``: ``evaluate`` does the expensive half once (every
@@ -30,7 +31,7 @@ from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
-from srifty_kit.decide.pareto import knee_index, pareto_mask
+from srifty_kit.decide.pareto import distinct_mask, knee_index, pareto_mask
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.tables.contracts import validate_catalog
 
@@ -43,7 +44,12 @@ MIX_POOL = 4  # mixes pair the best few types alone, by cost and by time (up to 
 
 @dataclass
 class SearchResult:
-    """What ``search`` found: ranked table, Pareto front, knee, pick and the reasoning."""
+    """What ``search`` found: ranked table, Pareto front, knee, pick and the reasoning.
+
+    ``pareto`` is the front as shown (CLI, JSON, panel, report): fastest first, a point only
+    when it is at least ``pareto.FRONT_NOISE`` (3%) faster than the next cheaper one shown, the
+    knee always; ``pareto_all`` is the exact front, every non-dominated point.
+    """
 
     ranked: pd.DataFrame
     pareto: pd.DataFrame
@@ -59,6 +65,7 @@ class SearchResult:
     model: StepTimeModel | None = field(default=None, repr=False)
     catalog: pd.DataFrame | None = field(default=None, repr=False)
     constraints: Constraints | None = field(default=None, repr=False)
+    pareto_all: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def feasible(self) -> bool:
@@ -470,16 +477,19 @@ def select(
     if idx.size == 0:
         why = explain(c, None, job, constraints, objective)
         empty = cand.to_frame(_empty(c))
-        return SearchResult(empty, empty.copy(), None, None, why, **common)
+        return SearchResult(empty, empty.copy(), None, None, why, pareto_all=empty.copy(), **common)
     front = pareto_mask(c["time_hi_h"][idx], c["cost_hi_usd"][idx])
     ranked_pos = _rank(c, idx, front, objective, top)
     ranked = cand.to_frame(c, idx[ranked_pos])
     front_idx = idx[front]
-    pareto = cand.to_frame(c, front_idx).sort_values("time_hi_h", ignore_index=True)
-    knee = pareto.iloc[knee_index(pareto["time_hi_h"], pareto["cost_hi_usd"])]
+    exact = cand.to_frame(c, front_idx).sort_values("time_hi_h", ignore_index=True)
+    at = knee_index(exact["time_hi_h"], exact["cost_hi_usd"])
+    knee = exact.iloc[at]
+    # the front shown: a point within the noise floor of a cheaper one's time is left out
+    shown = exact[distinct_mask(exact["time_hi_h"].to_numpy(), keep=at)].reset_index(drop=True)
     pick = ranked.iloc[0]
     why = explain(c, int(idx[ranked_pos[0]]), job, constraints, objective)
-    return SearchResult(ranked, pareto, knee, pick, why, **common)
+    return SearchResult(ranked, shown, knee, pick, why, pareto_all=exact, **common)
 
 
 def search(
