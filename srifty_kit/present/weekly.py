@@ -385,7 +385,9 @@ def compute_split(
 ) -> pd.DataFrame:
     """The week's rows split into training compute (instance usage on GPU/accelerator types,
     by provider and service) and everything else with the reason it is not; per currency the
-    parts add up to the reconciliation's totals."""
+    parts add up to the reconciliation's totals. ``instance_hours`` and ``gpu_hours`` count
+    instance usage only: empty (NaN, shown as a dash) on the parts that are not instance usage
+    (other services, tax, credits, purchases), whose usage quantities are not hours."""
     r = usage.reconciliation.copy()
     used = r["reason"].isna()
     gpus = gpu_counts(r["instance_type"], catalog, gpu_catalog)
@@ -396,11 +398,15 @@ def compute_split(
     unusable = r["reason"].isin(list(UNUSABLE))
     part[unusable] = "unusable instance usage: " + r.loc[unusable, "reason"]
     per_type = used | unusable
+    # hours are instance-hours only on instance usage: another service's usage quantity (GB
+    # of storage, of transfer) is in its own unit, and no hours at all (shown empty)
+    hours = r["node_hours"].where(per_type)
     r = r.assign(
         part=part,
         provider=r["provider"].where(per_type, ""),
         service=r["service"].where(per_type, ""),
-        gpu_hours=r["node_hours"] * gpus,
+        node_hours=hours,
+        gpu_hours=hours * gpus,
     )
     out = r.groupby(["currency", "part", "provider", "service"], as_index=False).agg(
         rows=("line_items", "sum"),

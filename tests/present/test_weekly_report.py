@@ -25,6 +25,7 @@ from srifty_kit.tables.usage_sql import OTHER_USAGE, TAX
 from tests.builders import (
     AWS_SECRETS,
     LEDGER_WEEK,
+    REPO,
     fake_aws_env,
     jobs_ledger_frame,
     synthetic_measurements,
@@ -381,3 +382,29 @@ def test_the_demo_ends_in_an_index_linking_both_reports_and_their_figures(tmp_pa
     # the first answer a new user reads is a decision at 90%, and what to measure next
     assert demo.pick.startswith("Pick (cost):"), demo.pick
     assert demo.probe.startswith(("Measure ", "No short measurement")), demo.probe
+
+
+def test_other_services_show_no_instance_hours_and_the_hours_add_up():
+    from srifty_kit.present.weekly import table_html, weekly_report
+
+    # the README's example: the sample CUR export's week of 2026-11-23
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet")
+    split = report.compute
+    other = split[split["part"] == OTHER_USAGE]
+    assert len(other) == 1 and other["effective_cost"].iloc[0] > 0
+    # storage and network usage is not counted in hours: empty, drawn as a dash
+    assert other[["instance_hours", "gpu_hours"]].isna().all(axis=None)
+    instance = split["part"].str.contains("instance usage")
+    assert split.loc[~instance, "instance_hours"].isna().all()
+    hours = split["instance_hours"].sum()
+    assert hours == pytest.approx(report.headline["USD"]["node_hours"])
+    html = table_html(split.drop(columns="types"), "note")
+    (row,) = [r for r in re.findall(r"<tr>(.*?)</tr>", html, re.S) if "other services" in r]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    assert [c.strip() for c in cells[-2:]] == ["—", "—"]
+    # and the costs still add up to the reconciliation
+    whole = report.reconciliation
+    assert split["billed_cost"].sum() == pytest.approx(whole["billed_cost"].sum())
+    assert split["rows"].sum() == whole["rows"].sum()
