@@ -267,6 +267,7 @@ NOTEBOOK_05 = {
     "samples": 1.2e8,
     "reference_bsz": 256,
     "noise_scale": 2000.0,
+    "scaling_noise_scale": 2000.0,  # lesson a starts here: two stops left is 500
     "local_bsz": 32,
     "controller_bsz": 32,
     "other_type": "g6.12xlarge",
