@@ -10,7 +10,7 @@ from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
 from srifty_kit.errors import InputError
-from srifty_kit.tables.files import partial_path
+from srifty_kit.tables.files import next_partial, partial_path
 
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
@@ -59,7 +59,10 @@ def _common(p: argparse.ArgumentParser, batches_required: bool = True) -> None:
         "--out",
         required=True,
         type=output(),
-        help="measurement table to write, .csv or .parquet (one row per step)",
+        help="measurement table to write, .csv or .parquet (one row per step); where an older "
+        "file is there it is replaced only when the run finishes, and an interrupted or failed "
+        "run keeps its rows beside it in NAME.partial.csv, or NAME.partial.2.csv, .3, ... "
+        "where an earlier unfinished run's partial file is there (never written over)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -144,8 +147,9 @@ def register(subparsers: Any) -> None:
 
 
 def _partial(path: str) -> list[Path]:
-    """The file a run interrupted beside an older ``path`` keeps its rows in."""
-    return [partial_path(path)]
+    """The files a run interrupted beside an older ``path`` keeps its rows in: the one it
+    would take now and the first run's (an earlier run's rows are never written over)."""
+    return list(dict.fromkeys([partial_path(path), next_partial(path)]))
 
 
 def _profile_files(path: str) -> list[Path]:
@@ -153,7 +157,8 @@ def _profile_files(path: str) -> list[Path]:
     file is there, the partial table and facts (``files.Staging``)."""
     from srifty_kit.measure.profile import facts_path
 
-    return [facts_path(path), partial_path(path), facts_path(partial_path(path))]
+    tables = dict.fromkeys([partial_path(path), next_partial(path, lambda p: [facts_path(p)])])
+    return [facts_path(path), *(f for t in tables for f in (t, facts_path(t)))]
 
 
 def _with_cwd_on_path() -> None:
@@ -248,6 +253,8 @@ def _profile(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    if result.earlier:
+        print(result.earlier, file=sys.stderr)
     return 0
 
 
@@ -327,4 +334,6 @@ def _profile_dist(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    if result.earlier:
+        print(result.earlier, file=sys.stderr)
     return 0

@@ -110,6 +110,7 @@ class ProfileResult:
     # where the table was written: ``out``, or beside an older ``out`` when interrupted
     written: Path | None = None
     kept: str = ""  # where an interrupted run's rows are, in words ("in p.partial.csv; ...")
+    earlier: str = ""  # where earlier unfinished runs' rows stay, in words ('' when none)
 
     def __getattr__(self, name: str) -> Any:
         # result.noise_scale, result.flops_per_sample, ... read from the facts
@@ -326,8 +327,10 @@ def profile_model(
     the model's weights are restored afterwards (it stays on ``device``). With ``out`` the
     table and its facts JSON are written after each batch size and when interrupted; where an
     older ``out`` (or its facts) is there, they go beside it (``p.partial.csv``) until the run
-    finishes, so an interrupted run leaves the older files byte-identical
-    (``files.Staging``; ``result.written`` and ``result.kept`` say where the rows are).
+    finishes, so an interrupted run leaves the older files byte-identical; a partial file an
+    earlier unfinished run left there is kept, and this run takes the next name
+    (``p.partial.2.csv``) (``files.Staging``; ``result.written`` and ``result.kept`` say where
+    the rows are, ``result.earlier`` where an earlier run's are).
     ``op_trace`` (default: on a CUDA device only) profiles a few more steps at each measured
     batch size under ``torch.profiler`` and records where their device time goes, per operator
     class (``measure.op_trace``; facts ``op_trace``): what carries them to other GPUs class by
@@ -435,6 +438,7 @@ def profile_model(
         if not interrupted:
             stage.finish()
         result.kept = stage.kept() if interrupted else f"in {stage.final}"
+        result.earlier = stage.note()
     return result
 
 

@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -150,11 +151,45 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return False
 
 
-def partial_path(path: str | os.PathLike) -> Path:
+def partial_path(path: str | os.PathLike, run: int = 1) -> Path:
     """Where an unfinished run keeps its rows beside an older output: ``p.csv`` ->
-    ``p.partial.csv`` (the older file stays as it was until the run finishes)."""
+    ``p.partial.csv`` (``run`` 1), ``p.partial.2.csv``, ``p.partial.3.csv``, ... (the older
+    file stays as it was until the run finishes)."""
     path = Path(path)
-    return path.with_name(f"{path.stem}.partial{path.suffix}")
+    tag = "partial" if run == 1 else f"partial.{run}"
+    return path.with_name(f"{path.stem}.{tag}{path.suffix}")
+
+
+def _partial_runs(path: Path) -> list[int]:
+    """The run numbers of the partial files beside ``path`` (``p.partial.csv`` is run 1)."""
+    name = re.compile(re.escape(path.stem) + r"\.partial(?:\.(\d+))?" + re.escape(path.suffix))
+    runs = []
+    if path.parent.is_dir():
+        for entry in path.parent.iterdir():
+            found = name.fullmatch(entry.name)
+            if found and partial_path(path, int(found.group(1) or 1)).name == entry.name:
+                runs.append(int(found.group(1) or 1))
+    return sorted(runs)
+
+
+def earlier_partials(path: str | os.PathLike) -> list[Path]:
+    """The partial files earlier unfinished runs left beside ``path`` (``partial_path`` with
+    any run number), oldest run first."""
+    return [partial_path(path, n) for n in _partial_runs(Path(path))]
+
+
+def next_partial(
+    path: str | os.PathLike, companions: Callable[[Path], list[Path]] = lambda p: []
+) -> Path:
+    """The partial file a new unfinished run writes beside ``path``: ``p.partial.csv`` when no
+    earlier run left one, else the run number after the last (``p.partial.2.csv``), never a
+    name that is there already (or whose companions are): an earlier run's rows are kept."""
+    run = max(_partial_runs(Path(path)), default=0) + 1
+    while any(
+        os.path.lexists(p) for p in [partial_path(path, run), *companions(partial_path(path, run))]
+    ):
+        run += 1
+    return partial_path(path, run)
 
 
 class Staging:
@@ -162,9 +197,11 @@ class Staging:
 
     When nothing is at the output yet, the run writes there as it goes. When an older file
     is there (the output or one of its ``companions``, e.g. the facts JSON beside a
-    profile), the run writes beside it, to ``partial_path`` (``p.partial.csv``), and only a
-    run that finishes replaces the older file (then ``finish`` drops the partial one): an
-    interrupted or failed run leaves it byte-identical and its rows in the partial file.
+    profile), the run writes beside it, to ``next_partial`` (``p.partial.csv``), and only a
+    run that finishes replaces the older file (then ``finish`` drops its partial one): an
+    interrupted or failed run leaves it byte-identical and its rows in the partial file. A
+    partial file an earlier unfinished run left is never overwritten or dropped: the new run
+    takes the next name (``p.partial.2.csv``), and ``kept`` names both.
 
     Args:
         path: the output the run was asked to write.
@@ -180,21 +217,35 @@ class Staging:
         self.companions = companions
         older = [self.final, *companions(self.final)]
         self.older = any(os.path.lexists(p) for p in older)  # decided once, before the work
-        self.working = partial_path(self.final) if self.older else self.final
+        # an earlier unfinished run's rows, kept: this run writes beside them, never over them
+        self.earlier = earlier_partials(self.final)
+        self.working = next_partial(self.final, companions) if self.older else self.final
 
     def finish(self) -> None:
-        """The run completed and its result is written to ``final``: drop the partial files
-        (call it after that write, so a failing write still leaves them)."""
+        """The run completed and its result is written to ``final``: drop its partial files
+        (call it after that write, so a failing write still leaves them); an earlier run's
+        stay."""
         if self.working != self.final:
             for stale in (self.working, *self.companions(self.working)):
                 Path(stale).unlink(missing_ok=True)
 
+    def note(self) -> str:
+        """Where an earlier unfinished run's rows still are ('' when none): 'an earlier
+        unfinished run's rows stay in p.partial.csv'."""
+        if not self.earlier:
+            return ""
+        runs = "run's rows stay in" if len(self.earlier) == 1 else "runs' rows stay in"
+        return f"an earlier unfinished {runs} " + ", ".join(str(p) for p in self.earlier)
+
     def kept(self) -> str:
         """Where an unfinished run's rows are, for the message: 'in p.partial.csv; p.csv is as
-        it was' or 'in p.csv'."""
-        if self.working == self.final:
-            return f"in {self.final}"
-        return f"in {self.working}; {self.final} is as it was"
+        it was' or 'in p.csv', then where an earlier unfinished run's rows are, if any."""
+        where = (
+            f"in {self.final}"
+            if self.working == self.final
+            else f"in {self.working}; {self.final} is as it was"
+        )
+        return "; ".join(filter(None, [where, self.note()]))
 
 
 def _umask() -> int:

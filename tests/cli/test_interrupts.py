@@ -147,6 +147,46 @@ def test_profile_without_an_older_file_keeps_its_steps_in_the_output(tmp_path):
     assert "are in p.csv" in run.stderr.strip().splitlines()[-1]
 
 
+def _interrupted_profile(folder: Path) -> str:
+    """``srifty profile --out p.csv`` stopped by SIGINT while it times its first batch size:
+    the last line it printed."""
+    run = Run(_profile_args("p.csv"), folder, ignore_sigint=False)
+    MOMENTS["timing"](run, folder / "p.csv")
+    run.stop(signal.SIGINT)
+    assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+    return run.stderr.strip().splitlines()[-1]
+
+
+def test_a_second_interrupted_profile_keeps_the_first_ones_partial_rows(tmp_path):
+    out = tmp_path / "p.csv"
+    out.write_text(OLD)
+    first, second = tmp_path / "p.partial.csv", tmp_path / "p.partial.2.csv"
+    _interrupted_profile(tmp_path)
+    kept = first.read_bytes()
+    facts = (tmp_path / "p.partial.facts.json").read_bytes()
+    assert len(validate_measurements(read_table(first))) >= 1
+
+    last = _interrupted_profile(tmp_path)  # the same --out again
+    assert out.read_text() == OLD
+    assert first.read_bytes() == kept  # the first run's rows, as they were
+    assert (tmp_path / "p.partial.facts.json").read_bytes() == facts
+    assert len(validate_measurements(read_table(second))) >= 1
+    assert (tmp_path / "p.partial.2.facts.json").is_file()
+    assert "in p.partial.2.csv; p.csv is as it was" in last, last
+    assert "an earlier unfinished run's rows stay in p.partial.csv" in last, last
+
+    # a run that finishes replaces p.csv and drops only its own partial files
+    done = subprocess.run(
+        [SRIFTY, "profile", "--model", "mlp", "--batch-sizes", "4", "--max-seconds", "2",
+         "--target-precision", "0.5", "--quiet", "--out", "p.csv"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=BUDGET_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.read_text() != OLD and first.read_bytes() == kept and second.is_file()
+    assert not (tmp_path / "p.partial.3.csv").exists()
+    assert "runs' rows stay in p.partial.csv, p.partial.2.csv" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
 def test_profile_dist_stops_in_the_distributed_phase_and_keeps_its_rows(tmp_path, signum):
     out = tmp_path / "d.csv"

@@ -6,7 +6,8 @@ port; gloo on CPU, NCCL on CUDA (one process per GPU). A worker that dies, raise
 answering for ``timeout_s`` ends the run with :class:`WorkerFailed` within that timeout; the
 rows measured before are kept on the error (``err.result``) and written to ``out``, or
 beside it (``d.partial.csv``) where an older ``out`` is there: only a finished run replaces
-an older file, so an interrupted or failed one leaves it byte-identical.
+an older file, so an interrupted or failed one leaves it byte-identical. A partial file an
+earlier unfinished run left is kept: the next run's go to ``d.partial.2.csv``, and so on.
 
 Across machines the same entry point runs under ``torchrun``: it sees torchrun's environment
 (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR...) and measures that one world. For two
@@ -71,6 +72,7 @@ class DistributedResult:
     written: Path | None = None  # where the steps went (beside an older out if unfinished)
     written_collectives: Path | None = None
     kept: str = ""  # where an unfinished run's rows are, in words
+    earlier: str = ""  # where earlier unfinished runs' rows stay, in words ('' when none)
 
     def save(
         self, out: str | os.PathLike | None, collectives_out: str | os.PathLike | None = None
@@ -94,6 +96,7 @@ class DistributedResult:
         if finished:
             stages.finish()
         self.kept = stages.kept(finished)
+        self.earlier = stages.note()
 
 
 class _Stages:
@@ -120,6 +123,11 @@ class _Stages:
         for stage in (self.out, self.coll):
             if stage is not None:
                 stage.finish()
+
+    def note(self) -> str:
+        """Where earlier unfinished runs' rows stay beside the outputs ('' when none)."""
+        stages = [s for s in (self.out, self.coll) if s is not None]
+        return "; ".join(filter(None, (s.note() for s in stages)))
 
     def kept(self, finished: bool) -> str:
         """Where the rows are, in words, for the command's last line."""

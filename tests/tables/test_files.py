@@ -1,0 +1,46 @@
+"""Where an unfinished run keeps its rows: beside an older output, never over an earlier
+unfinished run's partial file."""
+
+from __future__ import annotations
+
+from srifty_kit.tables.files import Staging, earlier_partials, next_partial, partial_path
+
+
+def _facts(p):
+    return [p.with_name(f"{p.stem}.facts.json")]
+
+
+def test_each_unfinished_run_takes_the_next_partial_name(tmp_path):
+    out = tmp_path / "p.parquet"
+    assert next_partial(out) == tmp_path / "p.partial.parquet"
+    out.write_text("older")
+    for run in (1, 2, 3):
+        stage = Staging(out, _facts)
+        assert stage.working == partial_path(out, run)
+        stage.working.write_text(f"run {run}")
+    assert earlier_partials(out) == [partial_path(out, n) for n in (1, 2, 3)]
+    assert [p.read_text() for p in earlier_partials(out)] == ["run 1", "run 2", "run 3"]
+
+
+def test_a_finished_run_drops_only_its_own_partial_files(tmp_path):
+    out = tmp_path / "p.csv"
+    out.write_text("older")
+    (tmp_path / "p.partial.csv").write_text("run 1")
+    (tmp_path / "p.partial.2.facts.json").write_text("{}")  # a companion alone takes the name
+    (tmp_path / "q.partial.csv").write_text("another output's")
+    stage = Staging(out, _facts)
+    assert stage.working == tmp_path / "p.partial.3.csv"
+    stage.working.write_text("run 3")
+    assert "in " in stage.kept() and "rows stay in " + str(tmp_path / "p.partial.csv") in (
+        stage.kept()
+    )
+    stage.finish()
+    assert not stage.working.exists()
+    assert (tmp_path / "p.partial.csv").read_text() == "run 1"
+    assert (tmp_path / "p.partial.2.facts.json").is_file()
+
+
+def test_no_older_output_no_partial_file_and_nothing_to_say(tmp_path):
+    stage = Staging(tmp_path / "p.csv", _facts)
+    assert stage.working == tmp_path / "p.csv" and stage.note() == ""
+    assert stage.kept() == f"in {tmp_path / 'p.csv'}"
