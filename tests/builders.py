@@ -33,6 +33,23 @@ def run_srifty(*args: str, cwd=None, timeout: float = 300, env=None) -> subproce
     )
 
 
+def run_srifty_into_a_closed_pipe(*args: str, cwd=None, timeout: float = 300) -> tuple[int, str]:
+    """Run ``srifty`` with its stdout a pipe whose reader has gone, as in ``srifty ... | head``
+    once head has what it wants: the exit status and what it said on stderr."""
+    proc = subprocess.Popen(
+        [SRIFTY, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    proc.stdout.close()  # before srifty writes a byte: its first write finds no reader
+    try:
+        err = proc.stderr.read()
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err
+
+
 def synthetic_measurements(seed: int = 0) -> pd.DataFrame:
     """Ring all-reduce steps on two 4-GPU types, 1-2 nodes, three repeats, 2% noise."""
     rng = np.random.default_rng(seed)

@@ -2,15 +2,19 @@
 
 ``main`` is the one place that sets up what every command shares: SIGINT and SIGTERM end any
 command promptly and cleanly (whatever the shell left them as), bad input is one line and
-exit code 2, warnings are one line each, and an interrupt exits 130 (SIGINT) or 143
-(SIGTERM) after the command has kept what it measured. Every error line, warning, log record
-and traceback goes through ``srifty_kit.tables.redact``: no credential leaves the process.
+exit code 2, warnings are one line each, an interrupt exits 130 (SIGINT) or 143 (SIGTERM)
+after the command has kept what it measured, and a reader that stops reading (``srifty
+catalog show | head``) ends the command quietly with 141, as it ends ``cat``. Every error
+line, warning, log record and traceback goes through ``srifty_kit.tables.redact``: no
+credential leaves the process.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import signal
 import sys
 import warnings
@@ -67,6 +71,32 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"srifty: warning: {text}", file=sys.stderr if file is None else file)
 
 
+def _stdout_closed() -> bool:
+    """Whether the reader of stdout has gone (``| head`` exited): a broken pipe on stdout.
+
+    Where it cannot tell (no poll, stdout not a file descriptor), it says yes: the command
+    was writing its output when the pipe broke, which is where a broken pipe comes from.
+    """
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):
+        return True
+    poller.register(fd, select.POLLOUT)
+    # a pipe whose reader closed it polls as an error for its writer
+    return any(event & select.POLLERR for _, event in poller.poll(0))
+
+
+def _quiet_on_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's flush at exit then finds no broken pipe
+    (Python's own recipe, 'Note on SIGPIPE' in the signal module's documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # stdout is no file descriptor (a test)
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``srifty`` command.
 
@@ -75,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         The exit status: 0 done, 1 a command's negative answer (e.g. nothing fits), 2 bad
-        input (one line on stderr), 130 / 143 interrupted by SIGINT / SIGTERM.
+        input (one line on stderr), 130 / 143 interrupted by SIGINT / SIGTERM, 141 its
+        output's reader went away (a pipe into ``head``), without a word.
     """
     _handle_signals()
     # every log record and a bug's traceback are redacted like the error lines below
@@ -88,6 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
         check_paths(args)  # no output over an input or another output, before any work
         code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that left shows here, not in the flush at exit
     except InputError as err:
         if not errors.interrupted_by:
             print(redact(f"{command}: error: {for_command_line(err, args)}"), file=sys.stderr)
@@ -100,6 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         unwound = True
     except KeyboardInterrupt:
         code, unwound = 130, True
+    except BrokenPipeError:
+        if not _stdout_closed():  # another pipe (a worker's) broke: a bug, with its traceback
+            raise
+        # The reader of our output stopped reading (`srifty catalog show | head -5`): what
+        # it wanted it has. Exit as `cat` and `yes` do there, without a word: they die of
+        # SIGPIPE, which the shell reports as 128 + 13 = 141. Python ignores SIGPIPE (hence
+        # this exception), so say 141 ourselves: `set -o pipefail` scripts see what they see
+        # of any Unix tool, and it follows the 128 + signal of the interrupts above. (Python's
+        # own recipe exits 1, which would read as "nothing fits" from srifty search.)
+        _quiet_on_stdout()
+        return 128 + signal.SIGPIPE
     except BaseException:
         # an interrupt can surface as another exception: arriving inside an extension
         # module's import, numpy re-raises it as ImportError. Without one, a bug: traceback.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from srifty_kit.cli import build_parser, main
-from tests.builders import SRIFTY
+from tests.builders import SRIFTY, run_srifty_into_a_closed_pipe
 
 
 def _commands(parser: argparse.ArgumentParser, prefix=()):
@@ -64,3 +64,10 @@ def test_unknown_subcommand_exits_2(capsys):
         main(["fitt"])
     assert done.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_output_into_a_pipe_that_closes_ends_quietly_like_cat(fmt):
+    code, err = run_srifty_into_a_closed_pipe("catalog", "show", "--format", fmt)
+    assert err == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit
+    assert code == 141  # 128 + SIGPIPE: what the shell reports for `cat big | head`

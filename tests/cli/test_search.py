@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.builders import REPO, run_srifty, synthetic_measurements
+from tests.builders import REPO, run_srifty, run_srifty_into_a_closed_pipe, synthetic_measurements
 
 
 def srifty(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -213,6 +213,24 @@ def test_the_table_and_the_pick_show_the_expected_cost_they_rank_by(synthetic_mo
     pick = doc["pick"]
     said = next(line for line in lines if line.startswith("Pick ("))
     assert f"expected {money(pick['cost_mean_usd'])}" in said
+
+
+@pytest.mark.slow
+def test_csv_into_a_pipe_that_closes_ends_quietly(synthetic_model, tmp_path):
+    code, err = run_srifty_into_a_closed_pipe(
+        "search",
+        "--model",
+        str(synthetic_model),
+        "--workload",
+        "resnet",
+        *WORK["resnet"],
+        "--deadline-h",
+        "100",
+        "--format",
+        "csv",
+        cwd=tmp_path,
+    )
+    assert err == "" and code == 141  # `| head -1`: no traceback, 128 + SIGPIPE as cat
 
 
 @pytest.mark.slow
