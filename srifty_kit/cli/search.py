@@ -175,6 +175,17 @@ def _filtered(args: argparse.Namespace, catalog: pd.DataFrame, listed) -> tuple:
     return None, ""
 
 
+def _candidates(path: str) -> pd.DataFrame:
+    """The --candidates file, refused with its own contract's columns when it lacks one
+    (the search checks it as configurations of the job's model: their columns would name a
+    model column the file does not need)."""
+    from srifty_kit.tables.contracts import CANDIDATES, require_columns
+
+    table = read_table(path)
+    require_columns(table, CANDIDATES, what="candidates")
+    return table
+
+
 def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:
     """The lines on what the search left out: the GPUs without figures in one line each
     (which GPU, the catalog's reason, the fix), then the other types, four at most."""
@@ -239,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
     model = StepTimeModel.load(args.model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
-        listed = None if args.candidates is None else read_table(args.candidates)
+        listed = None if args.candidates is None else _candidates(args.candidates)
         constraints = _constraints(args)
         types, asked = _filtered(args, catalog, listed)
         if types is not None:

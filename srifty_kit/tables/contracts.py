@@ -73,6 +73,12 @@ _MEASUREMENT_EXTRAS = (
 
 MEASUREMENTS = (*_CONFIG_COLUMNS, _STEP, *_MEASUREMENT_EXTRAS)
 CONFIGS = _CONFIG_COLUMNS
+# what `srifty search --candidates` reads: configurations to decide among, for the job's
+# model (so no model column); pricing (on-demand or spot) is checked by the search
+CANDIDATES = (
+    *(c for c in _CONFIG_COLUMNS if c.name not in ("model", "placement")),
+    Column("pricing", "str", required=False, nullable=True),
+)
 PREDICTIONS = (
     *_CONFIG_COLUMNS,
     _STEP,
@@ -201,6 +207,33 @@ _KIND_WORDS = {
 }
 
 
+def require_columns(
+    table: pd.DataFrame, columns: tuple[Column, ...], *, what: str, source: str | None = None
+) -> None:
+    """Refuse a table that lacks a required column of its contract, naming the columns it
+    needs (quoted: they are column names, which the command line must not read as flags,
+    even where one shares a flag's name, as ``local_bsz`` does ``--local-bsz``) and the
+    optional ones.
+
+    Raises:
+        InputError: naming the missing columns (with "did you mean" from the table's own).
+    """
+    missing = [c.name for c in columns if c.required and c.name not in table.columns]
+    if not missing:
+        return
+    optional = [c.name for c in columns if not c.required]
+    raise InputError(
+        f"missing required column{'s' if len(missing) > 1 else ''} "
+        + ", ".join(repr(m) for m in missing)
+        + did_you_mean(missing[0], [str(c) for c in table.columns]),
+        source=_source(table, source, what),
+        column=missing[0],
+        fix=f"a {what} table needs the columns "
+        + ", ".join(repr(c.name) for c in columns if c.required)
+        + (f" (optional: {', '.join(repr(c) for c in optional)})" if optional else ""),
+    )
+
+
 def validate_table(
     table: pd.DataFrame, columns: tuple[Column, ...], *, what: str, source: str | None = None
 ) -> pd.DataFrame:
@@ -217,18 +250,7 @@ def validate_table(
             column=repeated[0],
             fix="keep one column of each name",
         )
-    missing = [c.name for c in columns if c.required and c.name not in table.columns]
-    if missing:
-        hint = did_you_mean(missing[0], present)
-        raise InputError(
-            f"missing required column{'s' if len(missing) > 1 else ''} "
-            + ", ".join(repr(m) for m in missing)
-            + hint,
-            source=src,
-            column=missing[0],
-            fix=f"a {what} table needs the columns "
-            + ", ".join(c.name for c in columns if c.required),
-        )
+    require_columns(table, columns, what=what, source=src)
     if len(table) == 0:
         raise InputError(f"the {what} table has no rows", source=src, fix="give at least one row")
     out = table.copy()

@@ -393,6 +393,32 @@ def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     assert "num_workers" in lines[0] or "did you mean" in lines[0]
 
 
+def test_a_candidates_file_without_its_columns_is_told_the_candidates_columns(
+    synthetic_model, tmp_path
+):
+    bad = tmp_path / "c.csv"
+    bad.write_text("type,nodes,workers,bsz\ng4dn.12xlarge,1,4,32\n")
+    done = srifty(
+        "search",
+        "--model",
+        str(synthetic_model),
+        "--workload",
+        "resnet",
+        "--samples",
+        "2e8",
+        "--candidates",
+        str(bad),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    fix = line.split("to fix: ")[1]
+    # the file's own contract: no model column, and local_bsz is a column, not the flag
+    assert "'instance_type', 'num_nodes', 'num_workers', 'local_bsz'" in fix
+    assert "'pricing'" in fix and "'gpus_per_node'" in fix
+    assert "model" not in fix and "--local-bsz" not in fix
+
+
 # -- a GPU filter that lands on GPUs without figures ------------------------------------------
 def _search(model: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
     args = ("--workload", "resnet", "--samples", "1e7", "--max-nodes", "2", *extra)
