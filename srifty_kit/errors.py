@@ -16,10 +16,13 @@ line writes it.
 from __future__ import annotations
 
 import difflib
+import itertools
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 
 from srifty_kit.tables.redact import redact
+
+KEPT_ROWS = 20  # bad rows an InputError keeps (it shows five and counts the rest)
 
 
 class InputError(ValueError):
@@ -38,11 +41,19 @@ class InputError(ValueError):
         column: str | None = None,
         rows: Iterable[int] | None = None,
         fix: str | None = None,
+        n_rows: int | None = None,
     ) -> None:
+        """``rows``: the bad rows as the user numbers them (all of them, or the first few
+        with ``n_rows`` saying how many there are); the first ``KEPT_ROWS`` are kept."""
         self.problem = problem
         self.source = source
         self.column = column
-        self.rows = list(rows) if rows is not None else []
+        given = [] if rows is None else rows
+        kept = list(itertools.islice(given, KEPT_ROWS))
+        counted = len(given) if isinstance(given, Sized) else None
+        self.rows = [r.item() if hasattr(r, "item") else r for r in kept]  # numpy ints too
+        # "(+N more)" counts every bad row, not only those kept
+        self.n_rows = max(n_rows or 0, counted if counted is not None else len(kept))
         self.fix = fix
         super().__init__(self._one_line())
 
@@ -54,7 +65,7 @@ class InputError(ValueError):
             where.append(f"column '{self.column}'")
         if self.rows:
             shown = ", ".join(str(r) for r in self.rows[:5])
-            more = f" (+{len(self.rows) - 5} more)" if len(self.rows) > 5 else ""
+            more = f" (+{self.n_rows - 5} more)" if self.n_rows > 5 else ""
             where.append(f"rows {shown}{more}")
         text = (": ".join([", ".join(where), self.problem]) if where else self.problem).strip()
         if self.fix:

@@ -276,5 +276,12 @@ def for_command_line(err: InputError, args: argparse.Namespace | None) -> str:
     if fix == err.fix:
         return str(err)
     return str(
-        InputError(err.problem, source=err.source, column=err.column, rows=err.rows, fix=fix)
+        InputError(
+            err.problem,
+            source=err.source,
+            column=err.column,
+            rows=err.rows,
+            fix=fix,
+            n_rows=err.n_rows,
+        )
     )

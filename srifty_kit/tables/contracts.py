@@ -152,11 +152,11 @@ def _source(table: pd.DataFrame, source: str | None, what: str) -> str:
     return source or table.attrs.get("source") or f"{what} table"
 
 
-def _row_labels(table: pd.DataFrame, mask: np.ndarray) -> list[int]:
-    """Positions of bad rows as the user sees them: file line numbers, else 0-based rows."""
-    positions = np.flatnonzero(mask)
+def _row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Positions of every bad row as the user sees them: file line numbers, else 0-based rows
+    (all of them: InputError keeps the first few and counts the rest)."""
     offset = 2 if table.attrs.get("from_file") else 0  # header is line 1 of a CSV
-    return [int(p) + offset for p in positions[:20]]
+    return np.flatnonzero(mask) + offset
 
 
 def _coerce(values: pd.Series, kind: str) -> tuple[pd.Series, np.ndarray]:

@@ -131,6 +131,18 @@ def test_measurements_missing_a_column_exit_2_naming_it(tmp_path):
 
 
 @pytest.mark.slow
+def test_more_than_twenty_bad_rows_are_all_counted(tmp_path):
+    measured, _ = write_inputs(tmp_path)
+    table = pd.read_csv(measured).drop(columns="gpus_per_node").head(25)
+    table.assign(instance_type="g4dn.12xlarg").to_csv(tmp_path / "bad.csv", index=False)
+    done = srifty("fit", "--measurements", "bad.csv", "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "rows 2, 3, 4, 5, 6 (+20 more)" in line, line  # 25 bad rows: five shown, 20 more
+    assert "did you mean 'g4dn.12xlarge'" in line
+
+
+@pytest.mark.slow
 def test_help_describes_both_commands(tmp_path):
     for command in ("fit", "predict"):
         done = srifty(command, "--help", cwd=tmp_path)

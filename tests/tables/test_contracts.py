@@ -296,3 +296,20 @@ def test_a_table_that_is_not_a_dataframe_is_one_line_saying_what_to_pass(given):
         validate_measurements(given)
     if isinstance(given, str):
         assert "read_table" in str(err.value) and "file.csv" in str(err.value)
+
+
+def test_every_bad_row_is_counted_though_only_the_first_are_kept():
+    bad = pd.DataFrame(
+        {
+            "model": ["bert"] * 30,
+            "instance_type": ["g4dn.12xlarge"] * 30,
+            "num_nodes": [1] * 30,
+            "num_workers": [1] * 30,
+            "local_bsz": [8] * 30,
+            "step_time_s": ["slow"] * 30,
+        }
+    )
+    with pytest.raises(InputError) as err:
+        validate_measurements(bad, catalog=CATALOG)
+    assert "rows 0, 1, 2, 3, 4 (+25 more)" in str(err.value)
+    assert err.value.n_rows == 30 and err.value.rows == list(range(20))
