@@ -7,6 +7,7 @@ the column, the first offending rows and what was expected. Extra columns pass t
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -416,6 +417,7 @@ def _check_catalog_gpus(table: pd.DataFrame, src: str, catalog: CatalogSource) -
         return catalog
     catalog = catalog() if callable(catalog) else catalog
     counts = catalog.drop_duplicates("instance_type").set_index("instance_type")["gpu_count"]
+    _warn_near_misses(table, src, counts.index)
     known = pd.to_numeric(table["instance_type"].map(counts), errors="coerce")
     given = pd.to_numeric(table["gpus_per_node"], errors="coerce")
     wrong = (known > 0) & given.notna() & (given != known)
@@ -432,6 +434,36 @@ def _check_catalog_gpus(table: pd.DataFrame, src: str, catalog: CatalogSource) -
             "on part of a node is said by num_workers and placement",
         )
     return catalog
+
+
+def _warn_near_misses(table: pd.DataFrame, src: str, names: pd.Index) -> None:
+    """Warn, once per name, of an instance type outside the catalog that is a near miss of
+    one in it ('g4dn.12xlarg'), on rows that give ``gpus_per_node``.
+
+    A type outside the catalog is legitimate (an Azure VM, an on-prem box: the reference
+    data's 'azure-ND40rs_v2', 'onprem-8xrtx2080ti') and is fitted as hardware of its own, so
+    it is never refused; but a near miss is most likely a typo, which would otherwise fit a
+    model nobody asks for under a name no search finds. Rows without ``gpus_per_node`` need
+    not be warned of: their type is looked up, and a miss is refused with the same hint.
+    """
+    given = table["gpus_per_node"].notna().to_numpy()
+    itypes = table["instance_type"].astype(str)
+    known = {str(n) for n in names}
+    by_case = {n.lower(): n for n in known}
+    for name in pd.unique(itypes[given]):
+        if name in known:
+            continue
+        hint = did_you_mean(name, sorted(known))
+        if not hint and name.lower() in by_case:  # the same name in other letters' case
+            hint = f" (did you mean {by_case[name.lower()]!r}?)"
+        if hint:
+            n = int((itypes == name).sum())
+            warnings.warn(
+                f"{src}: instance type {name!r} ({n} row{'s' if n > 1 else ''}) is not in the "
+                f"catalog{hint}: it is fitted as hardware of its own; correct the name if it "
+                "is a typo",
+                stacklevel=2,
+            )
 
 
 def _check_workers(table: pd.DataFrame, src: str) -> None:

@@ -143,6 +143,17 @@ def test_more_than_twenty_bad_rows_are_all_counted(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_misspelt_instance_type_with_gpus_per_node_is_fitted_with_a_warning(tmp_path):
+    measured, _ = write_inputs(tmp_path, itype="g4dn.12xlarg")
+    done = srifty("fit", "--measurements", str(measured), "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr  # a type outside the catalog is not refused
+    said = [line for line in done.stderr.splitlines() if "'g4dn.12xlarg'" in line]
+    assert len(said) == 1, done.stderr  # once, not once per row
+    assert "not in the catalog (did you mean 'g4dn.12xlarge'" in said[0]
+    assert "measured.csv" in said[0]
+
+
+@pytest.mark.slow
 def test_help_describes_both_commands(tmp_path):
     for command in ("fit", "predict"):
         done = srifty(command, "--help", cwd=tmp_path)

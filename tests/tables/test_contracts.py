@@ -313,3 +313,35 @@ def test_every_bad_row_is_counted_though_only_the_first_are_kept():
         validate_measurements(bad, catalog=CATALOG)
     assert "rows 0, 1, 2, 3, 4 (+25 more)" in str(err.value)
     assert err.value.n_rows == 30 and err.value.rows == list(range(20))
+
+
+@pytest.mark.parametrize(
+    "itype",
+    # the reference data's own types outside the catalog, and names like them
+    ["azure-ND40rs_v2", "onprem-8xrtx2080ti", "onprem-dgx-a100", "onprem-4xrtx6000"]
+    + ["ND40rs_v2", "rtx2080ti", "local-cpu-amd-epyc-2c", "g4dn.12xlarge"],
+)
+def test_a_type_outside_the_catalog_that_is_no_near_miss_is_fitted_without_a_word(itype):
+    import warnings
+
+    from srifty_kit.catalog.query import load_catalog
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = validate_measurements(
+            measurements(instance_type=[itype] * 3, gpus_per_node=[4] * 3), catalog=load_catalog
+        )
+    assert (table["instance_type"] == itype).all()
+
+
+@pytest.mark.parametrize(
+    ("itype", "meant"), [("g4dn.12xlarg", "g4dn.12xlarge"), ("G5.XLARGE", "g5.xlarge")]
+)
+def test_a_near_miss_of_a_catalog_type_is_fitted_with_a_warning(itype, meant):
+    from srifty_kit.catalog.query import load_catalog
+
+    with pytest.warns(UserWarning, match=f"did you mean '{meant}'") as seen:
+        validate_measurements(
+            measurements(instance_type=[itype] * 3, gpus_per_node=[4] * 3), catalog=load_catalog
+        )
+    assert len([w for w in seen if itype in str(w.message)]) == 1
