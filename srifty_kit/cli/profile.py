@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, duration
 from srifty_kit.tables.files import next_partial, partial_path
 
 _MODEL_HELP = (
@@ -236,8 +236,8 @@ def _profile(args: argparse.Namespace) -> int:
             f"{c} {t / rec['step_s']:.0%}" for c, t in rec["classes"].items() if t > 0
         )
         print(
-            f"op trace on {trace['device_name']} at batch {b}: of a {1e3 * rec['step_s']:.3g} "
-            f"ms step, device busy {rec['busy_s'] / rec['step_s']:.0%} ({shares})"
+            f"op trace on {trace['device_name']} at batch {b}: of a {duration(rec['step_s'])} "
+            f"step, device busy {rec['busy_s'] / rec['step_s']:.0%} ({shares})"
         )
     ns = f.get("noise_scale")
     spread = f" +- {f['noise_scale_std']:.3g}" if f.get("noise_scale_std") else ""

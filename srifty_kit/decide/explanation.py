@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.decide import candidates as cand
+from srifty_kit.errors import duration
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.job import Constraints, Job
@@ -40,12 +41,8 @@ def _workers(n: int) -> str:
 
 
 def _hours(h: float) -> str:
-    """Hours as people say them: '2.5 h', '12 min', '40 s'."""
-    if h >= 1:
-        return f"{h:.3g} h"
-    if h * 60 >= 1:
-        return f"{h * 60:.2g} min"
-    return f"{h * 3600:.2g} s"
+    """Hours as people say them: '2.5 h', '12 min', '40 s' (``errors.duration``)."""
+    return duration(h * 3600)
 
 
 def money(x: float) -> str:
@@ -85,9 +82,9 @@ def _outcome(row: pd.Series, level: float) -> str:
 def _breakdown(row: pd.Series, job: Job) -> str:
     overlap = row["compute_s"] + row["sync_s"] - row["step_time_s"]
     parts = [
-        f"a step takes {row['step_time_s'] * 1000:.3g} ms: compute "
-        f"{row['compute_s'] * 1000:.3g} ms, gradient all-reduce {row['sync_s'] * 1000:.3g} ms"
-        + (f" ({overlap * 1000:.3g} ms of it hidden under compute)" if overlap > 1e-9 else "")
+        f"a step takes {duration(row['step_time_s'])}: compute "
+        f"{duration(row['compute_s'])}, gradient all-reduce {duration(row['sync_s'])}"
+        + (f" ({duration(overlap)} of it hidden under compute)" if overlap > 1e-9 else "")
     ]
     if job.noise_scale is not None:
         # the efficiency is against the reference batch (Pollux's), the one the steps come

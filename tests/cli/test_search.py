@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -231,6 +232,37 @@ def test_csv_into_a_pipe_that_closes_ends_quietly(synthetic_model, tmp_path):
         cwd=tmp_path,
     )
     assert err == "" and code == 141  # `| head -1`: no traceback, 128 + SIGPIPE as cat
+
+
+@pytest.mark.slow
+def test_a_step_of_a_second_or_more_is_said_in_seconds(tmp_path):
+    slow = synthetic_measurements()
+    slow["step_time_s"] *= 100  # steps of 1.5 s to 20 s
+    slow.to_csv(tmp_path / "slow.csv", index=False)
+    model = fit(tmp_path / "slow.csv", tmp_path)
+    done = srifty(
+        "search",
+        "--model",
+        str(model),
+        "--workload",
+        "resnet",
+        "--steps",
+        "1000",
+        "--reference-bsz",
+        "256",
+        "--instance-types",
+        "g4dn.12xlarge",
+        "--local-bsz",
+        "64",
+        "--max-nodes",
+        "1",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    said = next(line for line in done.stdout.splitlines() if "step takes" in line)
+    step = said[said.index("step takes") :].split(";")[0]
+    assert re.match(r"step takes \d[\d.]* s: compute \d[\d.]* (s|ms), gradient", step), step
+    assert "e+" not in said
 
 
 @pytest.mark.slow

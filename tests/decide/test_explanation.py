@@ -109,3 +109,35 @@ def test_the_printed_efficiency_steps_goodput_and_time_agree(model):
     # the reclaims' expected overhead on top
     training_h = samples / rows["goodput"] / 3600
     assert np.allclose(training_h, rows["time_h"] - rows["spot_overhead_h"], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (0.0123, "12.3 ms"),
+        (0.9996, "1 s"),
+        (1.01e3 / 1e3, "1.01 s"),
+        (45, "45 s"),
+        (12 * 60, "12 min"),
+        (2.5 * 3600, "2.5 h"),
+        (1234 * 3600, "1,234 h"),
+    ],
+)
+def test_a_duration_is_said_in_the_unit_that_fits_it(seconds, said):
+    from srifty_kit.errors import duration
+
+    assert duration(seconds) == said
+
+
+def test_a_step_of_a_second_is_said_in_seconds():
+    slow = _row(1, 3.9, 5.0, 20.0)
+    slow[["step_time_s", "compute_s", "sync_s"]] = [1.01e3 / 1e3, 0.8, 0.21]
+    text = Explanation(
+        objective="cost",
+        level=0.9,
+        job=Job("resnet", steps=1000, reference_bsz=256),
+        deadline_h=10.0,
+        pick=slow,
+        cheapest_per_hour=slow,
+    ).text()
+    assert "step takes 1.01 s: compute 800 ms, gradient all-reduce 210 ms" in text
