@@ -203,7 +203,8 @@ def fold_move(train: pd.DataFrame, test: pd.DataFrame) -> str:
     if (k_new > k_fit).all():
         return f"{_span(train['num_nodes'])} -> {_span(k_new)} nodes"
     n_fit = int(train.loc[train["num_nodes"] == k_fit, "num_workers"].max())
-    return f"<={n_fit} -> {_span(test['num_workers'])} workers on {k_fit} nodes"
+    nodes = "node" if k_fit == 1 else "nodes"
+    return f"<={n_fit} -> {_span(test['num_workers'])} workers on {k_fit} {nodes}"
 
 
 def _span(values: pd.Series) -> str:

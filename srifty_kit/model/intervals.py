@@ -429,7 +429,7 @@ class Spread:
         else:
             said = f"held out {'; '.join(self.moves)} ({self.scores.size} steps)"
         if self.node is not None:
-            said += f"; beyond {max_nodes} nodes {self.node.source}"
+            said += f"; beyond {max_nodes} node{'' if max_nodes == 1 else 's'} {self.node.source}"
         return said
 
     @functools.cached_property

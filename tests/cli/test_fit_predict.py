@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -78,6 +79,30 @@ def test_fit_prints_what_it_fitted(tmp_path):
     assert "intervals of resnet on onprem-a100-box: held out" in done.stdout
     assert "beyond 2 nodes a prior" in done.stdout
     assert json.loads((tmp_path / "m.json").read_text())["format"] == "srifty_kit.StepTimeModel"
+
+
+@pytest.mark.slow
+def test_fit_of_one_node_says_node_not_nodes(tmp_path):
+    measured, _ = write_inputs(tmp_path)
+    one = pd.read_csv(measured)
+    one[one["num_nodes"] == 1].to_csv(tmp_path / "one.csv", index=False)
+    done = srifty("fit", "--measurements", "one.csv", "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "beyond 1 node a prior" in done.stdout
+    assert not re.search(r"\b1 nodes\b", done.stdout + done.stderr), done.stdout
+
+
+@pytest.mark.slow
+def test_fit_of_a_one_node_cluster_says_what_its_folds_held_out_on_one_node(tmp_path):
+    from srifty_kit.tables.reference import shared_dir
+
+    path = shared_dir() / "reference" / "measurements" / "sia_quadrtx6000_placements.csv"
+    if not path.is_file():
+        pytest.skip(f"reference measurements not found at {path} (set SRIFTY_SHARED)")
+    done = srifty("fit", "--measurements", str(path), "--out", "m.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "workers on 1 node;" in done.stdout and "beyond 1 node a prior" in done.stdout
+    assert not re.search(r"\b1 nodes\b", done.stdout + done.stderr), done.stdout
 
 
 @pytest.mark.slow
