@@ -177,6 +177,17 @@ def _fmt(table: Any, columns: list[str]) -> str:
     return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
+def _largest_batch(facts: dict[str, Any]) -> str:
+    """The largest batch in words: its size and how it was found, or why there is none."""
+    size = facts.get("max_batch_size")
+    if size is not None:
+        return f"largest batch {size} ({facts.get('max_batch_method')})"
+    if "max_batch_method" not in facts:  # the search runs once every batch size is timed
+        return "largest batch not searched (interrupted before every batch size completed)"
+    note = facts.get("max_batch_note") or facts.get("max_batch_method")
+    return f"largest batch not found ({note})"
+
+
 def _profile(args: argparse.Namespace) -> int:
     from srifty_kit.measure.profile import profile_spec
 
@@ -244,8 +255,7 @@ def _profile(args: argparse.Namespace) -> int:
     print(
         f"FLOPs/sample {f.get('flops_per_sample') or float('nan'):.4g}, "
         f"parameters {f['param_count']}, gradient bytes {f['grad_bytes']}, "
-        f"noise scale {'n/a' if ns is None else f'{ns:.3g}'}{spread}, "
-        f"largest batch {f.get('max_batch_size')} ({f.get('max_batch_method')})"
+        f"noise scale {'n/a' if ns is None else f'{ns:.3g}'}{spread}, {_largest_batch(f)}"
     )
     if result.interrupted:
         print(

@@ -30,7 +30,7 @@ OLD += "old,x,1,1,4,0.5,1\n"
 class Run:
     """A ``srifty`` process and everything it printed on stderr, read by one thread."""
 
-    def __init__(self, args: list[str], cwd: Path, ignore_sigint: bool) -> None:
+    def __init__(self, args: list[str], cwd: Path, ignore_sigint: bool, stdout=None) -> None:
         def inherit() -> None:
             if ignore_sigint:  # what a background job of a non-interactive shell inherits
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -38,7 +38,7 @@ class Run:
         self.proc = subprocess.Popen(
             [SRIFTY, *args],
             cwd=cwd,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if stdout is None else stdout,
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=inherit,
@@ -134,6 +134,18 @@ def test_profile_stops_promptly_and_keeps_measured_steps(tmp_path, moment, signu
         last = run.stderr.strip().splitlines()[-1]
         assert "in p.partial.csv; p.csv is as it was" in last, run.stderr[-2000:]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.")]
+
+
+def test_an_interrupted_profile_says_its_largest_batch_was_not_searched(tmp_path):
+    with open(tmp_path / "said.txt", "w") as said:
+        run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint=False, stdout=said)
+        MOMENTS["timing"](run, tmp_path / "p.csv")
+        run.stop(signal.SIGINT)
+    assert run.proc.returncode == 130, run.stderr[-2000:]
+    summary = (tmp_path / "said.txt").read_text()
+    assert "steps written to" in summary  # the summary of what was measured
+    assert "largest batch not searched (interrupted" in summary
+    assert "None" not in summary
 
 
 def test_profile_without_an_older_file_keeps_its_steps_in_the_output(tmp_path):
