@@ -84,10 +84,17 @@ def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = N
         The path.
 
     Raises:
-        InputError: the suffix is not accepted, the path is a folder, a parent is a file, or
+        InputError: the path is a directory, the suffix is not accepted, a parent is a file, or
             the folder that would hold it cannot be written; the message says what to change.
     """
     path = Path(path)
+    if path.is_dir():  # before the suffix: a folder has none, and that is not what is wrong
+        name = f"NAME{suffixes[0]}" if suffixes else "NAME"
+        raise InputError(
+            "is a directory, not a file",
+            source=str(path),
+            fix=f"give a file name, e.g. {path / name}",
+        )
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise InputError(
             f"cannot write this kind of file ({path.suffix or 'no suffix'})",
@@ -95,10 +102,6 @@ def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = N
             fix="name the output " + ", ".join(suffixes[:-1]) + f" or {suffixes[-1]}"
             if len(suffixes) > 1
             else f"name the output {suffixes[0]}",
-        )
-    if path.is_dir():
-        raise InputError(
-            "is a folder, not a file", source=str(path), fix="give a file name inside it"
         )
     folder = path.parent
     while not folder.exists() and folder != folder.parent:

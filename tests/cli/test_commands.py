@@ -71,3 +71,19 @@ def test_output_into_a_pipe_that_closes_ends_quietly_like_cat(fmt):
     code, err = run_srifty_into_a_closed_pipe("catalog", "show", "--format", fmt)
     assert err == ""  # no BrokenPipeError traceback, no "Exception ignored" at exit
     assert code == 141  # 128 + SIGPIPE: what the shell reports for `cat big | head`
+
+
+def test_an_existing_directory_as_out_is_told_to_name_a_file(tmp_path):
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "m.csv").write_text("model\n")
+    done = subprocess.run(
+        [_srifty(), "fit", "--measurements", "m.csv", "--out", "reports"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "reports: is a directory, not a file" in line
+    assert "give a file name, e.g. reports/NAME.json" in line and "suffix" not in line
