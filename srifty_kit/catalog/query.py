@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterable, Sequence
 from importlib import resources
 
@@ -22,6 +23,11 @@ from srifty_kit.tables.files import read_table
 DEFAULT_REGION = "us-east-1"
 _DATA_PACKAGE = "srifty_kit.data"
 _FILE_PREFIX, _FILE_SUFFIX = "ec2_catalog_", ".csv"
+# how AWS names a region: us-east-1, eu-central-2, ap-southeast-4, us-gov-west-1
+_REGION_NAME = re.compile(
+    r"^[a-z]{2}(-gov|-iso[a-z]?)?-(north|south|east|west|central|"
+    r"northeast|northwest|southeast|southwest)-\d{1,2}$"
+)
 
 # Columns beyond the contract (contracts.CATALOG) that the embedded table and a refresh both carry.
 EXTRA_COLUMNS = (
@@ -51,11 +57,14 @@ def _embedded(region: str) -> pd.DataFrame:
     resource = resources.files(_DATA_PACKAGE) / f"{_FILE_PREFIX}{region}{_FILE_SUFFIX}"
     if not resource.is_file():
         regions = embedded_regions()
+        # region names differ by design in a letter or two: a well-formed one (eu-west-1,
+        # us-east-2) is another region, not a typo of us-east-1; only a malformed one is
+        hint = "" if _REGION_NAME.match(region) else did_you_mean(region, regions)
         raise InputError(
-            f"no embedded EC2 catalog for region {region!r}{did_you_mean(region, regions)}; "
-            f"embedded: {', '.join(regions)}",
-            fix=f"run `srifty catalog refresh --region {region} --out catalog.csv` and pass "
-            "that file (path=... or --catalog)",
+            f"no embedded EC2 catalog for region {region!r}{hint}; embedded: {', '.join(regions)}",
+            # `path` is load_catalog's argument, --catalog on the command line (api_flags)
+            fix=f"run `srifty catalog refresh --region {region} --out catalog.csv` and give "
+            "that file as `path`",
         )
     with resources.as_file(resource) as path:
         table = read_table(path)
@@ -85,7 +94,7 @@ def load_catalog(
             f"no rows for region {region!r}; the file holds {', '.join(have)}",
             source=str(path),
             column="region",
-            fix=f"pass region={have[0]!r} (--region {have[0]}) or refresh the catalog for {region}",
+            fix=f"give `region` {have[0]}, or refresh the catalog for {region}",
         )
     out = table[rows].reset_index(drop=True)
     out.attrs = dict(table.attrs)

@@ -96,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="region (default us-east-1; with --catalog, every region in the file)",
     )
     show.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    show.set_defaults(func=_show, prog=show.prog)
+    # the catalog's `path` (in load_catalog's "to fix") is --catalog here
+    show.set_defaults(func=_show, prog=show.prog, api_flags={"path": "catalog"})
 
     refresh = sub.add_parser(
         "refresh",

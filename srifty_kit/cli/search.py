@@ -442,5 +442,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(
         func=_run,
         prog=p.prog,
-        api_flags={"model": "workload", "spot_fallback_after": "fallback_after", "mixes": "hetero"},
+        api_flags={
+            "model": "workload",
+            "spot_fallback_after": "fallback_after",
+            "mixes": "hetero",
+            "path": "catalog",  # load_catalog's
+        },
     )

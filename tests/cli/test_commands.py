@@ -87,3 +87,32 @@ def test_an_existing_directory_as_out_is_told_to_name_a_file(tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert "reports: is a directory, not a file" in line
     assert "give a file name, e.g. reports/NAME.json" in line and "suffix" not in line
+
+
+def _catalog_show(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [_srifty(), "catalog", "show", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_another_region_is_not_taken_for_a_typo_and_the_fix_names_flags(tmp_path):
+    done = _catalog_show("--region", "eu-west-1", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "no embedded EC2 catalog for region 'eu-west-1'" in line
+    assert "did you mean" not in line  # eu-west-1 is a region of its own, not a misspelling
+    assert "give that file as --catalog" in line and "path=" not in line
+
+
+def test_a_misspelt_region_gets_did_you_mean(tmp_path):
+    done = _catalog_show("--region", "us-east1", cwd=tmp_path)
+    assert done.returncode == 2 and "(did you mean 'us-east-1'?)" in done.stderr
+
+
+def test_a_region_a_catalog_file_lacks_is_told_the_flag(tmp_path):
+    from srifty_kit.catalog.query import load_catalog
+
+    load_catalog().to_csv(tmp_path / "c.csv", index=False)
+    done = _catalog_show("--catalog", "c.csv", "--region", "eu-west-1", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "give --region us-east-1" in done.stderr and "region=" not in done.stderr
