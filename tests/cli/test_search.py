@@ -365,6 +365,42 @@ def test_search_among_a_candidates_file_writes_the_pick_with_its_probability(
     assert doc["n_candidates"] == 6
 
 
+def test_a_configuration_listed_twice_is_ranked_once_and_the_repeat_is_said(
+    synthetic_model, tmp_path
+):
+    path = tmp_path / "twice.csv"
+    path.write_text(
+        "instance_type,num_nodes,num_workers,local_bsz,pricing\n"
+        "g4dn.12xlarge,1,4,32,on-demand\n"
+        "g4dn.12xlarge,2,8,32,on-demand\n"
+        "g4dn.12xlarge,1,4,32,on-demand\n"  # line 4 repeats line 2
+        "g4dn.12xlarge,1,4,32,spot\n"  # another pricing: another configuration
+    )
+    done = srifty(
+        "search",
+        "--model",
+        str(synthetic_model),
+        "--workload",
+        "resnet",
+        "--samples",
+        "2e8",
+        "--deadline-h",
+        "1000",
+        "--candidates",
+        str(path),
+        "--format",
+        "json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    ranked = [(r["num_nodes"], r["pricing"]) for r in doc["ranked"]]
+    assert sorted(ranked) == [(1, "on-demand"), (1, "spot"), (2, "on-demand")]
+    assert doc["n_candidates"] == 3
+    (note,) = [line for line in done.stderr.splitlines() if "repeating" in line]
+    assert "twice.csv: dropped 1 row repeating a configuration listed before (rows 4)" in note
+
+
 def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_model, tmp_path):
     out = tmp_path / "r.json"
     out.write_text('{"older": true}')
