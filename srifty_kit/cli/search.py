@@ -10,7 +10,6 @@ import sys
 import warnings
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from srifty_kit.cli.flags import (
@@ -177,48 +176,15 @@ def _filtered(args: argparse.Namespace, catalog: pd.DataFrame, listed) -> tuple:
 
 
 def _candidates(path: str) -> pd.DataFrame:
-    """The --candidates file, refused with its own contract's columns when it lacks one
-    (the search checks it as configurations of the job's model: their columns would name a
-    model column the file does not need)."""
-    from srifty_kit.tables.contracts import CANDIDATES, require_columns
+    """The --candidates file, each configuration once: a repeated one is dropped with a note
+    on stderr saying which lines (``planner.unique_candidates``). ``search`` checks the rest
+    against the candidates contract."""
+    from srifty_kit.decide.planner import unique_candidates
 
-    table = read_table(path)
-    require_columns(table, CANDIDATES, what="candidates")
-    return _without_repeats(table)
-
-
-# what makes two candidates one configuration (gpus_per_node follows from the type)
-_SAME = ("instance_type", "num_nodes", "num_workers", "local_bsz", "pricing")
-
-
-def _without_repeats(table: pd.DataFrame) -> pd.DataFrame:
-    """The candidates with each configuration once: a row that repeats an earlier one would
-    be ranked twice. Says on stderr which rows were dropped."""
-    key = pd.DataFrame(index=table.index)
-    for col in (c for c in _SAME if c in table):
-        values = table[col]
-        if col in ("instance_type", "pricing"):
-            text = values.astype("string").str.strip()
-            key[col] = text.str.lower() if col == "pricing" else text
-        else:  # 32 and 32.0 are one batch; text the contract will refuse stays as it is
-            number = pd.to_numeric(values, errors="coerce")
-            key[col] = number.astype(object).where(number.notna(), values)
-    repeated = key.astype(str).duplicated().to_numpy()
-    if not repeated.any():
-        return table
-    lines = [int(i) + 2 for i in np.flatnonzero(repeated)]  # the header is line 1
-    shown = ", ".join(map(str, lines[:5])) + (
-        f" (+{len(lines) - 5} more)" if len(lines) > 5 else ""
-    )
-    print(
-        f"srifty search: note: {table.attrs.get('source', 'candidates')}: dropped "
-        f"{len(lines)} row{'s' if len(lines) > 1 else ''} repeating a configuration listed "
-        f"before (rows {shown}): each configuration is ranked once",
-        file=sys.stderr,
-    )
-    out = table[~repeated].reset_index(drop=True)
-    out.attrs = dict(table.attrs)
-    return out
+    table, note = unique_candidates(read_table(path))
+    if note:
+        print(f"srifty search: note: {note}", file=sys.stderr)
+    return table
 
 
 def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:

@@ -21,6 +21,7 @@ model does not know about the configuration, plus run-to-run noise."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.pareto import distinct_mask, knee_index, pareto_mask
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.tables.contracts import validate_catalog
+from srifty_kit.tables.contracts import CANDIDATES, require_columns, validate_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -231,6 +232,48 @@ def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.D
 PRICINGS = ("on-demand", "spot")
 
 
+# what makes two candidates one configuration (gpus_per_node follows from the type)
+_SAME = ("instance_type", "num_nodes", "num_workers", "local_bsz", "pricing")
+
+
+def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A candidates table with each configuration once, and a note naming the rows dropped
+    ("" when none): a row repeating an earlier configuration (same instance type, nodes,
+    workers, local batch and pricing; 32 and 32.0 are one batch, spaces around a name and the
+    case of a pricing do not count) would be ranked twice.
+
+    Args:
+        table: the candidates as read (rows numbered as in their file, the header line 1).
+
+    Returns:
+        (the table without the repeats, its ``attrs`` kept; the note).
+    """
+    key = pd.DataFrame(index=table.index)
+    for col in (c for c in _SAME if c in table):
+        values = table[col]
+        if col in ("instance_type", "pricing"):
+            text = values.astype("string").str.strip()
+            key[col] = text.str.lower() if col == "pricing" else text
+        else:  # text the contract will refuse stays as it is
+            number = pd.to_numeric(values, errors="coerce")
+            key[col] = number.astype(object).where(number.notna(), values)
+    repeated = key.astype(str).duplicated().to_numpy()
+    if not repeated.any():
+        return table, ""
+    lines = [int(i) + 2 for i in np.flatnonzero(repeated)]  # the header is line 1
+    shown = ", ".join(map(str, lines[:5])) + (
+        f" (+{len(lines) - 5} more)" if len(lines) > 5 else ""
+    )
+    note = (
+        f"{table.attrs.get('source', 'candidates')}: dropped {len(lines)} "
+        f"row{'s' if len(lines) > 1 else ''} repeating a configuration listed before "
+        f"(rows {shown}): each configuration is ranked once"
+    )
+    out = table[~repeated].reset_index(drop=True)
+    out.attrs = dict(table.attrs)
+    return out, note
+
+
 def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) -> pd.DataFrame:
     """Check a candidates table (``design.md``: instance_type, num_nodes, num_workers,
     local_bsz; optional pricing, gpus_per_node) and return it validated, one row each.
@@ -249,6 +292,10 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
     source = table.attrs.get("source", "candidates")
     if table.empty:
         raise InputError("the candidates table has no rows", source=source, fix="list at least one")
+    require_columns(table, CANDIDATES, what="candidates")
+    table, note = unique_candidates(table)
+    if note:
+        warnings.warn(note, stacklevel=3)
     with_model = table.assign(model=job.model)
     known = set(catalog["instance_type"].astype(str))
     for name in (
@@ -270,7 +317,7 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
                 f"pricing must be on-demand or spot, got {out['pricing'][bad].iloc[0]!r}",
                 source=source,
                 column="pricing",
-                rows=(np.flatnonzero(bad.to_numpy())[:20] + 2).tolist(),
+                rows=(np.flatnonzero(bad.to_numpy()) + 2).tolist(),
                 fix="write on-demand or spot (or leave the column out)",
             )
         out["pricing"] = pricing
@@ -515,7 +562,8 @@ def search(
         top: how many ranked rows to return.
         candidates: decide among exactly these configurations (columns instance_type,
             num_nodes, num_workers, local_bsz; optional pricing, gpus_per_node) instead of
-            enumerating the catalog.
+            enumerating the catalog; a row repeating an earlier configuration is dropped
+            with a warning (``unique_candidates``).
 
     Returns:
         A ``SearchResult``; ``pick`` is None (with the reason) when nothing meets the

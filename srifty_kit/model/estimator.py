@@ -679,7 +679,8 @@ class StepTimeModel(BaseEstimator):
                     err.problem,
                     source=err.source or out.attrs.get("source"),
                     column=err.column,
-                    rows=err.rows or lines[:20].tolist(),
+                    rows=err.rows or lines.tolist(),
+                    n_rows=err.n_rows if err.rows else None,
                     fix=err.fix,
                 ) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
@@ -692,7 +693,7 @@ class StepTimeModel(BaseEstimator):
                     fit.refusal(*shape[:2]),
                     source=out.attrs.get("source"),
                     column="num_workers",
-                    rows=(at[refused] + header)[:20].tolist(),
+                    rows=(at[refused] + header).tolist(),
                     fix="predict only one-worker configurations of this type, or " + _SYNC_FIX,
                 )
             for col in columns:

@@ -66,6 +66,22 @@ def test_a_listed_pricing_is_kept_and_bad_lists_are_refused(small_model):
         search(small_model, None, JOB, candidates=_listed().iloc[:0])
 
 
+def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_file(small_model):
+    # the same contract and the same one-row-per-configuration as `srifty search --candidates`
+    with pytest.raises(InputError) as refused:
+        search(small_model, None, JOB, candidates=_listed().drop(columns="local_bsz"))
+    said = str(refused.value)
+    assert "'local_bsz'" in said and "model" not in said  # a list names no training model
+    twice = pd.concat([_listed((2, 4)), _listed((4,)).assign(local_bsz=32.0)], ignore_index=True)
+    with pytest.warns(UserWarning, match=r"dropped 1 row repeating .*\(rows 4\)"):
+        result = search(small_model, load_catalog(), JOB, Constraints(), candidates=twice, top=5)
+    assert result.n_candidates == 2 and len(result.ranked) == 2
+    # every bad row is counted, not only the first twenty kept
+    bad = _listed(tuple(range(1, 26))).assign(pricing="reserved")
+    with pytest.raises(InputError, match=r"rows 2, 3, 4, 5, 6 \(\+20 more\)"):
+        search(small_model, None, JOB, candidates=bad)
+
+
 def _tight(small_model) -> tuple:
     """A deadline the 8-node cluster meets at its median but not at 90%: a question the
     model cannot answer without measuring."""
