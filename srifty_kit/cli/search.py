@@ -292,6 +292,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             result.ranked.to_csv(sys.stdout, index=False)
     else:
+        if out:  # before the table: a reader that stops early (`| head`) leaves the file whole
+            write_table(result.ranked, out)
         if result.feasible:
             shown = result.ranked[list(_SHOWN)].dropna(axis=1, how="all").rename(columns=_HEADERS)
             print(shown.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -317,8 +319,6 @@ def _run(args: argparse.Namespace) -> int:
             )
             print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
             print()
-        if out:
-            write_table(result.ranked, out)
     if args.format == "table" or args.out:
         print(result.explanation)
         if probes is not None:

@@ -235,6 +235,20 @@ def test_csv_into_a_pipe_that_closes_ends_quietly(synthetic_model, tmp_path):
 
 
 @pytest.mark.slow
+def test_the_file_asked_for_is_written_before_a_closed_pipe_stops_the_table(
+    synthetic_model, tmp_path
+):
+    out = tmp_path / "ranked.csv"
+    args = ("search", "--model", str(synthetic_model), "--workload", "resnet", *WORK["resnet"])
+    code, err = run_srifty_into_a_closed_pipe(
+        *args, "--deadline-h", "100", "--out", str(out), cwd=tmp_path
+    )
+    assert err == "" and code == 141  # `srifty search ... --out ranked.csv | head`
+    ranked = pd.read_csv(out)  # the whole ranking, although the table stopped at once
+    assert len(ranked) > 1 and ranked["cost_mean_usd"].is_monotonic_increasing
+
+
+@pytest.mark.slow
 def test_a_step_of_a_second_or_more_is_said_in_seconds(tmp_path):
     slow = synthetic_measurements()
     slow["step_time_s"] *= 100  # steps of 1.5 s to 20 s
