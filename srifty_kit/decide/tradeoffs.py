@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from srifty_kit import errors
 from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import config_phrase, money
@@ -36,14 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def duration(h: float) -> str:
     """Hours as the lessons write them, in their controls and their answers alike: '102 h',
-    '2.5 h', '30 min', '45 s'."""
-    if h >= 100:
-        return f"{h:,.0f} h"
-    if h >= 1:
-        return f"{h:.3g} h"
-    if h * 60 >= 1:
-        return f"{h * 60:.3g} min"
-    return f"{h * 3600:.2g} s"
+    '2.5 h', '30 min', '45 s' (``errors.duration``, the kit's one formatter)."""
+    return errors.duration(h * 3600)
 
 
 def _types(catalog: pd.DataFrame, names: tuple[str, ...]) -> cand.Types:
