@@ -216,20 +216,15 @@ def test_the_table_and_the_pick_show_the_expected_cost_they_rank_by(synthetic_mo
     assert f"expected {money(pick['cost_mean_usd'])}" in said
 
 
+def _resnet(model) -> tuple[str, ...]:
+    """srifty search's arguments for the resnet job on ``model``."""
+    return ("search", "--model", str(model), "--workload", "resnet", *WORK["resnet"])
+
+
 @pytest.mark.slow
 def test_csv_into_a_pipe_that_closes_ends_quietly(synthetic_model, tmp_path):
     code, err = run_srifty_into_a_closed_pipe(
-        "search",
-        "--model",
-        str(synthetic_model),
-        "--workload",
-        "resnet",
-        *WORK["resnet"],
-        "--deadline-h",
-        "100",
-        "--format",
-        "csv",
-        cwd=tmp_path,
+        *_resnet(synthetic_model), "--deadline-h", "100", "--format", "csv", cwd=tmp_path
     )
     assert err == "" and code == 141  # `| head -1`: no traceback, 128 + SIGPIPE as cat
 
@@ -239,9 +234,8 @@ def test_the_file_asked_for_is_written_before_a_closed_pipe_stops_the_table(
     synthetic_model, tmp_path
 ):
     out = tmp_path / "ranked.csv"
-    args = ("search", "--model", str(synthetic_model), "--workload", "resnet", *WORK["resnet"])
     code, err = run_srifty_into_a_closed_pipe(
-        *args, "--deadline-h", "100", "--out", str(out), cwd=tmp_path
+        *_resnet(synthetic_model), "--deadline-h", "100", "--out", str(out), cwd=tmp_path
     )
     assert err == "" and code == 141  # `srifty search ... --out ranked.csv | head`
     ranked = pd.read_csv(out)  # the whole ranking, although the table stopped at once
@@ -390,22 +384,7 @@ def test_a_configuration_listed_twice_is_ranked_once_and_the_repeat_is_said(
         "g4dn.12xlarge,1,4,32,on-demand\n"  # line 4 repeats line 2
         "g4dn.12xlarge,1,4,32,spot\n"  # another pricing: another configuration
     )
-    done = srifty(
-        "search",
-        "--model",
-        str(synthetic_model),
-        "--workload",
-        "resnet",
-        "--samples",
-        "2e8",
-        "--deadline-h",
-        "1000",
-        "--candidates",
-        str(path),
-        "--format",
-        "json",
-        cwd=tmp_path,
-    )
+    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000", "--format", "json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     ranked = [(r["num_nodes"], r["pricing"]) for r in doc["ranked"]]
@@ -452,23 +431,18 @@ def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_mod
     assert table.returncode == 1 and "Measure " in table.stdout
 
 
+def _among(model, candidates, cwd, *extra: str) -> subprocess.CompletedProcess:
+    """srifty search among a candidates file (the resnet job; ``extra``: more flags)."""
+    args = ("--model", str(model), "--workload", "resnet", "--samples", "2e8", *extra)
+    return srifty("search", *args, "--candidates", str(candidates), cwd=cwd)
+
+
 def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"instance_type": ["g4dn.12xlarg"], "num_nodes": [1], "local_bsz": [8]}).to_csv(
         bad, index=False
     )
-    done = srifty(
-        "search",
-        "--model",
-        str(synthetic_model),
-        "--workload",
-        "resnet",
-        "--samples",
-        "2e8",
-        "--candidates",
-        str(bad),
-        cwd=tmp_path,
-    )
+    done = _among(synthetic_model, bad, tmp_path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr
@@ -480,18 +454,7 @@ def test_a_candidates_file_without_its_columns_is_told_the_candidates_columns(
 ):
     bad = tmp_path / "c.csv"
     bad.write_text("type,nodes,workers,bsz\ng4dn.12xlarge,1,4,32\n")
-    done = srifty(
-        "search",
-        "--model",
-        str(synthetic_model),
-        "--workload",
-        "resnet",
-        "--samples",
-        "2e8",
-        "--candidates",
-        str(bad),
-        cwd=tmp_path,
-    )
+    done = _among(synthetic_model, bad, tmp_path)
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     fix = line.split("to fix: ")[1]
