@@ -733,12 +733,18 @@ def weekly_report(
         known.head(top_n), fitted, catalog, level=level, spot=spot, slack=slack
     )
     others = jobs[~jobs.index.isin(known.index)]
-    report.savings_note = (
-        f"{len(others)} of {len(jobs)} jobs have no fitted model or profile for their training "
-        "model (tag user:model / column model), or ran outside AWS or not in USD"
-        if len(others)
-        else ""
-    )
+    notes = []
+    if len(known) > top_n:  # the total is of the jobs checked, not of every job it could be
+        notes.append(
+            f"savings were checked for the {top_n} costliest of the {len(known)} jobs that "
+            f"have a model (top_n); the other {len(known) - top_n} were not checked"
+        )
+    if len(others):
+        notes.append(
+            f"{len(others)} of {len(jobs)} jobs have no fitted model or profile for their "
+            "training model (tag user:model / column model), or ran outside AWS or not in USD"
+        )
+    report.savings_note = "; ".join(notes)
     return report
 
 

@@ -408,3 +408,20 @@ def test_other_services_show_no_instance_hours_and_the_hours_add_up():
     whole = report.reconciliation
     assert split["billed_cost"].sum() == pytest.approx(whole["billed_cost"].sum())
     assert split["rows"].sum() == whole["rows"].sum()
+
+
+def test_the_savings_say_how_many_jobs_with_a_model_were_not_checked():
+    from srifty_kit.present.weekly import savings_text, weekly_report
+
+    ledger = REPO / "data" / "sample_cur_usage.parquet"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", ledger, top_n=3)
+    checked = len(report.savings)
+    assert checked == 3
+    note = report.savings_note
+    said = re.search(r"the (\d+) costliest of the (\d+) jobs that have a model", note)
+    assert said and int(said[1]) == checked and int(said[2]) > checked
+    skipped = int(said[2]) - checked
+    # the total's sentence is read with the note beside it: which jobs it sums, which not
+    assert f"the other {skipped} were not checked" in savings_text(report)
