@@ -51,7 +51,12 @@ from srifty_kit.model.holdout import (
 )
 from srifty_kit.model.physics import max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
-from srifty_kit.tables.contracts import validate_configs, validate_measurements
+from srifty_kit.tables.contracts import (
+    CATALOG,
+    require_columns,
+    validate_configs,
+    validate_measurements,
+)
 
 _PREDICTION_COLUMNS = ("step_time_s", "step_time_lo", "step_time_hi")
 _BREAKDOWN_COLUMNS = ("compute_s", "sync_s", "step_time_s")
@@ -180,6 +185,26 @@ def _probe_note(fit: GroupFit) -> str:
     return f"; conditioned on {len(runs)} run{plural} beyond {fit.max_nodes} nodes ({shapes})"
 
 
+def _given_catalog(catalog) -> pd.DataFrame | None:
+    """A catalog the caller passed, checked for the catalog contract's columns (None: the
+    embedded one, loaded where it is needed). Only their presence: a datasheet row of a GPU
+    outside EC2 (``benchmarks/gpu_catalog.csv``) leaves a host's cells, such as vcpus, empty,
+    and the model reads only its GPU figures.
+
+    Raises:
+        InputError: not a table, or a required column missing (the contract's message).
+    """
+    if catalog is None:
+        return None
+    if not isinstance(catalog, pd.DataFrame):
+        raise InputError(
+            f"catalog must be a table (DataFrame), got {type(catalog).__name__}",
+            fix="pass srifty_kit.load_catalog(path=FILE), or leave it out for the embedded one",
+        )
+    require_columns(catalog, CATALOG, what="catalog")
+    return catalog
+
+
 def _label(name: str) -> int:
     """A stable integer label of a group or network name (the same across calls)."""
     return zlib.crc32(name.encode())
@@ -252,6 +277,7 @@ class StepTimeModel(BaseEstimator):
             InputError: a bad table, level, structure or correction, or a malformed op mix.
         """
         self._check_options()
+        catalog = _given_catalog(catalog)
         op_mix, op_trace = roofline.op_mixes_of(facts), roofline.op_traces_of(facts)
         table = with_per_node(
             validate_measurements(
@@ -826,7 +852,8 @@ class StepTimeModel(BaseEstimator):
         (``catalog.kept.with_kept``: a conflict is an InputError), built once per catalog."""
         held = self.__dict__.get("_with_kept")
         if held is None or held[0] is not catalog:
-            held = self.__dict__["_with_kept"] = (catalog, with_kept(self.catalog_rows_, catalog))
+            merged = with_kept(self.catalog_rows_, _given_catalog(catalog))
+            held = self.__dict__["_with_kept"] = (catalog, merged)
         return held[1]
 
     def _source(self, model: str, instance_type: str, exclude: str | None = None) -> str:

@@ -577,3 +577,19 @@ def test_gradient_bytes_carry_the_network_from_one_model_to_another():
     held = measurements(2, min_nodes=2, model="gpt", params=big, seed=12)
     ape = (model.predict(configs(held))["step_time_s"] / held["step_time_s"] - 1).abs()
     assert ape.mean() < 0.08
+
+
+def test_a_bad_catalog_is_refused_in_one_line_by_fit_and_predict(fitted):
+    from srifty_kit import load_catalog
+
+    table = measurements(2)
+    short = load_catalog().drop(columns="gpu_count")
+    for call in (
+        lambda cat: StepTimeModel().fit(table, catalog=cat),
+        lambda cat: fitted.predict(configs(table).head(3), catalog=cat),
+    ):
+        with pytest.raises(InputError, match="'gpu_count'") as missing:
+            call(short)
+        assert "\n" not in str(missing.value) and "to fix" in str(missing.value)
+        with pytest.raises(InputError, match="catalog must be a table"):
+            call("catalog.csv")
