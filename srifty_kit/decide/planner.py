@@ -21,6 +21,7 @@ model does not know about the configuration, plus run-to-run noise."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -455,6 +456,31 @@ class Evaluated:
         return replace(constraints, **free) == replace(self.constraints, **free)
 
 
+def _check_arguments(model, catalog, job, constraints) -> None:
+    """Refuse arguments of the wrong kind in one line each, before any work: the usual slips
+    are a model file's path for the model and the job and constraints swapped."""
+    usage = "search(model, catalog, Job(...), Constraints(...))"
+    if isinstance(model, (str, os.PathLike)):
+        raise InputError(
+            f"model must be a fitted StepTimeModel, got the path {str(model)!r}",
+            fix="load it first: StepTimeModel.load(path)",
+        )
+    if getattr(model, "models_", None) is None:
+        raise InputError("the performance model is not fitted", fix="fit or load it first")
+    if catalog is not None and not isinstance(catalog, pd.DataFrame):
+        raise InputError(
+            f"catalog must be a table (DataFrame) or None, got {type(catalog).__name__}",
+            fix="pass load_catalog(path=FILE), or None for the embedded one",
+        )
+    if not isinstance(job, Job):
+        raise InputError(f"job must be a Job, got {type(job).__name__}", fix=usage)
+    if constraints is not None and not isinstance(constraints, Constraints):
+        raise InputError(
+            f"constraints must be Constraints or None, got {type(constraints).__name__}",
+            fix=usage,
+        )
+
+
 def evaluate(
     model: StepTimeModel,
     catalog: pd.DataFrame | None = None,
@@ -464,12 +490,9 @@ def evaluate(
 ) -> Evaluated:
     """Enumerate (or take ``candidates``), predict and price every candidate for ``job``
     (the expensive half of ``search``; the same checks of its arguments)."""
-    if job is None:
-        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
+    _check_arguments(model, catalog, job, constraints)
     constraints = constraints or Constraints()
-    fitted = getattr(model, "models_", None)
-    if fitted is None:
-        raise InputError("the performance model is not fitted", fix="fit or load it first")
+    fitted = model.models_
     if catalog is None:
         from srifty_kit.catalog.query import load_catalog
 
@@ -572,8 +595,6 @@ def search(
     Raises:
         InputError: a bad job, constraints, catalog or candidates table.
     """
-    if job is None:
-        raise InputError("search needs a Job", fix="search(model, catalog, Job(...), ...)")
     _check_ranking(objective, top)
     evaluated = evaluate(model, catalog, job, constraints, candidates)
     return select(evaluated, objective=objective, top=top)

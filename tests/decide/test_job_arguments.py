@@ -90,3 +90,26 @@ def test_a_file_name_given_as_the_catalog_region_says_to_pass_it_as_path(tmp_pat
         load_catalog("x.csv")
     assert len(load_catalog(path=tmp_path / "x.csv", region=None)) == len(load_catalog())
     assert isinstance(load_catalog(), pd.DataFrame)
+
+
+def test_search_arguments_of_the_wrong_kind_are_named_in_one_line():
+    import warnings
+
+    from srifty_kit.decide.planner import search
+    from tests.builders import measurements
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(measurements(1))
+    job, within = Job("resnet", samples=1e8), Constraints(deadline_h=10)
+    catalog = load_catalog()
+    for args, said in (
+        ((model, catalog, "resnet", within), "job must be a Job, got str"),
+        ((model, catalog, within, job), "job must be a Job, got Constraints"),
+        ((model, catalog, job, {"deadline_h": 10}), "constraints must be Constraints"),
+        (("model.json", catalog, job, within), "StepTimeModel.load(path)"),
+        ((model, "catalog.csv", job, within), "catalog must be a table"),
+    ):
+        with pytest.raises(InputError) as refused:
+            search(*args)
+        assert said in str(refused.value) and "\n" not in str(refused.value)
