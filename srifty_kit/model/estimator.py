@@ -605,10 +605,12 @@ class StepTimeModel(BaseEstimator):
             drawn under shared errors.
 
         Raises:
-            InputError: a bad table or draws, or a configuration that cannot be predicted.
+            InputError: a bad table, draws or seed, or a configuration that cannot be predicted.
         """
         if not (isinstance(draws, int) and 1 <= draws <= 100_000):
             raise InputError(f"draws must be a whole number 1..100000, got {draws!r}", fix="200")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InputError(f"seed must be a whole number >= 0, got {seed!r}", fix="seed=0")
         self._check_fitted()
         out = validate_configs(self._fill_gpus(configs), catalog=lambda: self._catalog(catalog))
         parts, order = [], []
@@ -914,8 +916,9 @@ class StepTimeModel(BaseEstimator):
         """Write the fitted model as versioned, checksummed JSON (atomic).
 
         Raises:
-            InputError: the model is not fitted.
-            OSError: the file cannot be written (an existing file is left as it was).
+            InputError: the model is not fitted, ``path`` is not a file path or is a
+                directory, or the file cannot be written (an existing file is left as it
+                was; what could not be written is kept in a recovery file the message names).
         """
         self._check_fitted()
         persist.save(

@@ -73,6 +73,20 @@ def _refuse_duplicate_header(path: Path, table: pd.DataFrame) -> None:
         seen.add(name)
 
 
+def _not_a_directory(path: Path, suffixes: tuple[str, ...] | None = None) -> Path:
+    """``path``, or an InputError when it is a directory (checked before a suffix: a folder
+    has none, and that is not what is wrong; writing over one fails with advice about disk
+    space)."""
+    if path.is_dir():
+        name = f"NAME{suffixes[0]}" if suffixes else "NAME"
+        raise InputError(
+            "is a directory, not a file",
+            source=str(path),
+            fix=f"give a file name, e.g. {path / name}",
+        )
+    return path
+
+
 def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = None) -> Path:
     """Refuse an output path that cannot be written, before any work is done.
 
@@ -87,14 +101,7 @@ def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = N
         InputError: the path is a directory, the suffix is not accepted, a parent is a file, or
             the folder that would hold it cannot be written; the message says what to change.
     """
-    path = Path(path)
-    if path.is_dir():  # before the suffix: a folder has none, and that is not what is wrong
-        name = f"NAME{suffixes[0]}" if suffixes else "NAME"
-        raise InputError(
-            "is a directory, not a file",
-            source=str(path),
-            fix=f"give a file name, e.g. {path / name}",
-        )
+    path = _not_a_directory(as_path(path, "the output"), suffixes)
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise InputError(
             f"cannot write this kind of file ({path.suffix or 'no suffix'})",
@@ -257,6 +264,16 @@ def _umask() -> int:
     return mask
 
 
+def as_path(path: object, what: str) -> Path:
+    """``path`` as a ``Path``, or an InputError naming ``what`` it should have been (a
+    ``None`` or a number where a file name belongs)."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise InputError(
+            f"{what} must be a file path, got {path!r}", fix="pass a file name, e.g. 'model.json'"
+        )
+    return Path(path)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Write to a temporary file beside ``path`` and rename it over: readers never see half.
 
@@ -265,11 +282,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
         write: writes the content to the temporary path it is given.
 
     Raises:
-        InputError: the file system refused the write (permissions, a full disk, a parent that
-            is a file); the content was then kept in a recovery file in the temporary folder,
-            and the message says where. An existing ``path`` is never touched by a failure.
+        InputError: ``path`` is not a path or is a directory, or the file system refused the
+            write (permissions, a full disk, a parent that is a file); the content was then
+            kept in a recovery file in the temporary folder, and the message says where. An
+            existing ``path`` is never touched by a failure.
     """
-    path = Path(path)
+    path = _not_a_directory(as_path(path, "the file to write"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
@@ -304,7 +322,7 @@ def _recover(path: Path, write: Callable[[Path], None], err: OSError) -> None:
 
 def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Write a table atomically, CSV, Parquet or JSON records by suffix."""
-    path = Path(path)
+    path = as_path(path, "the table's file")
     suffix = path.suffix.lower()
     writers: dict[str, Callable[[Path], None]] = {
         ".csv": lambda p: table.to_csv(p, index=False),
@@ -324,7 +342,7 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
 def write_json(obj: object, path: str | os.PathLike) -> Path:
     """Write a JSON document atomically; NaN and infinities become null (standard JSON has
     neither, and other readers refuse ``Infinity``)."""
-    path = Path(path)
+    path = as_path(path, "the JSON file")
     text = json.dumps(json_safe(obj), indent=1, sort_keys=False, allow_nan=False)
     atomic_write(path, lambda p: p.write_text(text))
     return path

@@ -593,3 +593,17 @@ def test_a_bad_catalog_is_refused_in_one_line_by_fit_and_predict(fitted):
         assert "\n" not in str(missing.value) and "to fix" in str(missing.value)
         with pytest.raises(InputError, match="catalog must be a table"):
             call("catalog.csv")
+
+
+def test_paths_and_seeds_of_the_wrong_kind_are_named_in_one_line(fitted, tmp_path):
+    cfg = configs(measurements(2)).head(2)
+    for call, said in (
+        (lambda: fitted.predict_draws(cfg, seed="a"), "seed must be a whole number"),
+        (lambda: StepTimeModel.load(None), "must be a file path, got None"),
+        (lambda: fitted.save(None), "must be a file path, got None"),
+        (lambda: fitted.save(tmp_path), "is a directory, not a file"),
+    ):
+        with pytest.raises(InputError, match=said) as refused:
+            call()
+        assert "\n" not in str(refused.value) and "to fix" in str(refused.value)
+    assert list(tmp_path.iterdir()) == []  # nothing written in the folder named
