@@ -431,7 +431,8 @@ def compute_split(
 
 def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
     """Per currency: coverage (covered eligible instance usage / eligible usage, at on-demand
-    prices), utilisation (used / (used + unused) commitment), the unused commitment's cost
+    prices), utilisation (used / (used + unused) commitment; unknown, None, where the week
+    has no commitment fee row to read the unused part from), the unused commitment's cost
     (waste), purchases billed, and the effective savings rate of compute ((list - effective -
     unused) / list, over instance usage whose list cost the ledger states)."""
     r = usage.reconciliation
@@ -448,13 +449,16 @@ def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
         listed = float(used_lines["list_cost"].sum())
         listed_effective = float(used_lines["listed_effective"].sum())
         eligible_total = float(on_demand[eligible].sum())
+        # the unused part is read off the commitments' fee rows: without any, it is unknown,
+        # not zero (the fee is billed in another account or was not exported)
+        fees = bool(g["reason"].isin([PURCHASE, UNUSED]).any())
         rows.append(
             {
                 "currency": currency,
                 "coverage": float(on_demand[covered].sum()) / eligible_total
                 if eligible_total
                 else None,
-                "utilisation": used / (used + unused) if used + unused > 0 else None,
+                "utilisation": used / (used + unused) if fees and used + unused > 0 else None,
                 "used_commitment": used,
                 "unused_commitment": unused,
                 "purchases_billed": float(g.loc[g["reason"] == PURCHASE, "billed_cost"].sum()),

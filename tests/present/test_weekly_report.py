@@ -425,3 +425,16 @@ def test_the_savings_say_how_many_jobs_with_a_model_were_not_checked():
     skipped = int(said[2]) - checked
     # the total's sentence is read with the note beside it: which jobs it sums, which not
     assert f"the other {skipped} were not checked" in savings_text(report)
+
+
+def test_utilisation_is_unknown_without_a_commitment_fee_row():
+    from srifty_kit.present.weekly import weekly_report
+
+    # the sample CUR export covers usage by savings plans but holds no fee rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet")
+    (row,) = report.commitments.to_dict("records")
+    assert row["used_commitment"] > 0 and row["purchases_billed"] == 0
+    assert row["utilisation"] is None or np.isnan(row["utilisation"])  # not a made-up 100%
+    assert row["coverage"] > 0
