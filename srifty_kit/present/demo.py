@@ -24,9 +24,8 @@ SINGLE_BATCHES = (8, 16, 32, 64)
 # The demo job's deadline. The demo profiles on this machine's CPU, and a CPU's step time says
 # nothing of a GPU's: every GPU type is reached through the model's op mix alone, so the
 # search's 90% upper end of a run lies 2-3x above its point estimate (most of it the GPU's
-# host floor, which a CPU's intercept only hints at). Due in 1 h, the 1e9-sample job had no
-# configuration the search could promise at 90% (the nearest, 5 x p5.48xlarge: 35 min, up to
-# 1.56 h); due in 2 h, cheap ones qualify, and the report shows a decision and the
+# host floor, which a CPU's intercept only hints at). Two hours leave room for that width
+# however slow the machine that profiles, so the report opens on a decision and the
 # measurement that would narrow it.
 DEADLINE_H = 2.0
 DIST_WORLDS = (1, 2)  # two processes: what a 2-core machine can run without oversubscribing
