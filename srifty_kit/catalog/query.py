@@ -111,17 +111,21 @@ def _check_region(region: object) -> None:
             f"region must be a name such as 'us-east-1', got {type(region).__name__}",
             fix="load_catalog(region='us-east-1'), or load_catalog(path=FILE) for a file",
         )
-    looks_like_file = (
-        not isinstance(region, str)
-        or os.sep in text
-        or os.path.splitext(text)[1].lower() in (".csv", ".parquet", ".json", ".gz")
-        or os.path.isfile(text)
-    )
-    if looks_like_file:
+    if not isinstance(region, str) or names_a_file(text):
         raise InputError(
             f"{text!r} was given as the region, but it names a file (did you mean path={text!r}?)",
             fix=f"load_catalog(path={text!r}) (region=None keeps every region of the file)",
         )
+
+
+def names_a_file(text: str) -> bool:
+    """Whether a region argument is a file's name instead (a separator, a table's suffix, or
+    an existing file): the catalog's path given in the region's place."""
+    return (
+        os.sep in text
+        or os.path.splitext(text)[1].lower() in (".csv", ".parquet", ".json", ".gz")
+        or os.path.isfile(text)
+    )
 
 
 def instance_family(instance_type: pd.Series) -> pd.Series:

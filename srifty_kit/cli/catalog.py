@@ -6,7 +6,15 @@ import argparse
 import sys
 
 from srifty_kit.catalog.query import filter_catalog, load_catalog
-from srifty_kit.cli.flags import comma_list, non_negative, output, positive, positive_int, url
+from srifty_kit.cli.flags import (
+    comma_list,
+    non_negative,
+    output,
+    positive,
+    positive_int,
+    region,
+    url,
+)
 
 # what fits a terminal; csv and json carry every column
 _TABLE_COLUMNS = [
@@ -92,6 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--catalog", metavar="PATH", help="a catalog file instead of the embedded")
     show.add_argument(
         "--region",
+        type=region,
         metavar="R",
         help="region (default us-east-1; with --catalog, every region in the file)",
     )
@@ -109,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Needs ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings, "
         "ec2:DescribeSpotPriceHistory and pricing:GetProducts.",
     )
-    refresh.add_argument("--region", required=True, metavar="R", help="e.g. us-east-1")
+    refresh.add_argument("--region", required=True, type=region, metavar="R", help="e.g. us-east-1")
     refresh.add_argument(
         "--out", required=True, type=output(), metavar="PATH", help=".csv, .parquet or .json"
     )

@@ -56,6 +56,18 @@ def name_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def region(text: str) -> str:
+    """An argparse type: a region name; a catalog file given in its place is refused with the
+    flag that takes one."""
+    from srifty_kit.catalog.query import names_a_file
+
+    if names_a_file(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names a file, not a region; give the file as --catalog {text}"
+        )
+    return text
+
+
 def _parse(text: str, whole: bool) -> float | int:
     try:
         value = float(text)

@@ -20,6 +20,7 @@ from srifty_kit.cli.flags import (
     positive,
     positive_int,
     probability,
+    region,
     whole_list,
 )
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
@@ -419,7 +420,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="catalog file (default: the embedded EC2 one); the model carries to the types it "
         "lists, whose figures must agree with the rows kept in the model file",
     )
-    p.add_argument("--region", default="us-east-1", help="catalog region (us-east-1)")
+    p.add_argument("--region", default="us-east-1", type=region, help="catalog region (us-east-1)")
     p.add_argument(
         "--candidates",
         type=input_file,

@@ -116,3 +116,13 @@ def test_a_region_a_catalog_file_lacks_is_told_the_flag(tmp_path):
     done = _catalog_show("--catalog", "c.csv", "--region", "eu-west-1", cwd=tmp_path)
     assert done.returncode == 2
     assert "give --region us-east-1" in done.stderr and "region=" not in done.stderr
+
+
+def test_a_catalog_file_given_as_the_region_is_told_the_flag_that_takes_it(tmp_path):
+    from srifty_kit.catalog.query import load_catalog
+
+    load_catalog().to_csv(tmp_path / "c.csv", index=False)
+    done = _catalog_show("--region", "c.csv", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "give the file as --catalog c.csv" in line and "path=" not in line
