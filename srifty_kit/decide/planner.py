@@ -285,15 +285,10 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
     """
     from srifty_kit.tables.contracts import validate_configs
 
-    if not isinstance(table, pd.DataFrame):
-        raise InputError(
-            f"candidates must be a table (DataFrame), got {type(table).__name__}",
-            fix="pass pandas.read_csv(FILE), or --candidates FILE on the command line",
-        )
+    require_columns(table, CANDIDATES, what="candidates")  # a table, with its columns
     source = table.attrs.get("source", "candidates")
     if table.empty:
         raise InputError("the candidates table has no rows", source=source, fix="list at least one")
-    require_columns(table, CANDIDATES, what="candidates")
     table, note = unique_candidates(table)
     if note:
         warnings.warn(note, stacklevel=3)
@@ -456,9 +451,10 @@ class Evaluated:
         return replace(constraints, **free) == replace(self.constraints, **free)
 
 
-def _check_arguments(model, catalog, job, constraints) -> None:
+def _check_arguments(model, job, constraints) -> None:
     """Refuse arguments of the wrong kind in one line each, before any work: the usual slips
-    are a model file's path for the model and the job and constraints swapped."""
+    are a model file's path for the model and the job and constraints swapped (a catalog that
+    is no table is the catalog contract's to refuse: ``validate_catalog``)."""
     usage = "search(model, catalog, Job(...), Constraints(...))"
     if isinstance(model, (str, os.PathLike)):
         raise InputError(
@@ -467,11 +463,6 @@ def _check_arguments(model, catalog, job, constraints) -> None:
         )
     if getattr(model, "models_", None) is None:
         raise InputError("the performance model is not fitted", fix="fit or load it first")
-    if catalog is not None and not isinstance(catalog, pd.DataFrame):
-        raise InputError(
-            f"catalog must be a table (DataFrame) or None, got {type(catalog).__name__}",
-            fix="pass load_catalog(path=FILE), or None for the embedded one",
-        )
     if not isinstance(job, Job):
         raise InputError(f"job must be a Job, got {type(job).__name__}", fix=usage)
     if constraints is not None and not isinstance(constraints, Constraints):
@@ -490,7 +481,7 @@ def evaluate(
 ) -> Evaluated:
     """Enumerate (or take ``candidates``), predict and price every candidate for ``job``
     (the expensive half of ``search``; the same checks of its arguments)."""
-    _check_arguments(model, catalog, job, constraints)
+    _check_arguments(model, job, constraints)
     constraints = constraints or Constraints()
     fitted = model.models_
     if catalog is None:

@@ -192,15 +192,10 @@ def _given_catalog(catalog) -> pd.DataFrame | None:
     and the model reads only its GPU figures.
 
     Raises:
-        InputError: not a table, or a required column missing (the contract's message).
+        InputError: not a table, or a required column missing (the contract's messages).
     """
     if catalog is None:
         return None
-    if not isinstance(catalog, pd.DataFrame):
-        raise InputError(
-            f"catalog must be a table (DataFrame), got {type(catalog).__name__}",
-            fix="pass srifty_kit.load_catalog(path=FILE), or leave it out for the embedded one",
-        )
     require_columns(catalog, CATALOG, what="catalog")
     return catalog
 

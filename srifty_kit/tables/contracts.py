@@ -217,8 +217,11 @@ def require_columns(
     optional ones.
 
     Raises:
-        InputError: naming the missing columns (with "did you mean" from the table's own).
+        InputError: not a DataFrame, or naming the missing columns (with "did you mean" from
+            the table's own).
     """
+    if not isinstance(table, pd.DataFrame):
+        _refuse_non_frame(table, what, source)
     missing = [c.name for c in columns if c.required and c.name not in table.columns]
     if not missing:
         return
@@ -331,13 +334,13 @@ def _refuse_non_frame(table: object, what: str, source: str | None) -> None:
     """Anything but a DataFrame where a table is expected: one line saying what to pass."""
     if isinstance(table, str | os.PathLike):
         raise InputError(
-            f"expected a pandas DataFrame of {what}, got the path {str(table)!r}",
+            f"{what} must be a table (expected a pandas DataFrame, got the path {str(table)!r})",
             source=source,
             fix="read the file first: srifty_kit.tables.files.read_table(path) (CSV, Parquet "
             "or JSON) and pass the DataFrame",
         )
     raise InputError(
-        f"expected a pandas DataFrame of {what}, got {type(table).__name__}",
+        f"{what} must be a table (expected a pandas DataFrame, got {type(table).__name__})",
         source=source,
         fix="pass a DataFrame with the contract's columns, e.g. pd.DataFrame(rows) or "
         "read_table(path)",
