@@ -57,6 +57,20 @@ class InputError(ValueError):
         self.fix = fix
         super().__init__(self._one_line())
 
+    def but(self, **changes: object) -> InputError:
+        """The same error with ``changes`` (``source``, ``fix``, ``rows``, ...): one field
+        said another way (a library's fix in a command's flags, the file a caller read). New
+        ``rows`` are counted afresh unless ``n_rows`` comes with them."""
+        fields = {
+            "source": self.source,
+            "column": self.column,
+            "rows": self.rows,
+            "fix": self.fix,
+            "n_rows": None if "rows" in changes else self.n_rows,
+        }
+        fields.update(changes)
+        return InputError(self.problem, **fields)
+
     def _one_line(self) -> str:
         where = []
         if self.source:

@@ -285,15 +285,4 @@ def for_command_line(err: InputError, args: argparse.Namespace | None) -> str:
         return _flag(dest) if dest in dests else match.group(0)
 
     fix = _BARE.sub(word, _NAMED.sub(word, err.fix))
-    if fix == err.fix:
-        return str(err)
-    return str(
-        InputError(
-            err.problem,
-            source=err.source,
-            column=err.column,
-            rows=err.rows,
-            fix=fix,
-            n_rows=err.n_rows,
-        )
-    )
+    return str(err) if fix == err.fix else str(err.but(fix=fix))

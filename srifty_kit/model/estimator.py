@@ -697,15 +697,8 @@ class StepTimeModel(BaseEstimator):
             try:
                 fit = self._group(model, itype, catalog)
             except InputError as err:  # say which rows of which file could not be predicted
-                lines = at + header
-                raise InputError(
-                    err.problem,
-                    source=err.source or out.attrs.get("source"),
-                    column=err.column,
-                    rows=err.rows or lines.tolist(),
-                    n_rows=err.n_rows if err.rows else None,
-                    fix=err.fix,
-                ) from err
+                rows = {} if err.rows else {"rows": (at + header).tolist()}
+                raise err.but(source=err.source or out.attrs.get("source"), **rows) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             _warn_far_beyond(model, itype, fit, *shape[:2])
             self._warn_batches_beyond(model, itype, shape[2])
