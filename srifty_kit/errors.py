@@ -78,9 +78,7 @@ class InputError(ValueError):
         if self.column:
             where.append(f"column '{self.column}'")
         if self.rows:
-            shown = ", ".join(str(r) for r in self.rows[:5])
-            more = f" (+{self.n_rows - 5} more)" if self.n_rows > 5 else ""
-            where.append(f"rows {shown}{more}")
+            where.append(f"rows {rows_said(self.rows, self.n_rows)}")
         text = (": ".join([", ".join(where), self.problem]) if where else self.problem).strip()
         if self.fix:
             text += f"; to fix: {self.fix}"
@@ -118,6 +116,20 @@ def duration(seconds: float) -> str:
     if shown >= 1:
         return f"{s:.3g} s"
     return f"{s * 1000:.3g} ms"
+
+
+def hours(h: float) -> str:
+    """Hours as people say them: '102 h', '2.5 h', '30 min', '45 s' (``duration``)."""
+    return duration(h * 3600)
+
+
+def rows_said(rows: Iterable[int], count: int | None = None) -> str:
+    """'2, 3, 4, 5, 6 (+20 more)': the first five of ``rows`` and how many others there are
+    of ``count`` in all (default: as many as given)."""
+    rows = list(rows)
+    count = len(rows) if count is None else count
+    more = f" (+{count - 5} more)" if count > 5 else ""
+    return ", ".join(str(r) for r in rows[:5]) + more
 
 
 def plain(value: object) -> str:

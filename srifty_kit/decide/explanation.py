@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.decide import candidates as cand
-from srifty_kit.errors import duration
+from srifty_kit.errors import duration, hours
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.job import Constraints, Job
@@ -38,11 +38,6 @@ def config_phrase(row: pd.Series) -> str:
 
 def _workers(n: int) -> str:
     return f"{n} worker" + ("" if n == 1 else "s")
-
-
-def _hours(h: float) -> str:
-    """Hours as people say them: '2.5 h', '12 min', '40 s' (``errors.duration``)."""
-    return duration(h * 3600)
 
 
 def money(x: float) -> str:
@@ -73,7 +68,7 @@ def _outcome(row: pd.Series, level: float) -> str:
     the central estimate (``cost_usd``, what a run at the believed median step costs)."""
     pct = f"{level:.0%}"
     return (
-        f"{_hours(row['time_h'])} (up to {_hours(row['time_hi_h'])} at {pct}) for an "
+        f"{hours(row['time_h'])} (up to {hours(row['time_hi_h'])} at {pct}) for an "
         f"expected {money(row['cost_mean_usd'])} (up to {money(row['cost_hi_usd'])} at {pct}; "
         f"central estimate {money(row['cost_usd'])})"
     )
@@ -101,7 +96,7 @@ def _breakdown(row: pd.Series, job: Job) -> str:
         )
     if row["pricing"] == "spot":
         parts.append(
-            f"spot reclaims add {_hours(row['spot_overhead_h'])} on average "
+            f"spot reclaims add {hours(row['spot_overhead_h'])} on average "
             f"({row['expected_reclaims']:.2g} reclaims expected)"
         )
     return "; ".join(parts)

@@ -34,7 +34,7 @@ from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.pareto import distinct_mask, knee_index, pareto_mask
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, did_you_mean, rows_said
 from srifty_kit.tables.contracts import CANDIDATES, require_columns, validate_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -262,9 +262,7 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if not repeated.any():
         return table, ""
     lines = [int(i) + 2 for i in np.flatnonzero(repeated)]  # the header is line 1
-    shown = ", ".join(map(str, lines[:5])) + (
-        f" (+{len(lines) - 5} more)" if len(lines) > 5 else ""
-    )
+    shown = rows_said(lines)
     note = (
         f"{table.attrs.get('source', 'candidates')}: dropped {len(lines)} "
         f"row{'s' if len(lines) > 1 else ''} repeating a configuration listed before "

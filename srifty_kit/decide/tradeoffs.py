@@ -21,24 +21,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from srifty_kit import errors
 from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, hours
 from srifty_kit.model.efficiency import efficiency
 from srifty_kit.model.intervals import two_sided_z
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
-
-
-def duration(h: float) -> str:
-    """Hours as the lessons write them, in their controls and their answers alike: '102 h',
-    '2.5 h', '30 min', '45 s' (``errors.duration``, the kit's one formatter)."""
-    return errors.duration(h * 3600)
 
 
 def _types(catalog: pd.DataFrame, names: tuple[str, ...]) -> cand.Types:
@@ -248,8 +241,8 @@ class Scaling:
             f"{what}: {r['num_workers']} workers on {r['num_nodes']} node"
             + ("s" if r["num_nodes"] > 1 else "")
             + f" (global batch {r['global_bsz']:,}, statistical efficiency "
-            f"{worth:.2f} against a small batch): {duration(r['time_h'])}, "
-            f"{duration(r['time_lo_h'])}-{duration(r['time_hi_h'])} at {self.level:.0%}"
+            f"{worth:.2f} against a small batch): {hours(r['time_h'])}, "
+            f"{hours(r['time_lo_h'])}-{hours(r['time_hi_h'])} at {self.level:.0%}"
             + (f", {money(r['cost_usd'])}" if np.isfinite(r["cost_usd"]) else "")
         )
 
@@ -412,17 +405,17 @@ class SpotTradeoff:
         mtbf = 1 / self.cluster_hazard
         where = config_phrase(od).removesuffix(", on-demand")
         lines = [
-            f"{where}, checkpoint every {duration(self.checkpoint_interval_h)} (writing one "
-            f"takes {duration(self.write_h)}), restart {duration(self.restart_h)}.",
-            f"On-demand, with the same checkpoints: {duration(od['time_h'])} for "
+            f"{where}, checkpoint every {hours(self.checkpoint_interval_h)} (writing one "
+            f"takes {hours(self.write_h)}), restart {hours(self.restart_h)}.",
+            f"On-demand, with the same checkpoints: {hours(od['time_h'])} for "
             f"{money(od['cost_usd'])}.",
             f"Spot (Spot Advisor: {self.bucket} of capacity reclaimed a month; on "
-            f"{int(od['num_nodes'])} nodes a reclaim every {duration(mtbf)} on average): expected "
-            f"{duration(e['time_h'])} for {money(e['cost_usd'])} ({e['reclaims']:.2g} reclaims), "
+            f"{int(od['num_nodes'])} nodes a reclaim every {hours(mtbf)} on average): expected "
+            f"{hours(e['time_h'])} for {money(e['cost_usd'])} ({e['reclaims']:.2g} reclaims), "
             + (f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer")
             + f" than on-demand; simulated cost median {money(q[0.5])}, p90 {money(q[0.9])}, "
             f"p99 {money(q[0.99])} over {len(self.runs):,} runs.",
-            f"Cheapest interval: {duration(self.best['interval_h'])} "
+            f"Cheapest interval: {hours(self.best['interval_h'])} "
             f"(expected {money(self.best['cost_usd'])}"
             + (
                 ", at the longest interval tried: the optimum may lie beyond it"
@@ -430,14 +423,14 @@ class SpotTradeoff:
                 else ""
             )
             + f"); this one costs {above:.1%} more. Young/Daly's sqrt(2 c M) = sqrt(2 x "
-            f"{self.write_h:.3g} h x {mtbf:.3g} h) = {duration(self.young_daly_h)}. Shorter "
+            f"{self.write_h:.3g} h x {mtbf:.3g} h) = {hours(self.young_daly_h)}. Shorter "
             "intervals pay for writing checkpoints, longer ones for re-doing lost work.",
-            f"Deadline {duration(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "
+            f"Deadline {hours(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "
             "on-demand " + ("meets it." if od["time_h"] <= self.deadline_h else "misses it too."),
         ]
         if self.all_miss_below_h > 0:
             lines.append(
-                f"Checkpointing more often than every {duration(self.all_miss_below_h)} misses "
+                f"Checkpointing more often than every {hours(self.all_miss_below_h)} misses "
                 "it on every run: the writes alone pass the deadline."
             )
         return "\n".join(lines)
@@ -1038,7 +1031,7 @@ class Judgement:
         """How often each pick misses the deadline, what the safe one costs more, and what
         in each pick was never measured."""
         pct = f"{self.level:.0%}"
-        lines = [f"Deadline {duration(self.deadline_h)}, intervals at {pct}:"]
+        lines = [f"Deadline {hours(self.deadline_h)}, intervals at {pct}:"]
         rows = {r["rule"]: r for _, r in self.table.iterrows()}
         for rule, label in (("point", "point estimate"), ("upper", f"upper end at {pct}")):
             if rule not in rows:
@@ -1046,8 +1039,8 @@ class Judgement:
                 continue
             r = rows[rule]
             lines.append(
-                f"Judged by the {label}: {config_phrase(r)}, predicted {duration(r['time_h'])} "
-                f"({duration(r['time_lo_h'])}-{duration(r['time_hi_h'])}), "
+                f"Judged by the {label}: {config_phrase(r)}, predicted {hours(r['time_h'])} "
+                f"({hours(r['time_lo_h'])}-{hours(r['time_hi_h'])}), "
                 f"{money(r['cost_usd'])}; misses the deadline in {r['miss_share']:.1%} of "
                 f"{len(self.runs[rule]):,} simulated runs. "
                 + (

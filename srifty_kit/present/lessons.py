@@ -26,7 +26,7 @@ import pandas as pd
 from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import evaluate
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, hours
 from srifty_kit.present.plots import log_ticks
 from srifty_kit.present.widgets import STYLE, error_html, point_mark, set_data, tag
 
@@ -471,7 +471,6 @@ class SpotLesson(Lesson):
         self.deadline_h = deadline_h
         self._curves: dict[tuple, tradeoffs.SpotCurve] = {}
         bucket = tradeoffs.listed_bucket(catalog, instance_type)
-        hours = tradeoffs.duration
         controls = {
             "checkpoint_interval": _selection(
                 stops(CHECKPOINT_H, job.checkpoint_interval_h, hours),
@@ -786,7 +785,7 @@ class VarianceLesson(Lesson):
             deadline_h = found if found is not None else 1.0
         controls = {
             "deadline": _selection(
-                stops(DEADLINES_H, deadline_h, tradeoffs.duration), float(deadline_h), "deadline"
+                stops(DEADLINES_H, deadline_h, hours), float(deadline_h), "deadline"
             )
         }
         xs, ys = bq.LogScale(), bq.LinearScale(min=0)
