@@ -10,7 +10,7 @@ from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
 from srifty_kit.errors import InputError, duration
-from srifty_kit.tables.files import next_partial, partial_path
+from srifty_kit.tables.files import staged_outputs
 
 _MODEL_HELP = (
     "mlp, cnn, transformer (demo models built in), or MODULE:CALLABLE: a function taking no "
@@ -142,14 +142,8 @@ def register(subparsers: Any) -> None:
     d.set_defaults(
         func=_profile_dist,
         prog=d.prog,
-        derived_outputs={"--out": _partial, "--collectives-out": _partial},
+        derived_outputs={"--out": staged_outputs, "--collectives-out": staged_outputs},
     )
-
-
-def _partial(path: str) -> list[Path]:
-    """The files a run interrupted beside an older ``path`` keeps its rows in: the one it
-    would take now and the first run's (an earlier run's rows are never written over)."""
-    return list(dict.fromkeys([partial_path(path), next_partial(path)]))
 
 
 def _profile_files(path: str) -> list[Path]:
@@ -157,8 +151,7 @@ def _profile_files(path: str) -> list[Path]:
     file is there, the partial table and facts (``files.Staging``)."""
     from srifty_kit.measure.profile import facts_path
 
-    tables = dict.fromkeys([partial_path(path), next_partial(path, lambda p: [facts_path(p)])])
-    return [facts_path(path), *(f for t in tables for f in (t, facts_path(t)))]
+    return staged_outputs(path, lambda p: [facts_path(p)])
 
 
 def _with_cwd_on_path() -> None:

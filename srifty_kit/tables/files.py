@@ -194,12 +194,29 @@ def next_partial(
     """The partial file a new unfinished run writes beside ``path``: ``p.partial.csv`` when no
     earlier run left one, else the run number after the last (``p.partial.2.csv``), never a
     name that is there already (or whose companions are): an earlier run's rows are kept."""
-    run = max(_partial_runs(Path(path)), default=0) + 1
-    while any(
-        os.path.lexists(p) for p in [partial_path(path, run), *companions(partial_path(path, run))]
-    ):
+    return _after(Path(path), _partial_runs(Path(path)), companions)
+
+
+def _after(path: Path, runs: list[int], companions: Callable[[Path], list[Path]]) -> Path:
+    """``next_partial`` given the run numbers already beside ``path``."""
+
+    def taken(table: Path) -> bool:
+        return any(os.path.lexists(p) for p in (table, *companions(table)))
+
+    run = max(runs, default=0) + 1
+    while taken(partial_path(path, run)):
         run += 1
     return partial_path(path, run)
+
+
+def staged_outputs(
+    path: str | os.PathLike, companions: Callable[[Path], list[Path]] = lambda p: []
+) -> list[Path]:
+    """Every file a run staged at ``path`` (``Staging``) may write besides ``path`` itself:
+    its companions, and the partial table it would take now and the first run's, with
+    theirs: what a command must not be given as an input."""
+    tables = dict.fromkeys([partial_path(path), next_partial(path, companions)])
+    return [*companions(Path(path)), *(f for t in tables for f in (t, *companions(t)))]
 
 
 class Staging:
@@ -228,8 +245,9 @@ class Staging:
         older = [self.final, *companions(self.final)]
         self.older = any(os.path.lexists(p) for p in older)  # decided once, before the work
         # an earlier unfinished run's rows, kept: this run writes beside them, never over them
-        self.earlier = earlier_partials(self.final)
-        self.working = next_partial(self.final, companions) if self.older else self.final
+        runs = _partial_runs(self.final)  # one look at the folder for both
+        self.earlier = [partial_path(self.final, n) for n in runs]
+        self.working = _after(self.final, runs, companions) if self.older else self.final
 
     def finish(self) -> None:
         """The run completed and its result is written to ``final``: drop its partial files
