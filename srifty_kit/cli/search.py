@@ -176,15 +176,17 @@ def _filtered(args: argparse.Namespace, catalog: pd.DataFrame, listed) -> tuple:
     return None, ""
 
 
-def _candidates(path: str) -> pd.DataFrame:
-    """The --candidates file, each configuration once: a repeated one is dropped with a note
-    on stderr saying which lines (``planner.unique_candidates``). ``search`` checks the rest
-    against the candidates contract."""
-    from srifty_kit.decide.planner import unique_candidates
+def _candidates(path: str, job: Job, catalog: pd.DataFrame) -> pd.DataFrame:
+    """The --candidates file checked against the candidates contract, each configuration
+    once: a repeated one is dropped with a note on stderr saying which lines
+    (``planner.unique_candidates``), said only of a table that passed, after its checks."""
+    from srifty_kit.decide.planner import validate_candidates
 
-    table, note = unique_candidates(read_table(path))
-    if note:
-        print(f"srifty search: note: {note}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        table = validate_candidates(read_table(path), job, catalog)
+    for note in notes:
+        print(f"srifty search: note: {note.message}", file=sys.stderr)
     return table
 
 
@@ -252,7 +254,9 @@ def _run(args: argparse.Namespace) -> int:
     model = StepTimeModel.load(args.model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the fit's notes were shown by srifty fit
-        listed = None if args.candidates is None else _candidates(args.candidates)
+        listed = (
+            None if args.candidates is None else _candidates(args.candidates, _job(args), catalog)
+        )
         constraints = _constraints(args)
         types, asked = _filtered(args, catalog, listed)
         if types is not None:

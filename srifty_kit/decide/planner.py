@@ -287,9 +287,6 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
     source = table.attrs.get("source", "candidates")
     if table.empty:
         raise InputError("the candidates table has no rows", source=source, fix="list at least one")
-    table, note = unique_candidates(table)
-    if note:
-        warnings.warn(note, stacklevel=3)
     with_model = table.assign(model=job.model)
     known = set(catalog["instance_type"].astype(str))
     for name in (
@@ -315,6 +312,11 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
                 fix="write on-demand or spot (or leave the column out)",
             )
         out["pricing"] = pricing
+    # repeats are dropped only once every row passed: a refusal names the rows of the table
+    # as given, and a table refused says nothing of its repeats
+    out, note = unique_candidates(out)
+    if note:
+        warnings.warn(note, stacklevel=3)
     return out.reset_index(drop=True)
 
 

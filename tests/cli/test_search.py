@@ -394,6 +394,36 @@ def test_a_configuration_listed_twice_is_ranked_once_and_the_repeat_is_said(
     assert "twice.csv: dropped 1 row repeating a configuration listed before (rows 4)" in note
 
 
+def test_a_bad_row_after_a_repeat_is_named_by_its_own_line_and_alone(synthetic_model, tmp_path):
+    # the repeat is dropped only from a table that passed: the refusal names the file's
+    # line 4, not the line it would have in the table without the repeat, and is one line
+    path = tmp_path / "twice_bad.csv"
+    path.write_text(
+        "instance_type,num_nodes,num_workers,local_bsz\n"
+        "g4dn.12xlarge,1,4,32\n"
+        "g4dn.12xlarge,1,4,32\n"
+        "g4dn.12xlarge,1,9,32\n"  # line 4: 9 workers on one 4-GPU node
+    )
+    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "column 'num_workers', rows 4:" in line
+
+
+def test_a_misspelt_column_is_refused_without_a_note_on_repeats(synthetic_model, tmp_path):
+    # without local_bsz, rows differing only in it looked like repeats of each other
+    path = tmp_path / "misspelt.csv"
+    path.write_text(
+        "instance_type,num_nodes,num_workers,local_bs\n"
+        "g4dn.12xlarge,1,4,32\n"
+        "g4dn.12xlarge,1,4,64\n"  # not a repeat: another batch
+    )
+    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "missing required column 'local_bsz'" in line
+
+
 def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_model, tmp_path):
     out = tmp_path / "r.json"
     out.write_text('{"older": true}')
