@@ -200,6 +200,27 @@ def _given_catalog(catalog) -> pd.DataFrame | None:
     return catalog
 
 
+def _check_fitted_gpus(configs: pd.DataFrame, given: pd.Series, fitted: pd.Series) -> None:
+    """Refuse a ``gpus_per_node`` other than the one a fitted instance type was measured
+    with: a node holds what it held in the runs (types outside the catalog included, which
+    the catalog check cannot see), and part of a node is said by ``num_workers``."""
+    wrong = (given.notna() & fitted.notna() & (given != fitted)).to_numpy()
+    if not wrong.any():
+        return
+    first = int(np.flatnonzero(wrong)[0])
+    itype, held = configs["instance_type"].iloc[first], int(fitted.iloc[first])
+    header = 2 if configs.attrs.get("from_file") else 0
+    raise InputError(
+        f"gpus_per_node {given.iloc[first]:g} for {itype}, which the model was fitted "
+        f"with {held} GPUs per node",
+        source=configs.attrs.get("source"),
+        column="gpus_per_node",
+        rows=(np.flatnonzero(wrong) + header).tolist(),
+        fix=f"give gpus_per_node {held} (what one node holds), or leave it out; a run on "
+        "part of a node is said by num_workers and placement",
+    )
+
+
 def _label(name: str) -> int:
     """A stable integer label of a group or network name (the same across calls)."""
     return zlib.crc32(name.encode())
@@ -734,7 +755,9 @@ class StepTimeModel(BaseEstimator):
             return configs
         known = configs["instance_type"].map(self.gpus_per_node_)
         if "gpus_per_node" in configs:
-            known = pd.to_numeric(configs["gpus_per_node"], errors="coerce").fillna(known)
+            given = pd.to_numeric(configs["gpus_per_node"], errors="coerce")
+            _check_fitted_gpus(configs, given, known)
+            known = given.fillna(known)
         out = configs.copy()
         out["gpus_per_node"] = known
         return out

@@ -408,8 +408,11 @@ def _check_placement(table: pd.DataFrame, src: str) -> None:
         )
 
 
-def _check_catalog_gpus(table: pd.DataFrame, src: str, catalog: CatalogSource) -> pd.DataFrame:
-    """``gpus_per_node`` given for a GPU type of the catalog must be its GPU count.
+def _check_catalog_gpus(
+    table: pd.DataFrame, src: str, catalog: CatalogSource, near_misses: bool = True
+) -> pd.DataFrame:
+    """``gpus_per_node`` given for a GPU type of the catalog must be its GPU count
+    (``near_misses``: also warn of a type outside the catalog named like one in it).
 
     ``gpus_per_node`` is what one node holds (the capacity the model and the search use);
     partial use of a node is said by ``num_workers`` (and ``placement``), not by a smaller
@@ -420,7 +423,8 @@ def _check_catalog_gpus(table: pd.DataFrame, src: str, catalog: CatalogSource) -
         return catalog
     catalog = catalog() if callable(catalog) else catalog
     counts = catalog.drop_duplicates("instance_type").set_index("instance_type")["gpu_count"]
-    _warn_near_misses(table, src, counts.index)
+    if near_misses:
+        _warn_near_misses(table, src, counts.index)
     known = pd.to_numeric(table["instance_type"].map(counts), errors="coerce")
     given = pd.to_numeric(table["gpus_per_node"], errors="coerce")
     wrong = (known > 0) & given.notna() & (given != known)
@@ -549,7 +553,9 @@ def _validate_configs(
     _check_workers(out, src)
     if _STEP in columns:  # measurements: a step and its parts must agree
         _check_sync(out, src)
-        catalog = _check_catalog_gpus(out, src, catalog)
+    # a configuration to predict or rank holds a node as the catalog says, too: 8 workers
+    # on one 4-GPU node is no configuration, whatever gpus_per_node a row claims
+    catalog = _check_catalog_gpus(out, src, catalog, near_misses=_STEP in columns)
     _fill_gpus_per_node(out, src, catalog)
     _check_capacity(out, src)
     _check_placement(out, src)

@@ -437,3 +437,29 @@ def test_a_bad_facts_file_exits_2_with_one_line(cpu_profile, tmp_path, text, nee
     assert len(done.stderr.strip().splitlines()) == 1
     assert "bad.facts.json" in done.stderr and needle in done.stderr
     assert "to fix:" in done.stderr and not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("itype", ["onprem-a100-box", "g4dn.12xlarge"])
+def test_a_node_holding_more_gpus_than_its_type_is_refused_in_one_line(tmp_path, itype):
+    # 8 workers on one node of a 4-GPU type: the catalog's count (g4dn.12xlarge) or, for a
+    # type outside it, the count it was fitted with (the runs' 4) says the node cannot hold them
+    measured, _ = write_inputs(tmp_path, itype)
+    done = srifty("fit", "--measurements", str(measured), "--out", "model.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    pd.DataFrame(
+        {
+            "model": ["resnet", "resnet"],
+            "instance_type": [itype, itype],
+            "num_nodes": [1, 1],
+            "num_workers": [4, 8],
+            "local_bsz": [16, 16],
+            "gpus_per_node": [4, 8],
+        }
+    ).to_csv(tmp_path / "eight.csv", index=False)
+    args = ("--model", "model.json", "--configs", "eight.csv", "--out", "pred.csv")
+    done = srifty("predict", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "eight.csv, column 'gpus_per_node', rows 3: gpus_per_node 8" in line
+    assert "give gpus_per_node 4" in line
+    assert not (tmp_path / "pred.csv").exists()

@@ -410,6 +410,18 @@ def test_a_bad_row_after_a_repeat_is_named_by_its_own_line_and_alone(synthetic_m
     assert "column 'num_workers', rows 4:" in line
 
 
+def test_a_candidate_node_holding_more_gpus_than_its_type_is_refused(synthetic_model, tmp_path):
+    # a g4dn.12xlarge holds 4 GPUs: 8 workers on one is no configuration to rank or pick
+    path = tmp_path / "eight.csv"
+    path.write_text(
+        "instance_type,num_nodes,num_workers,local_bsz,gpus_per_node\ng4dn.12xlarge,1,8,32,8\n"
+    )
+    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "column 'gpus_per_node', rows 2: gpus_per_node 8 for g4dn.12xlarge" in line
+
+
 def test_a_misspelt_column_is_refused_without_a_note_on_repeats(synthetic_model, tmp_path):
     # without local_bsz, rows differing only in it looked like repeats of each other
     path = tmp_path / "misspelt.csv"
