@@ -74,6 +74,14 @@ def test_ratios_say_which_way_and_how_far(alt_time, alt_cost, said):
         assert words in line
 
 
+def test_a_ratio_a_few_percent_off_one_is_never_said_as_1x():
+    # 4% apart is not "about as fast", and "1x slower" would say nothing: three digits
+    line = _why_not(_row(2, 8.0, 2.0, 16.0), _row(2, 8.0, 1.92, 16.6))
+    assert "the pick is 1.04x slower at 90%" in line
+    assert "1.04x as much as the pick" in line
+    assert " 1x " not in line
+
+
 def test_the_pick_sentence_quotes_the_expected_cost_it_was_ranked_by(model):
     from srifty_kit.catalog.query import load_catalog
     from srifty_kit.decide.explanation import money
