@@ -278,6 +278,11 @@ def _render_pick(e: Explanation) -> str:
             f"so it costs less on average but up to {_as_much(bound)} as the pick at {pct}: "
             "its prediction is less certain"
         )
+    elif mean > 1:  # the pick is ranked by the expected cost, which the bound does not say
+        verdict = (
+            f"so it costs more on average ({_as_much(mean)} as the pick expected), though "
+            f"{_as_much(bound)} at {pct}: its prediction is less certain"
+        )
     else:
         verdict = f"though it costs {_as_much(bound)} as the pick to finish even at {pct}"
     tail = f", and it {' and '.join(misses)}" if misses else ""

@@ -82,6 +82,17 @@ def test_a_ratio_a_few_percent_off_one_is_never_said_as_1x():
     assert " 1x " not in line
 
 
+def test_an_alternative_cheaper_at_the_bound_but_dearer_expected_is_said_so():
+    # the pick is ranked by the expected cost: "though it costs 0.9x as much ... even at 90%;
+    # the pick wins on the objective 'cost'" read as a contradiction without the expected one
+    alt = _row(2, 8.0, 1.8, 14.4)
+    alt["cost_mean_usd"] = 40.0  # a long upper tail: its mean far above its bound
+    line = _why_not(_row(2, 8.0, 2.0, 16.0), alt)
+    assert "so it costs more on average (2.9x as much as the pick expected)" in line
+    assert "though 0.9x as much at 90%: its prediction is less certain" in line
+    assert "even at" not in line
+
+
 def test_the_pick_sentence_quotes_the_expected_cost_it_was_ranked_by(model):
     from srifty_kit.catalog.query import load_catalog
     from srifty_kit.decide.explanation import money
