@@ -208,6 +208,28 @@ def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:
     return lines
 
 
+def _batch_beyond(result, model, workload: str) -> list[str]:
+    """A line when the pick (or, with none, the nearest) runs a local batch more than
+    ``FAR_BEYOND`` x outside the batches its step time rests on: the default batches reach
+    1024 whatever was measured, and such a step is extrapolated (predict warns the same)."""
+    from srifty_kit.model.estimator import FAR_BEYOND
+
+    row = result.pick if result.pick is not None else result.nearest
+    if row is None:
+        return []
+    lo, hi = model.batch_range(workload, str(row["instance_type"]))
+    b = int(row["local_bsz"])
+    if lo / FAR_BEYOND <= b <= hi * FAR_BEYOND:
+        return []
+    which = "pick" if result.pick is not None else "nearest configuration"
+    return [
+        f"note: the {which}'s local batch {b} lies more than {FAR_BEYOND}x outside the "
+        f"batches its step time rests on ({lo}-{hi}, measured for {workload}): it is "
+        "extrapolated, and nothing measured says it fits in GPU memory; to stay near your "
+        "runs give --local-bsz, or --memory-per-sample-gib to keep batches that fit"
+    ]
+
+
 def _document(result) -> dict:
     def rows(frame: pd.DataFrame) -> list[dict]:
         return json.loads(frame.to_json(orient="records"))
@@ -328,6 +350,8 @@ def _run(args: argparse.Namespace) -> int:
         print(result.explanation)
         if probes is not None:
             print(probe_sentence(probes))
+        for line in _batch_beyond(result, model, args.workload):
+            print(line)
         for line in _left_out(result, catalog, model, args.workload):
             print(line)
         if out:

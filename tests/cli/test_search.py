@@ -587,3 +587,28 @@ def test_the_panels_gpu_filter_says_the_same(synthetic_model):
         workload="resnet",
     )
     assert any(t.startswith("g4dn.") for t in kept.instance_types)
+
+
+def test_a_pick_far_beyond_the_measured_batches_is_said_with_what_to_give(
+    reference_measurements, tmp_path
+):
+    # bert measured at local batches 4-12 on 1-2 nodes: the default batches reach 1024, which
+    # the search may pick; a step 85x beyond the runs is extrapolated and may not fit in memory
+    table = pd.read_csv(reference_measurements)
+    table = table[(table["model"] == "bert") & (table["num_nodes"] <= 2)]
+    table.to_csv(tmp_path / "bert.csv", index=False)
+    done = srifty("fit", "--measurements", "bert.csv", "--out", "bert.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    args = ["--model", "bert.json", "--workload", "bert", "--samples", "3e6"]
+    args += ["--reference-bsz", "64", "--deadline-h", "5", "--max-nodes", "4"]
+    args += ["--instance-types", "g4dn.12xlarge"]
+    done = srifty("search", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "x batch 1024)" in done.stdout  # the pick
+    assert "note: the pick's local batch 1024 lies more than 8x outside the batches its " in (
+        done.stdout
+    )
+    assert "(4-12, measured for bert)" in done.stdout and "--local-bsz" in done.stdout
+    done = srifty("search", *args, "--local-bsz", "4,8,12", "--deadline-h", "20", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "note: the pick" not in done.stdout
