@@ -690,7 +690,12 @@ class StepTimeModel(BaseEstimator):
             fit = self.groups_.get(key)
             if isinstance(fit, GroupFit):
                 at = out.iloc[rows]
-                how = fit.routes(at["num_nodes"], at["num_workers"], at["local_bsz"])
+                how = fit.routes(
+                    at["num_nodes"],
+                    at["num_workers"],
+                    at["local_bsz"],
+                    with_per_node(at)["per_node"],
+                )
                 route[rows] = ["measured: " + h for h in how]
             else:
                 route[rows] = getattr(self._group(*key, None), "route", "") or "carried"

@@ -131,7 +131,8 @@ class GroupFit:
         inside, probes = self.in_core, self.probes
         # each asked placement's key, once: the runs' lookups and the probes' read it
         place = _place_keys(k, n, shape) if inside.size or probes.size else None
-        match, runs, cell, seen, placed = self._where_measured(place, b, shape)
+        even = _is_even(k, n, per_node, shape)
+        match, runs, cell, seen, placed = self._where_measured(place, b, shape, even)
         asked = beliefs or ((0, 0) if seen.any() or placed.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
@@ -189,18 +190,22 @@ class GroupFit:
         rest = underlap(point, t_c, self.params.gamma)
         return np.where(netted, t_c, compute), np.where(netted, rest, sync)
 
-    def routes(self, num_nodes, num_workers, local_bsz) -> np.ndarray:
+    def routes(self, num_nodes, num_workers, local_bsz, per_node=None) -> np.ndarray:
         """How ``predict`` reaches each configuration, in words (``StepTimeModel.explain``):
         "its own run" where it was measured, "its placement's runs" at another batch size
         of nodes and workers measured within the fitted node counts, "the fitted physics +
-        N probe run(s)" beyond them where runs were made there, else "the fitted physics"."""
+        N probe run(s)" beyond them where runs were made there, else "the fitted physics".
+        ``per_node`` (the busiest node's workers; default the even spread) as ``predict``:
+        an uneven placement is read from the physics, never from the even spread's runs."""
         k, n, b = np.broadcast_arrays(*(np.asarray(a) for a in (num_nodes, num_workers, local_bsz)))
+        per_node = max_per_node(k, n) if per_node is None else per_node
         out = np.full(k.shape, "the fitted physics", dtype=object)
         probes = self.probes
         if probes.size:
             runs = f"{len(probes)} probe run{'s' if len(probes) > 1 else ''}"
             out[k > self.max_nodes] = f"the fitted physics + {runs}"
-        _, _, _, seen, placed = self._where_measured(_place_keys(k, n), b, k.shape)
+        even = _is_even(k, n, per_node, k.shape)
+        _, _, _, seen, placed = self._where_measured(_place_keys(k, n), b, k.shape, even)
         out[placed] = "its placement's runs"
         out[seen] = "its own run"
         return out
@@ -227,17 +232,23 @@ class GroupFit:
             return np.zeros((0, 4))
         return self.measured[self.measured[:, 0] > self.max_nodes]
 
-    def _where_measured(self, place, b, shape: tuple) -> tuple:
+    def _where_measured(self, place, b, shape: tuple, even=None) -> tuple:
         """Where the asked configurations (placement keys ``place``, local batches ``b``,
         broadcast to ``shape``) meet the runs within the fitted node counts, as this fit
         reads them: ``match`` (each one's run among ``in_core`` or -1), ``runs`` (each run's
         placement, 0..C-1), ``cell`` (the placement of each one ``placed``, else -1), ``seen``
         (believed from its own run) and ``placed`` (another batch of a measured placement,
-        believed from that placement's runs). The first three are None without runs."""
+        believed from that placement's runs). The first three are None without runs.
+        ``even`` (default: all) marks the configurations that spread their workers evenly:
+        the runs kept are the even spread's (``_measured_means``), so an uneven one (1 + 3
+        workers on 2 nodes) is never "its own run" of the 2 x 2 run; it is ``placed``, its
+        own physics moved by what the runs on those nodes and workers showed."""
         inside, none = self.in_core, np.zeros(shape, bool)
         if not inside.size:
             return None, None, None, none, none
         match = _match(inside, place, b)
+        if even is not None:
+            match = np.where(even, match, -1)
         seen = match >= 0 if self.from_runs else none
         if not self.from_places:
             return match, None, None, seen, none
@@ -453,6 +464,12 @@ def _with_measured(
         place_sd=np.where(seen, 0.0, belief.place_sd),
         noise_sd=np.where(seen, NOISE_FLOOR, belief.noise_sd),
     )
+
+
+def _is_even(k, n, per_node, shape: tuple) -> np.ndarray:
+    """Whether each asked configuration spreads its workers evenly (its busiest node holds
+    ``max_per_node``), broadcast to ``shape`` (``GroupFit._where_measured``)."""
+    return np.broadcast_to(np.asarray(per_node) == max_per_node(k, n), shape)
 
 
 def _match(measured: np.ndarray, place: np.ndarray, b) -> np.ndarray:

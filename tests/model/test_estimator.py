@@ -607,3 +607,28 @@ def test_paths_and_seeds_of_the_wrong_kind_are_named_in_one_line(fitted, tmp_pat
             call()
         assert "\n" not in str(refused.value) and "to fix" in str(refused.value)
     assert list(tmp_path.iterdir()) == []  # nothing written in the folder named
+
+
+def test_an_uneven_placement_is_not_predicted_from_the_even_spread_s_run(reference_measurements):
+    # the reference AWS cifar10 runs on 2 nodes x 4 workers at batch 32: 1 + 3 workers took
+    # 0.190 s, 2 + 2 took 0.148 s. The fit keeps the even spread's runs; the uneven one was
+    # predicted as "its own run" from the 2 + 2 run, its own measurement outside its interval.
+    # It is its own physics (3 workers on the busiest node) moved by the runs on those nodes
+    table = pd.read_csv(reference_measurements)
+    table = table[(table["model"] == "cifar10") & (table["num_nodes"] <= 2)]
+    table["placement"] = table["placement"].astype("string")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(table)
+    asked = table[
+        (table["num_nodes"] == 2) & (table["num_workers"] == 4) & (table["local_bsz"] == 32)
+    ].drop_duplicates("placement")
+    asked = asked.set_index("placement", drop=False).loc[["13", "22"]]
+    measured = asked["step_time_s"].to_numpy()
+    assert measured[0] > 1.2 * measured[1]  # the rows this test is about
+    pred = model.predict(asked.drop(columns=["step_time_s", "sync_time_s"]).reset_index(drop=True))
+    route = model.explain(asked.drop(columns=["step_time_s", "sync_time_s"]).reset_index(drop=True))
+    assert list(route["route"]) == ["measured: its placement's runs", "measured: its own run"]
+    assert pred["step_time_s"][0] > 1.05 * pred["step_time_s"][1]  # its busiest node's 3
+    assert pred["step_time_lo"][0] <= measured[0] <= pred["step_time_hi"][0]
+    assert pred["step_time_s"][1] == pytest.approx(measured[1], rel=0.03)
