@@ -98,7 +98,9 @@ def estimate(
         )
     elif len(defined) < 0.9 * n_resamples:
         note = "unstable: undefined in over 10% of the resamples; take more repeats"
-    if len(defined) >= 2:
+    # no spread around an estimate that is undefined: the resamples where the ratio happens to
+    # be defined are not an interval of it (they said 'n/a +- 948')
+    if len(defined) >= 2 and math.isfinite(point):
         lo, hi = np.percentile(defined, [50 - 50 * level, 50 + 50 * level])
         std = float(np.std(defined, ddof=1))
     else:

@@ -80,6 +80,15 @@ def test_noise_scale_is_undefined_when_noise_swamps_the_gradient():
     assert est.to_dict()["noise_scale"] is None
 
 
+def test_an_undefined_noise_scale_has_no_spread():
+    rng = np.random.default_rng(0)
+    # the means say tr(Sigma) <= 0, though some resamples of the repeats say otherwise
+    est = noise_scale.estimate(rng.normal(1.0, 0.3, 20), rng.normal(1.05, 0.3, 20), 2, 8)
+    assert est.noise_scale is None and "not positive" in est.note
+    assert est.noise_scale_std is None
+    assert est.noise_scale_lo is None and est.noise_scale_hi is None
+
+
 @given(threshold=st.integers(0, 100_000), known_ok=st.integers(1, 5000))
 @settings(max_examples=200)
 def test_bisection_finds_the_largest_batch_that_fits(threshold, known_ok):
