@@ -91,7 +91,9 @@ def estimate(
     )
     defined = boot[np.isfinite(boot)]
     note = ""
-    if not math.isfinite(point):
+    if not (np.isfinite(sq_small).all() and np.isfinite(sq_big).all()):
+        note = "the gradient is not finite (NaN or infinite): check the loss on one batch"
+    elif not math.isfinite(point):
         note = (
             "|G|^2 or tr(Sigma) estimate not positive: noise swamps the difference "
             "between the two batch sizes; take more repeats"

@@ -37,6 +37,7 @@ from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker
 from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
+    forward_loss,
     parameter_facts,
     resolve_device,
     synchronize,
@@ -465,6 +466,14 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
                 fix="make make_batch(batch_size) return (inputs, targets) that the model and "
                 "loss_fn take; try one step by hand",
             ) from err
+        loss = float(forward_loss(run.spec.model, batch, run.spec.loss_fn).detach())
+        if not math.isfinite(loss):  # the steps time the same, but nothing learns from them
+            warnings.warn(
+                f"the loss at batch size {b} is {loss}: the steps are timed, but no gradient "
+                "noise scale can be measured; check the model and loss_fn on one batch",
+                ProfileWarning,
+                stacklevel=3,
+            )
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
     raise InputError(
         "make_batch raised at every batch size: " + "; ".join(causes),

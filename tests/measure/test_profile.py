@@ -201,6 +201,20 @@ def test_loss_that_is_not_a_scalar_is_an_input_error():
         profile_model(model, make_batch, per_sample, opt, [4], max_seconds=1, **FAST)
 
 
+def test_a_nan_loss_is_said_and_the_noise_scale_says_why_it_is_missing():
+    model, make_batch, loss, opt = _linear_spec()
+
+    def nan_loss(out, target):
+        return loss(out, target) * float("nan")
+
+    with pytest.warns(ProfileWarning, match="loss at batch size 4 is nan"):
+        result = profile_model(model, make_batch, nan_loss, opt, [4, 8], max_seconds=1, **FAST)
+    assert len(result.measurements) > 0  # the steps are timed all the same
+    assert result.facts["noise_scale"] is None
+    assert "not finite" in result.facts["noise_scale_note"]
+    assert "take more repeats" not in result.facts["noise_scale_note"]
+
+
 def test_batch_maker_failing_at_one_size_is_reported_and_the_others_measured():
     model, make_batch, loss, opt = _linear_spec()
 
