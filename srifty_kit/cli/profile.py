@@ -175,8 +175,8 @@ def _largest_batch(facts: dict[str, Any]) -> str:
     size = facts.get("max_batch_size")
     if size is not None:
         return f"largest batch {size} ({facts.get('max_batch_method')})"
-    if "max_batch_method" not in facts:  # the search runs once every batch size is timed
-        return "largest batch not searched (interrupted before every batch size completed)"
+    if "max_batch_method" not in facts:  # the search runs after the timing and noise scale
+        return "largest batch not searched (interrupted before the search)"
     note = facts.get("max_batch_note") or facts.get("max_batch_method")
     return f"largest batch not found ({note})"
 

@@ -148,6 +148,42 @@ def test_an_interrupted_profile_says_its_largest_batch_was_not_searched(tmp_path
     assert "None" not in summary
 
 
+SLOW_BATCHES = """
+import time
+
+import torch
+from torch import nn
+
+from srifty_kit.measure.zoo import ModelSpec
+
+
+def build():
+    torch.manual_seed(0)
+
+    def make_batch(b):
+        time.sleep(0.1)  # the noise scale makes two batches a repeat: it lasts its 2 s
+        return torch.randn(b, 8), torch.randint(0, 2, (b,))
+
+    sgd = lambda p: torch.optim.SGD(p, lr=0.1)  # noqa: E731
+    return ModelSpec(nn.Linear(8, 2), make_batch, nn.CrossEntropyLoss(), sgd, "slow")
+"""
+
+
+def test_a_profile_interrupted_after_its_timing_says_every_batch_size_completed(tmp_path):
+    (tmp_path / "slow_batches.py").write_text(SLOW_BATCHES)
+    args = _profile_args("p.csv")
+    args[2], args[6] = "slow_batches:build", "3"  # --model, --max-seconds
+    with open(tmp_path / "said.txt", "w") as said:
+        run = Run(args, tmp_path, ignore_sigint=False, stdout=said)
+        run.wait_for(lambda: "2/2" in run.stderr)  # both sizes timed: the noise scale runs
+        run.stop(signal.SIGINT)
+    assert run.proc.returncode == 130, run.stderr[-2000:]
+    summary = (tmp_path / "said.txt").read_text()
+    assert summary.count("time budget") == 2, summary  # both batch sizes ran their share
+    assert "largest batch not searched (interrupted" in summary
+    assert "before every batch size completed" not in summary, summary
+
+
 def test_profile_without_an_older_file_keeps_its_steps_in_the_output(tmp_path):
     out = tmp_path / "p.csv"
     run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint=True)
