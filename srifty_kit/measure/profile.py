@@ -324,7 +324,7 @@ def profile_model(
     MSER-5 and marked). ``max_seconds`` bounds the measuring (the last step may overrun it):
     a tenth of it (2 s at least) goes to the gradient noise scale, unless ``noise_seconds``
     is given (then on top); the noise scale compares ``noise_batch_sizes`` (default the
-    smallest and largest batch sizes, a larger one accumulated from micro-batches);
+    smallest and largest batch sizes measured, a larger one accumulated from micro-batches);
     the model's weights are restored afterwards (it stays on ``device``). With ``out`` the
     table and its facts JSON are written after each batch size and when interrupted; where an
     older ``out`` (or its facts) is there, they go beside it (``p.partial.csv``) until the run
@@ -406,7 +406,10 @@ def profile_model(
             warnings.warn(busy, ProfileWarning, stacklevel=2)
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
         noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
-        facts.update(_noise(run, pair, max(sizes), noise_repeats, noise_time))
+        measured = [s["local_bsz"] for s in run.summaries if s.get("n")]
+        if noise_batch_sizes is None and measured:  # not from a batch size that failed
+            pair = _noise_pair(measured, None)
+        facts.update(_noise(run, pair, max(measured or sizes), noise_repeats, noise_time))
         phase("noise_scale")
         check_interrupt()
         facts.update(_max_batch_facts(run, memory_budget_bytes, max_batch_limit))
@@ -444,14 +447,19 @@ def profile_model(
 
 
 def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
-    """Check the loss on the first batch size that makes a batch, and count its FLOPs."""
-    causes = []
+    """Check the loss on the first batch size that trains one step, and count its FLOPs.
+
+    A batch size whose batch or step fails is left to the timing, which reports it and
+    measures the others (a BatchNorm cannot train on a batch of 1); only a model that
+    fails at every batch size is refused here."""
+    causes, failed = [], None
     for b in sizes:
         try:
             batch = device_batch(run.spec.make_batch, b, run.dev)
         except InputError:
             raise
         except Exception as err:
+            check_interrupt()
             causes.append(f"{b}: {type(err).__name__}: {err}")
             continue
         _check_rows(batch, b)
@@ -460,12 +468,10 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
         except InputError:
             raise
         except Exception as err:
-            first = (str(err).strip().splitlines() or [""])[0][:300]
-            raise InputError(
-                f"a training step at batch size {b} failed: {type(err).__name__}: {first}",
-                fix="make make_batch(batch_size) return (inputs, targets) that the model and "
-                "loss_fn take; try one step by hand",
-            ) from err
+            check_interrupt()
+            failed = failed or (b, err)
+            _forget_oom(run.spec.model, run.optimizer, run.dev)
+            continue
         loss = float(forward_loss(run.spec.model, batch, run.spec.loss_fn).detach())
         if not math.isfinite(loss):  # the steps time the same, but nothing learns from them
             warnings.warn(
@@ -475,6 +481,14 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
                 stacklevel=3,
             )
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
+    if failed is not None:
+        b, err = failed
+        first = (str(err).strip().splitlines() or [""])[0][:300]
+        raise InputError(
+            f"a training step at batch size {b} failed: {type(err).__name__}: {first}",
+            fix="make make_batch(batch_size) return (inputs, targets) that the model and "
+            "loss_fn take; try one step by hand",
+        ) from err
     raise InputError(
         "make_batch raised at every batch size: " + "; ".join(causes),
         fix="make make_batch(batch_size) return (inputs, targets)",

@@ -233,6 +233,24 @@ def test_batch_maker_failing_at_one_size_is_reported_and_the_others_measured():
     assert row["stop_reason"] == "error" and "no data for 8" in row["error"]
 
 
+def test_a_step_failing_at_the_smallest_size_only_is_reported_and_the_others_measured():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    _, make_batch, loss, opt = _linear_spec()
+
+    # a BatchNorm cannot train on a batch of one sample
+    with pytest.warns(ProfileWarning, match="batch size 1 not measured.*more than 1 value"):
+        result = profile_model(
+            model, make_batch, loss, opt, [1, 4], max_seconds=2, target_precision=0.3, **FAST
+        )
+    assert set(result.measurements["local_bsz"]) == {4}
+    assert "more than 1 value per channel" in result.errors[1]
+    assert result.facts["flops_counted_at_batch"] == 4
+    assert result.facts["noise_scale_batch_sizes"] == [2, 4]  # not from the size that failed
+    with pytest.raises(InputError, match="training step at batch size 1 failed.*more than 1"):
+        profile_model(model, make_batch, loss, opt, [1], max_seconds=1, **FAST)
+
+
 def test_batch_maker_failing_everywhere_is_an_input_error_naming_each_size():
     model, _, loss, opt = _linear_spec()
 
