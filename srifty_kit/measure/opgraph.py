@@ -382,7 +382,9 @@ def op_graph_facts(
             raise InputError(
                 f"the training step does not run on the meta device: {type(err).__name__}: "
                 f"{str(err).splitlines()[0] if str(err) else ''}",
-                fix="avoid .item()/data-dependent shapes in forward and loss",
+                fix="check that one training step runs on the CPU by hand (a shape mismatch "
+                "fails there too); one that does must avoid .item() and data-dependent shapes "
+                "in forward and loss",
             ) from err
         sums.append(_sums(tally))
         host.append(_host_bytes(batch))

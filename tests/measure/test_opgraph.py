@@ -144,6 +144,19 @@ def test_a_step_the_meta_device_cannot_run_is_an_input_error():
         op_graph_facts_of(spec._replace(loss_fn=loss_fn))
 
 
+def test_a_batch_the_model_cannot_take_is_not_blamed_on_item():
+    spec = tiny()
+    wrong = ModelSpec(
+        nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3)),
+        lambda b: (torch.randn(b, 17), torch.randint(0, 3, (b,))),  # 17 features, not 16
+        nn.CrossEntropyLoss(),
+        spec.optimizer_fn,
+    )
+    with pytest.raises(InputError, match="meta device") as refused:
+        op_graph_facts_of(wrong)
+    assert "shape mismatch" in refused.value.fix and "by hand" in refused.value.fix
+
+
 def test_reference_models_have_their_published_sizes():
     # parameters of the standard architectures (millions): ResNet-18 (CIFAR) 11.2,
     # ResNet-50 25.6, BERT-base with a span head ~109, YOLOv3 (20 classes) ~61.6
