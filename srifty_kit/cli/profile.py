@@ -186,6 +186,11 @@ def _profile(args: argparse.Namespace) -> int:
 
     _with_cwd_on_path()
     if args.facts_only:
+        if args.batch_sizes:  # nothing is timed: the sizes would be ignored without a word
+            raise InputError(
+                "--facts-only times nothing, so it takes no --batch-sizes",
+                fix="drop --batch-sizes, or drop --facts-only to time those sizes",
+            )
         return _facts_only(args)
     if not args.batch_sizes:
         raise InputError(

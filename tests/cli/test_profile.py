@@ -105,6 +105,7 @@ def test_model_callable_from_the_current_directory(tmp_path):
         (["profile", "--model", "mlp", "--batch-sizes", "0,8"], "--batch-sizes"),
         (["profile", "--model", "mpl", "--batch-sizes", "8"], "did you mean 'mlp'"),
         (["profile-dist", "--world-sizes", "99", "--batch-sizes", "8"], "world size 99"),
+        (["profile", "--facts-only", "--batch-sizes", "4,8"], "takes no --batch-sizes"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, said):
