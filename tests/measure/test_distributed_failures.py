@@ -100,3 +100,21 @@ def test_bad_input_inside_a_worker_is_an_input_error(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(InputError, match=r"not a scalar tensor.*worker rank 0 of 1"):
         profile_distributed("per_sample_loss:build", [1], [4], max_seconds=2, **QUIET)
+
+
+def test_a_batch_the_model_cannot_take_is_an_input_error(tmp_path, monkeypatch):
+    (tmp_path / "wrong_width.py").write_text(
+        textwrap.dedent("""
+        import torch
+        from srifty_kit.measure.zoo import mlp
+
+        def build():
+            def make_batch(b):  # 255 features for a model that takes 256
+                return torch.randn(b, 255), torch.randint(0, 10, (b,))
+
+            return mlp()._replace(make_batch=make_batch)
+        """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InputError, match=r"training step at batch size 4 failed: RuntimeError"):
+        profile_distributed("wrong_width:build", [1], [4], max_seconds=2, **QUIET)

@@ -163,7 +163,20 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
     spec = load_spec(plan.model)
     model = spec.model.to(device).train()
     first = plan.batch_sizes[0]
-    flops = count_flops(model, device_batch(spec.make_batch, first, device), spec.loss_fn, first)
+    try:  # the first training step: a model, batch or loss that do not fit is the user's
+        flops = count_flops(
+            model, device_batch(spec.make_batch, first, device), spec.loss_fn, first
+        )
+    except InputError:
+        raise
+    except Exception as err:
+        said = (str(err).strip().splitlines() or [""])[0][:300]
+        raise InputError(
+            f"a training step at batch size {first} failed: {type(err).__name__}: {said}",
+            fix="make make_batch(batch_size) return (inputs, targets) that the model and "
+            "loss_fn take; try one step by hand (srifty profile --batch-sizes "
+            f"{first} shows it on one process)",
+        ) from err
     ddp = DDP(model, device_ids=[device.index or 0] if device.type == "cuda" else None)
     optimizer = spec.optimizer_fn(ddp.parameters())
     base = {
