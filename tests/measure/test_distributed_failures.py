@@ -116,5 +116,9 @@ def test_a_batch_the_model_cannot_take_is_an_input_error(tmp_path, monkeypatch):
         """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(InputError, match=r"training step at batch size 4 failed: RuntimeError"):
-        profile_distributed("wrong_width:build", [1], [4], max_seconds=2, **QUIET)
+    out = tmp_path / "d.csv"
+    with pytest.raises(InputError, match=r"training step at batch size 4 failed: Runtime") as e:
+        profile_distributed("wrong_width:build", [1], [4], max_seconds=2, out=out, **QUIET)
+    assert not out.exists() and not (tmp_path / "d.partial.csv").exists()
+    assert "kept in" not in str(e.value)  # no file holds the rows: there are none
+    assert "nothing was measured before it, so nothing was written" in str(e.value)

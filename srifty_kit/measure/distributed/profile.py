@@ -257,6 +257,10 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
             f"; {len(result.measurements)} steps and {len(result.collectives)} all-reduce "
             f"samples measured before are kept {result.kept}"
         )
+        if result.measurements.empty and result.collectives.empty:  # no file to point at
+            kept = "; nothing was measured before it, so nothing was written" + "".join(
+                f"; {p} is as it was" for p in stages.paths(finished=True) if p and p.exists()
+            )
         if bad_input:
             raise InputError(message + kept)
         raise WorkerFailed(message + kept, result)
