@@ -216,7 +216,13 @@ def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.D
             skipped[str(t)] = "not offered in the region any more; name it to include"
         rows = rows[~gone]
     if constraints.min_gpu_memory_gib is not None:
-        rows = filter_catalog(rows, min_gpu_mem_gib=constraints.min_gpu_memory_gib)
+        least = constraints.min_gpu_memory_gib
+        mem = pd.to_numeric(rows["gpu_memory_gib"], errors="coerce")
+        small = ~(mem >= least).to_numpy()  # unknown memory is not enough either
+        for t, m in zip(rows.loc[small, "instance_type"], mem[small], strict=True):
+            has = "unknown" if np.isnan(m) else f"{m:g} GiB"
+            skipped[str(t)] = f"GPU memory under {least:g} GiB (one GPU has {has})"
+        rows = rows[~small]
     if constraints.vcpu_quota is not None:
         vcpus = pd.to_numeric(rows["vcpus"], errors="coerce")
         over = (vcpus > constraints.vcpu_quota).to_numpy()

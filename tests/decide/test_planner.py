@@ -219,6 +219,9 @@ def test_deadline_and_budget_together_can_bind_when_each_alone_is_met(model, cat
 def test_filters_that_leave_nothing_explain_themselves(model, catalog):
     result = search(model, catalog, JOB, Constraints(min_gpu_memory_gib=500))
     assert not result.feasible and result.why.binding == "filters" and result.nearest is None
+    # the reason named is the one that left each type out, not only the other filters' reasons
+    assert "3 GPU memory under 500 GiB" in result.explanation
+    assert result.skipped["g4dn.12xlarge"] == "GPU memory under 500 GiB (one GPU has 16 GiB)"
 
 
 def test_mixes_split_the_batch_by_speed_and_say_so_in_their_columns(model, catalog):
