@@ -230,7 +230,8 @@ def _profile(args: argparse.Namespace) -> int:
                 "mean_hi",
                 "precision",
                 "target_precision",
-                "shift",  # a level shift during the run (CUSUM): its samples are kept
+                "shift",  # the largest change of level during the run (CUSUM): samples kept
+                "drift",  # whether that shift is significant (variance.level_shift)
                 "peak_memory_bytes",
                 "stop_reason",
             ],

@@ -41,6 +41,9 @@ def test_profile_writes_one_row_per_step_and_prints_the_precision(tmp_path):
     assert table["local_bsz"].nunique() >= 2
     assert (table["step_time_s"] > 0).all()
     assert "precision" in done.stdout and "stop_reason" in done.stdout
+    # the summary flags a level shift as drift (README), not only the shift's size
+    header = next(line for line in done.stdout.splitlines() if "stop_reason" in line)
+    assert "shift" in header.split() and "drift" in header.split()
     assert (tmp_path / "p.facts.json").is_file()
 
 
