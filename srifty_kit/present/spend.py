@@ -44,7 +44,8 @@ def forecast_next_week(
     """Forecast the 7 days after ``daily_cost`` (a daily series, oldest first, no gaps).
 
     With fewer than two weeks of history there is no forecast, and ``note`` says so.
-    Negative simulated days are clipped at zero (spend cannot be negative).
+    Spend cannot be negative: the point and the days' bounds are clipped at zero, and so are
+    the bounds of the week's total (of the simulated weeks, not of their clipped days).
     """
     import warnings
 
@@ -83,7 +84,8 @@ def forecast_next_week(
             anchor="end",
             rng=np.random.default_rng(seed),
         )
-    paths = np.clip(np.asarray(paths, dtype="float64").reshape(SEASON, -1), 0.0, None)
+    raw = np.asarray(paths, dtype="float64").reshape(SEASON, -1)
+    paths = np.clip(raw, 0.0, None)
     alpha = (1.0 - level) / 2.0
     index = pd.date_range(y.index[-1] + pd.Timedelta(days=1), periods=SEASON, freq="D")
     mean = np.clip(np.asarray(fitted.forecast(SEASON), dtype="float64"), 0.0, None)
@@ -95,10 +97,13 @@ def forecast_next_week(
         },
         index=index,
     )
-    totals = paths.sum(axis=0)
+    # the week's total as the model simulates it, then clipped: clipping each day before the
+    # sum would turn the model's negative noise into spend, and a week of spend near zero
+    # would get a lower end above its own point (clipping commutes with a quantile)
+    totals = raw.sum(axis=0)
     out.total_usd = float(mean.sum())
-    out.lo_usd = float(np.quantile(totals, alpha))
-    out.hi_usd = float(np.quantile(totals, 1.0 - alpha))
+    out.lo_usd = max(float(np.quantile(totals, alpha)), 0.0)
+    out.hi_usd = max(float(np.quantile(totals, 1.0 - alpha)), 0.0)
     out.method = (
         f"ETS(A, Ad, A) with weekly seasonality on {days} days of spend; "
         f"{level:.0%} interval from {simulations} simulated weeks"

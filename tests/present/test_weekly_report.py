@@ -73,6 +73,19 @@ def test_spend_never_forecast_below_zero():
     assert f.lo_usd >= 0 and (f.daily[["mean", "lo", "hi"]] >= 0).all().all()
 
 
+def test_a_spend_that_stopped_keeps_its_point_inside_its_interval():
+    # the packaged sample CUR's spend ends in November 2026; the weeks after it have none. Each
+    # simulated day clipped at zero before the week was summed put the week's lower end above
+    # the point ($0.72 expected, interval $28.76 to $722.83 for the week of 2028-01-03)
+    from srifty_kit.tables.ledger import DuckDBLedger, weekly_usage
+
+    ledger = DuckDBLedger(REPO / "data" / "sample_cur_usage.parquet")
+    for week in (dt.date(2028, 1, 3), dt.date(2030, 1, 7)):
+        f = forecast_next_week(weekly_usage(ledger, week).daily["cost"])
+        assert f.available and f.lo_usd <= f.total_usd <= f.hi_usd, (week, f)
+        assert f.lo_usd == 0.0  # nothing was spent for a year: nothing is a likely week
+
+
 # --------------------------------------------------------------------------- the savings
 
 
