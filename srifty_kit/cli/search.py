@@ -195,7 +195,11 @@ def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:
     (which GPU, the catalog's reason, the fix), then the other types, four at most."""
     from srifty_kit.decide.choices import gpus_without_figures, no_figures_note
 
-    missing = gpus_without_figures(catalog, list(result.skipped), model, workload)
+    # only the types the filters let through were left out for want of figures: one a filter
+    # dropped (over the vCPU quota, too little GPU memory) is not reached by measuring it
+    passed = set() if result.candidates is None else set(map(str, result.candidates.types.names))
+    tried = [t for t in result.skipped if t in passed]
+    missing = gpus_without_figures(catalog, tried, model, workload)
     gone = {t for types, _ in missing.values() for t in types}
     others = [(t, why) for t, why in result.skipped.items() if t not in gone]
     lines = [no_figures_note(missing, workload, "--catalog FILE")] if missing else []

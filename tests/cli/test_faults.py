@@ -222,6 +222,18 @@ def test_a_vcpu_quota_no_type_fits_is_named_as_the_reason(tmp_path):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
 
 
+def test_types_a_filter_dropped_are_not_said_to_lack_gpu_figures(tmp_path):
+    # the g5 types (A10G, no catalog figures) are over a vCPU quota of 1 like every other: to
+    # "measure one step on each A10G type to search" would not bring them back
+    _folder(tmp_path)
+    free = run_srifty(*SEARCH, cwd=tmp_path)
+    assert free.returncode == 0 and "left out the A10G" in free.stdout
+    for limit in (["--vcpu-quota", "1"], ["--min-gpu-memory-gib", "1000"]):
+        done = run_srifty(*SEARCH, *limit, cwd=tmp_path)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert "left out the A10G" not in done.stdout, limit
+
+
 def test_a_write_that_fails_at_the_end_keeps_the_result_and_says_where(tmp_path):
     # /proc takes no new file, so the command refuses it before the work (see the issue-19
     # cases); a write that still fails at the end (the disk filled, permissions changed in
