@@ -53,6 +53,7 @@ from srifty_kit.tables.files import (
     write_json,
     write_table,
 )
+from srifty_kit.tables.redact import redact
 
 NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps
 
@@ -217,7 +218,8 @@ class _Run:
 
     def fail(self, b: int, err: BaseException) -> None:
         """Record why batch size ``b`` could not be measured; the others go on."""
-        cause = f"{type(err).__name__}: {err}".strip()
+        # printed and written to the facts JSON: a model's error may quote a credential
+        cause = redact(f"{type(err).__name__}: {err}".strip())
         if isinstance(err, torch.OutOfMemoryError):
             cause = f"out of memory at batch size {b}"
         self.errors[b] = cause
@@ -624,7 +626,7 @@ def _noise(
             "noise_scale": None,
             "noise_scale_std": None,
             "noise_scale_batch_sizes": list(pair),
-            "noise_scale_note": f"not measured: {type(err).__name__}: {err}",
+            "noise_scale_note": redact(f"not measured: {type(err).__name__}: {err}"),
         }
 
 
@@ -636,7 +638,7 @@ def _max_batch_facts(run: _Run, budget: int | None, limit: int) -> dict[str, Any
         return {
             "max_batch_size": None,
             "max_batch_method": "none",
-            "max_batch_note": f"not found: {type(err).__name__}: {err}",
+            "max_batch_note": redact(f"not found: {type(err).__name__}: {err}"),
         }
     return {
         "max_batch_size": mb.max_batch_size,

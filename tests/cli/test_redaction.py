@@ -456,3 +456,40 @@ def test_notebook_outputs_are_scrubbed_before_any_save(tmp_path):
     assert [o.evalue for o in errors if o.output_type == "error"] == ["token ***"]
     # every file the runs wrote (the source notebook, the test's own, is not among them)
     assert_clean(str(err.value), *files_under(out).values(), also=("0123abcd",))
+
+
+LEAKY_MODEL = """
+import os, torch
+from srifty_kit.measure.zoo import ModelSpec
+
+def spec():
+    def make_batch(b):
+        if b == 16:  # a data loader whose error quotes the URL and the key it used
+            raise RuntimeError(
+                "cannot fetch https://alice:hunter2@data.example/x.bin signed with "
+                + os.environ["AWS_SECRET_ACCESS_KEY"] + " token " + os.environ["AWS_SESSION_TOKEN"]
+            )
+        return torch.randn(b, 8), torch.randint(0, 2, (b,))
+
+    return ModelSpec(torch.nn.Linear(8, 2), make_batch, torch.nn.functional.cross_entropy,
+                     lambda p: torch.optim.SGD(p, lr=0.1), "leaky")
+"""
+
+
+@pytest.mark.slow
+def test_a_batch_size_that_failed_is_reported_and_kept_without_credentials(env, tmp_path):
+    """A model's error quoting a credential is masked where the profile prints it (stdout)
+    and where it keeps it (the facts JSON), as in its warning."""
+    (tmp_path / "leaky.py").write_text(LEAKY_MODEL)
+    before = set(files_under(tmp_path))
+    run = run_srifty(
+        "profile", "--model", "leaky:spec", "--batch-sizes", "8,16", "--max-seconds", "2",
+        "--out", "p.csv", "--quiet", "--no-op-trace",
+        cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "batch size 16: not measured: RuntimeError: cannot fetch" in run.stdout
+    written = {p: b for p, b in files_under(tmp_path).items() if p not in before}
+    facts = json.loads(written[tmp_path / "p.facts.json"])
+    assert facts["errors"]["16"].startswith("RuntimeError: cannot fetch https://alice:***@")
+    assert_clean(run.stdout, run.stderr, *written.values(), also=("hunter2",))
