@@ -485,7 +485,8 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
     if failed is not None:
         b, err = failed
-        first = (str(err).strip().splitlines() or [""])[0][:300]
+        # redacted before it is cut short: a credential cut in two is masked by neither half
+        first = (redact(str(err)).strip().splitlines() or [""])[0][:300]
         raise InputError(
             f"a training step at batch size {b} failed: {type(err).__name__}: {first}",
             fix="make make_batch(batch_size) return (inputs, targets) that the model and "

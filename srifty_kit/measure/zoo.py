@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.tables.redact import redact
 
 
 class ModelSpec(NamedTuple):
@@ -211,7 +212,8 @@ def load_spec(spec: str) -> ModelSpec:
     try:  # the user's code: whatever it raises is theirs to fix, in one line
         made = factory()
     except Exception as err:
-        first = (str(err).strip().splitlines() or [""])[0][:300]
+        # redacted before it is cut short: a credential cut in two is masked by neither half
+        first = (redact(str(err)).strip().splitlines() or [""])[0][:300]
         raise InputError(
             f"{spec} raised {type(err).__name__}: {first}",
             fix=f"call {attr}() by hand to see why; it must return a model spec",

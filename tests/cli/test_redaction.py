@@ -493,3 +493,40 @@ def test_a_batch_size_that_failed_is_reported_and_kept_without_credentials(env, 
     facts = json.loads(written[tmp_path / "p.facts.json"])
     assert facts["errors"]["16"].startswith("RuntimeError: cannot fetch https://alice:***@")
     assert_clean(run.stdout, run.stderr, *written.values(), also=("hunter2",))
+
+
+CUT_SHORT_MODEL = """
+import os, torch
+from srifty_kit.measure.zoo import ModelSpec
+
+def _quote():  # a long message whose credential straddles the 300 characters an error keeps
+    return "x" * 270 + " signed with " + os.environ["AWS_SECRET_ACCESS_KEY"]
+
+def spec():
+    def loss(out, y):
+        raise RuntimeError(_quote())
+    return ModelSpec(torch.nn.Linear(8, 2),
+                     lambda b: (torch.randn(b, 8), torch.randint(0, 2, (b,))),
+                     loss, lambda p: torch.optim.SGD(p, lr=0.1), "cut")
+
+def broken():
+    raise RuntimeError(_quote())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command, model",
+    [("profile", "cut:spec"), ("profile", "cut:broken"), ("profile-dist", "cut:spec")],
+)
+def test_an_error_cut_short_leaves_no_piece_of_a_credential(env, tmp_path, command, model):
+    (tmp_path / "cut.py").write_text(CUT_SHORT_MODEL)
+    world = ["--world-sizes", "1"] if command == "profile-dist" else []
+    run = run_srifty(
+        command, "--model", model, "--batch-sizes", "8", "--max-seconds", "2",
+        "--out", "p.csv", "--quiet", *world,
+        cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "xxxx signed with ***" in run.stderr
+    assert_clean(run.stdout, run.stderr, also=(SECRET[:12],))

@@ -31,6 +31,7 @@ from srifty_kit.measure.torch_step import (
     train_step,
 )
 from srifty_kit.measure.zoo import load_spec
+from srifty_kit.tables.redact import redact
 
 Emit = Callable[[str, dict[str, Any]], None]  # (kind, payload): "row"/"collective"/"config"
 
@@ -170,7 +171,8 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
     except InputError:
         raise
     except Exception as err:
-        said = (str(err).strip().splitlines() or [""])[0][:300]
+        # redacted before it is cut short: a credential cut in two is masked by neither half
+        said = (redact(str(err)).strip().splitlines() or [""])[0][:300]
         raise InputError(
             f"a training step at batch size {first} failed: {type(err).__name__}: {said}",
             fix="make make_batch(batch_size) return (inputs, targets) that the model and "
