@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="profile a demo model here, fit, search EC2, write an HTML report",
         description="Profile a demo model on this machine (one process, then a 2-process DDP "
         "run over gloo on 127.0.0.1), fit a step-time model, search EC2 configurations for a "
-        "job, and write the search report as HTML. Everything lands in --out.",
+        "job, and write the search report as HTML. Everything lands in --out; a folder holding "
+        "files of yours the demo would replace (measurements.csv, model.json, index.html, ...) "
+        "is refused before any work.",
     )
     p.add_argument(
         "--out",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from srifty_kit.errors import InputError
 from srifty_kit.present.reports import (
     Report,
     notebook_figures,
@@ -29,6 +30,64 @@ SINGLE_BATCHES = (8, 16, 32, 64)
 # measurement that would narrow it.
 DEADLINE_H = 2.0
 DIST_WORLDS = (1, 2)  # two processes: what a 2-core machine can run without oversubscribing
+
+
+# left in --out by the demo: a folder holding it is the demo's own, which a rerun replaces
+DEMO_MARK = ".srifty-demo"
+INDEX_TITLE = "<title>srifty_kit demo</title>"  # what an older demo's index.html (no mark) holds
+
+
+def demo_files(out: Path) -> list[Path]:
+    """The files in ``out`` that a demo run would replace (those there now, sorted)."""
+    from srifty_kit.present.reports import weekly_report_name
+    from srifty_kit.present.weekly import SAMPLE_WEEK
+
+    weekly = weekly_report_name(SAMPLE_WEEK)
+    names = [
+        "profile.csv",
+        "profile.facts.json",
+        "profile_dist.csv",
+        "measurements.csv",
+        "model.json",
+        "search_ec2.ipynb",
+        "search_ec2.html",
+        f"{weekly}.ipynb",
+        f"{weekly}.html",
+        f"{weekly}.json",
+        "index.html",
+    ]
+    found = [out / n for n in names if os.path.lexists(out / n)]
+    for stem in ("search_ec2", weekly):  # notebook_figures' names
+        found += sorted((out / "figures").glob(f"{stem}_fig*.png"))
+    return found
+
+
+def check_demo_folder(out: Path) -> None:
+    """Refuse, before any work, an ``out`` that holds files of the user's that the demo would
+    replace (its tables, model and reports have plain names: measurements.csv, model.json,
+    index.html); a folder an earlier demo wrote (its mark, or an older demo's index page) is
+    the demo's to replace.
+
+    Raises:
+        InputError: naming the files that would be replaced.
+    """
+    if (out / DEMO_MARK).exists():
+        return
+    index = out / "index.html"
+    try:
+        if index.is_file() and INDEX_TITLE in index.read_text(encoding="utf-8", errors="replace"):
+            return  # written by a demo before the mark was
+    except OSError:
+        pass
+    taken = demo_files(out)
+    if taken:
+        shown = ", ".join(str(p.relative_to(out)) for p in taken[:5])
+        more = f" (+{len(taken) - 5} more)" if len(taken) > 5 else ""
+        raise InputError(
+            f"the folder holds files the demo would replace: {shown}{more}",
+            source=str(out),
+            fix="give the demo a new or empty folder (--out), or move those files away",
+        )
 
 
 @dataclass(frozen=True)
@@ -79,13 +138,22 @@ def run_demo(
     Returns:
         A :class:`Demo`: the files written, the search's pick (or why nothing meets the
         constraints) and the measurement it suggests next.
+
+    Raises:
+        InputError: ``out_dir`` holds files of the user's the demo would replace
+            (``check_demo_folder``), before anything is measured.
     """
     from srifty_kit.measure.distributed.profile import profile_distributed
     from srifty_kit.measure.profile import profile_spec
     from srifty_kit.model.estimator import StepTimeModel
 
     out = Path(out_dir).resolve()
+    check_demo_folder(out)  # no file of the user's is replaced
     out.mkdir(parents=True, exist_ok=True)
+    atomic_write(
+        out / DEMO_MARK,
+        lambda p: p.write_text("written by `srifty demo`: a rerun may replace its files\n"),
+    )
     single = profile_spec(
         model, SINGLE_BATCHES, max_seconds=seconds / 2, out=out / "profile.csv", progress=progress
     )
@@ -170,7 +238,7 @@ def write_index(out: str | os.PathLike, reports: list[tuple[str, Report]]) -> Pa
     body = "\n".join(sections)
     text = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>srifty_kit demo</title></head>\n<body>\n<h1>srifty_kit demo</h1>\n"
+        f"{INDEX_TITLE}</head>\n<body>\n<h1>srifty_kit demo</h1>\n"
         f"{body}\n</body></html>\n"
     )
     path = out / "index.html"

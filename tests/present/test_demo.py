@@ -43,3 +43,43 @@ def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
     assert f"open: {index}" in done.stdout
     links = index.read_text()
     assert "search_ec2.html" in links and "weekly_cost" in links
+
+
+USERS = {
+    "measurements.csv": b"model,step_time_s\nmine,0.1\n",
+    "model.json": b'{"mine": true}',
+    "index.html": b"<p>my index</p>",
+    "notes.txt": b"kept",
+}
+
+
+def test_demo_refuses_a_folder_whose_files_it_would_replace(tmp_path):
+    out = tmp_path / "work"
+    out.mkdir()
+    for name, data in USERS.items():
+        (out / name).write_bytes(data)
+    done = subprocess.run(
+        [SRIFTY, "demo", "--out", str(out), "--seconds", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = done.stderr.strip()
+    assert "\n" not in line and "would replace: measurements.csv, model.json, index.html" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == USERS  # nothing new, nothing lost
+
+
+def test_a_folder_an_earlier_demo_wrote_is_the_demos_to_replace(tmp_path):
+    from srifty_kit.present.demo import DEMO_MARK, INDEX_TITLE, check_demo_folder
+
+    marked, older = tmp_path / "marked", tmp_path / "older"
+    for folder in (marked, older):
+        folder.mkdir()
+        (folder / "model.json").write_text("{}")
+    (marked / DEMO_MARK).write_text("")
+    (older / "index.html").write_text(f"<html><head>{INDEX_TITLE}</head></html>")
+    check_demo_folder(marked)
+    check_demo_folder(older)
+    check_demo_folder(tmp_path / "new")
