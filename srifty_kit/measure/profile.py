@@ -15,6 +15,7 @@ level-shift flag (``drift``) per batch size. Every row carries the ``run`` it wa
 from __future__ import annotations
 
 import gc
+import json
 import math
 import numbers
 import os
@@ -560,6 +561,7 @@ def facts_only(spec: ModelSpec | str, out: str | os.PathLike | None = None) -> d
     spec = load_spec(spec) if isinstance(spec, str) else spec
     if out is not None:
         check_writable(out, (".json",))
+        _keep_measured_facts(Path(out))
     graph = opgraph.op_graph_facts_of(spec)
     phases = graph["phases"]
     facts = {
@@ -574,6 +576,27 @@ def facts_only(spec: ModelSpec | str, out: str | os.PathLike | None = None) -> d
     if out is not None:
         write_json(facts, out)
     return facts
+
+
+def _keep_measured_facts(out: Path) -> None:
+    """Refuse to replace a file that is not a facts-only run's: a timed profile's facts hold
+    what was measured (noise scale, memory, largest batch, per-batch summaries), which a
+    facts-only run does not measure and would lose."""
+    if not out.exists():
+        return
+    try:
+        older = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        older = None
+    if isinstance(older, dict) and older.get("facts_only") is True:
+        return  # an earlier facts-only run: replaced by this one
+    what = "a timed profile's facts" if isinstance(older, dict) else "a file"
+    raise InputError(
+        f"holds {what} that a facts-only run would replace (the noise scale, memory and "
+        "largest batch it measured would be lost)",
+        source=str(out),
+        fix=f"name the output another .json, e.g. {out.with_name(out.stem + '.op_mix.json')}",
+    )
 
 
 def _check_rows(batch: tuple[Any, Any], b: int) -> None:

@@ -141,3 +141,25 @@ def test_cuda_check_fails_loudly_without_cuda(tmp_path):
     assert done.returncode == 2
     assert "CUDA is not available" in done.stderr
     assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+@pytest.mark.slow
+def test_facts_only_never_replaces_the_facts_a_timed_profile_measured(tmp_path):
+    timed = run_srifty(
+        "profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "2",
+        "--out", "p.csv", "--quiet", "--no-op-trace", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert timed.returncode == 0, timed.stderr
+    facts = tmp_path / "p.facts.json"
+    measured = facts.read_bytes()
+    assert b'"noise_scale"' in measured
+    for out in ("p.csv", "p.facts.json"):  # the table's name, or the facts file's own
+        done = run_srifty("profile", "--facts-only", "--model", "mlp", "--out", out, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert "would replace" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert facts.read_bytes() == measured
+    # an earlier facts-only file is this run's to replace
+    for _ in range(2):
+        only = ["profile", "--facts-only", "--model", "mlp", "--out", "m.json"]
+        done = run_srifty(*only, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
