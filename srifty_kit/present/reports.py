@@ -131,9 +131,9 @@ def run_report(
     The notebook executes into a temporary file beside its final name and is renamed over it
     when done, so a reader never sees half a report and a rerun replaces it whole. A run that
     fails (a cell raises, the kernel dies, the timeout or Ctrl-C) keeps what it executed for
-    inspection (papermill saves the notebook cell by cell):
-    under ``failed_name`` when given (leaving the last good report in place), else under the
-    report's own name. An ``InputError`` raised inside the notebook comes back as one.
+    inspection (papermill saves the notebook cell by cell) under ``failed_name`` (default
+    ``NAME.failed``), never over the last good report, which stays in place; a later good run
+    removes it. An ``InputError`` raised inside the notebook comes back as one.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -144,7 +144,7 @@ def run_report(
     stem = name or source.stem
     executed = out / f"{stem}.ipynb"
     running = out / f".{stem}.running.ipynb"
-    failed = out / f"{failed_name}.ipynb" if failed_name else executed
+    failed = out / f"{failed_name or stem + '.failed'}.ipynb"
     try:
         papermill.execute_notebook(
             str(source),
@@ -166,8 +166,7 @@ def run_report(
             os.replace(running, failed)
         raise
     os.replace(running, executed)
-    if failed != executed:
-        failed.unlink(missing_ok=True)  # an earlier failure of this report is now stale
+    failed.unlink(missing_ok=True)  # an earlier failure of this report is now stale
     page = None
     if html:
         page = out / f"{stem}.html"
@@ -408,7 +407,6 @@ def run_weekly_report(
         exclude_input=True,
         progress=progress,
         timeout_s=timeout_s,
-        failed_name=f"{name}.failed",
     )
     _write_weekly_summary(report, Path(out_dir) / f"{name}.json")
     return report

@@ -40,10 +40,28 @@ def test_input_error_inside_the_notebook_comes_back_as_one_and_keeps_the_run(tmp
     nb = _notebook(tmp_path / "bad.ipynb", body)
     with pytest.raises(InputError, match="budget must be positive"):
         run_report(nb, {"budget_usd": -1.0}, tmp_path / "out", progress=False)
-    executed = (tmp_path / "out" / "bad.ipynb").read_text()
+    executed = (tmp_path / "out" / "bad.failed.ipynb").read_text()
     assert "measured before the failure" in executed
+    assert not (tmp_path / "out" / "bad.ipynb").exists()  # no report claims to be whole
 
 
 def test_unknown_notebook_name_suggests_the_shipped_ones(tmp_path):
     with pytest.raises(InputError, match="no notebook"):
         find_notebook(tmp_path / "nope")
+
+
+def test_a_rerun_that_fails_never_replaces_the_last_good_report(tmp_path):
+    # as `srifty demo` reruns its search report: no failed_name given, yet the half-run
+    # notebook goes beside the last good one, never over it
+    from srifty_kit.present.reports import ReportFailed
+
+    nb = _notebook(tmp_path / "r.ipynb", "print(f'answer {100 / budget_usd:.1f}')")
+    out = tmp_path / "out"
+    good = run_report(nb, {"budget_usd": 4.0}, out, progress=False)
+    page, executed = good.html.read_bytes(), good.notebook.read_bytes()
+    with pytest.raises(ReportFailed):
+        run_report(nb, {"budget_usd": 0.0}, out, progress=False)
+    assert good.html.read_bytes() == page and good.notebook.read_bytes() == executed
+    assert "ZeroDivisionError" in (out / "r.failed.ipynb").read_text()
+    run_report(nb, {"budget_usd": 5.0}, out, progress=False)
+    assert "answer 20.0" in good.html.read_text() and not (out / "r.failed.ipynb").exists()
