@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -282,6 +283,15 @@ def _umask() -> int:
     return mask
 
 
+def _mode_of(path: Path) -> int:
+    """The permission bits a rewrite of ``path`` keeps: the existing file's, else those the
+    umask gives a new file."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def as_path(path: object, what: str) -> Path:
     """``path`` as a ``Path``, or an InputError naming ``what`` it should have been (a
     ``None`` or a number where a file name belongs)."""
@@ -294,6 +304,7 @@ def as_path(path: object, what: str) -> Path:
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Write to a temporary file beside ``path`` and rename it over: readers never see half.
+    A file replaced keeps its permissions; a new one gets those the umask gives.
 
     Args:
         path: the file to write; missing parent folders are created.
@@ -314,8 +325,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
         _recover(path, write, err)
     try:
         write(Path(tmp))
-        # mkstemp makes the file private (0600); give it the mode any new file would get
-        os.chmod(tmp, 0o666 & ~_umask())
+        # mkstemp makes the file private (0600): give it the mode of the file it replaces (a
+        # private model or catalog stays private), else the mode any new file would get
+        os.chmod(tmp, _mode_of(path))
         os.replace(tmp, path)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)

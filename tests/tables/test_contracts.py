@@ -220,6 +220,18 @@ def test_write_table_is_atomic_and_round_trips(tmp_path):
         write_table(measurements(), tmp_path / "m.xlsx")
 
 
+def test_a_rewrite_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
+    # a model or catalog the user made private (0600) must not come back world-readable
+    path = tmp_path / "m.csv"
+    write_table(measurements(), path)
+    path.chmod(0o600)
+    write_table(measurements(), path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    path.chmod(0o640)
+    write_table(measurements(), path)
+    assert path.stat().st_mode & 0o777 == 0o640
+
+
 def test_unreadable_file_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="file not found"):
         read_table(tmp_path / "nope.csv")
