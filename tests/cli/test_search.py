@@ -394,45 +394,49 @@ def test_a_configuration_listed_twice_is_ranked_once_and_the_repeat_is_said(
     assert "twice.csv: dropped 1 row repeating a configuration listed before (rows 4)" in note
 
 
+def _refused(model, tmp_path, text: str) -> str:
+    """The one line `srifty search --candidates` refuses a file of ``text`` with (exit 2)."""
+    path = tmp_path / "candidates.csv"
+    path.write_text(text)
+    done = _among(model, path, tmp_path, "--deadline-h", "1000")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    return line
+
+
 def test_a_bad_row_after_a_repeat_is_named_by_its_own_line_and_alone(synthetic_model, tmp_path):
     # the repeat is dropped only from a table that passed: the refusal names the file's
     # line 4, not the line it would have in the table without the repeat, and is one line
-    path = tmp_path / "twice_bad.csv"
-    path.write_text(
+    line = _refused(
+        synthetic_model,
+        tmp_path,
         "instance_type,num_nodes,num_workers,local_bsz\n"
         "g4dn.12xlarge,1,4,32\n"
         "g4dn.12xlarge,1,4,32\n"
-        "g4dn.12xlarge,1,9,32\n"  # line 4: 9 workers on one 4-GPU node
+        "g4dn.12xlarge,1,9,32\n",  # line 4: 9 workers on one 4-GPU node
     )
-    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000")
-    assert done.returncode == 2
-    (line,) = done.stderr.strip().splitlines()
     assert "column 'num_workers', rows 4:" in line
 
 
 def test_a_candidate_node_holding_more_gpus_than_its_type_is_refused(synthetic_model, tmp_path):
     # a g4dn.12xlarge holds 4 GPUs: 8 workers on one is no configuration to rank or pick
-    path = tmp_path / "eight.csv"
-    path.write_text(
-        "instance_type,num_nodes,num_workers,local_bsz,gpus_per_node\ng4dn.12xlarge,1,8,32,8\n"
+    line = _refused(
+        synthetic_model,
+        tmp_path,
+        "instance_type,num_nodes,num_workers,local_bsz,gpus_per_node\ng4dn.12xlarge,1,8,32,8\n",
     )
-    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000")
-    assert done.returncode == 2
-    (line,) = done.stderr.strip().splitlines()
     assert "column 'gpus_per_node', rows 2: gpus_per_node 8 for g4dn.12xlarge" in line
 
 
 def test_a_misspelt_column_is_refused_without_a_note_on_repeats(synthetic_model, tmp_path):
     # without local_bsz, rows differing only in it looked like repeats of each other
-    path = tmp_path / "misspelt.csv"
-    path.write_text(
+    line = _refused(
+        synthetic_model,
+        tmp_path,
         "instance_type,num_nodes,num_workers,local_bs\n"
         "g4dn.12xlarge,1,4,32\n"
-        "g4dn.12xlarge,1,4,64\n"  # not a repeat: another batch
+        "g4dn.12xlarge,1,4,64\n",  # not a repeat: another batch
     )
-    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000")
-    assert done.returncode == 2
-    (line,) = done.stderr.strip().splitlines()
     assert "missing required column 'local_bsz'" in line
 
 

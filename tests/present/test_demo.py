@@ -13,16 +13,20 @@ from tests.builders import SRIFTY
 pytestmark = pytest.mark.slow
 
 
-def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
-    srifty = SRIFTY
-    out = tmp_path / "demo"
-    done = subprocess.run(
-        [srifty, "demo", "--out", str(out), "--seconds", "6"],
+def _demo(out, seconds: str, timeout: int) -> subprocess.CompletedProcess:
+    """`srifty demo --out OUT --seconds S`, run from OUT's parent."""
+    return subprocess.run(
+        [SRIFTY, "demo", "--out", str(out), "--seconds", seconds],
         capture_output=True,
         text=True,
-        timeout=600,
-        cwd=tmp_path,
+        timeout=timeout,
+        cwd=out.parent,
     )
+
+
+def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
+    out = tmp_path / "demo"
+    done = _demo(out, "6", 600)
     assert done.returncode == 0, done.stderr[-2000:]
     # the pick, and how it compares with the cheapest instance per hour (or that it is it)
     assert done.stdout.startswith("Pick") and "cheapest" in done.stdout
@@ -58,13 +62,7 @@ def test_demo_refuses_a_folder_whose_files_it_would_replace(tmp_path):
     out.mkdir()
     for name, data in USERS.items():
         (out / name).write_bytes(data)
-    done = subprocess.run(
-        [SRIFTY, "demo", "--out", str(out), "--seconds", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    done = _demo(out, "2", 120)
     assert done.returncode == 2, done.stderr[-2000:]
     line = done.stderr.strip()
     assert "\n" not in line and "would replace: measurements.csv, model.json, index.html" in line
