@@ -19,6 +19,11 @@ _FACTS_FIX = (
     "give the NAME.facts.json that srifty profile writes beside its table (srifty profile "
     "--facts-only --model M --out M.facts.json makes one in seconds, no GPU needed)"
 )
+# what --measurements should be: said when the file is there but is no table
+MEASUREMENTS_FIX = (
+    "give the measurement table srifty profile writes (.csv or .parquet, one row per step or "
+    "per configuration)"
+)
 
 
 def _catalog(args: argparse.Namespace):
@@ -147,7 +152,7 @@ def _fit(args: argparse.Namespace) -> int:
 
     catalog = _catalog(args)
     given = _facts(args)  # before the table: a bad facts file is refused before any work
-    table = read_table(args.measurements)
+    table = read_table(args.measurements, fix=MEASUREMENTS_FIX)
     measured = set(table["model"].astype(str)) if "model" in table else set()
     facts = {name: one for name, (one, _) in given.items() if name in measured} or None
     with warnings.catch_warnings(record=True) as notes:

@@ -33,8 +33,15 @@ _READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
 }
 
 
-def read_table(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a CSV, Parquet or JSON-records table; the frame remembers its file in ``attrs``."""
+TABLE_FIX = "give a table: a .csv with a header line, a .parquet, or a .json list of records"
+
+
+def read_table(path: str | os.PathLike, fix: str = TABLE_FIX) -> pd.DataFrame:
+    """Read a CSV, Parquet or JSON-records table; the frame remembers its file in ``attrs``.
+
+    ``fix``: what to do when the file is there but is no table (empty, or a JSON document of
+    another kind), said in the caller's words (e.g. which table a command wants).
+    """
     path = Path(path)
     reader = _READERS.get(path.suffix.lower())
     if reader is None:
@@ -49,7 +56,9 @@ def read_table(path: str | os.PathLike) -> pd.DataFrame:
         table = reader(path)
     except (ValueError, OSError, UnicodeDecodeError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"cannot be read as {path.suffix[1:]}: {first}", source=str(path)) from err
+        raise InputError(
+            f"cannot be read as {path.suffix[1:]}: {first}", source=str(path), fix=fix
+        ) from err
     _refuse_duplicate_header(path, table)
     table.attrs["source"] = str(path)
     table.attrs["from_file"] = True

@@ -156,6 +156,18 @@ def test_measurements_missing_a_column_exit_2_naming_it(tmp_path):
 
 
 @pytest.mark.slow
+def test_measurements_that_are_no_table_exit_2_saying_what_to_give(fitted, tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    for given in (str(fitted / "model.json"), "empty.csv"):
+        done = srifty("fit", "--measurements", given, "--out", "m2.json", cwd=tmp_path)
+        assert done.returncode == 2
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "cannot be read as" in done.stderr
+        assert "to fix: give the measurement table srifty profile writes" in done.stderr
+        assert not (tmp_path / "m2.json").exists()
+
+
+@pytest.mark.slow
 def test_more_than_twenty_bad_rows_are_all_counted(tmp_path):
     measured, _ = write_inputs(tmp_path)
     table = pd.read_csv(measured).drop(columns="gpus_per_node").head(25)

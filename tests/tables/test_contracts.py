@@ -241,6 +241,18 @@ def test_unreadable_file_is_an_input_error(tmp_path):
         read_table(bad)
 
 
+def test_a_file_that_is_no_table_says_what_to_give(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "doc.json").write_text('{"model": "mlp", "sizes": [4, 8], "shifts": [1, 2, 3]}')
+    for path in (tmp_path / "empty.csv", tmp_path / "doc.json"):
+        with pytest.raises(InputError, match="cannot be read") as err:
+            read_table(path)
+        assert "; to fix: give a table" in str(err.value)
+        with pytest.raises(InputError) as err:
+            read_table(path, fix="give the measurements")
+        assert str(err.value).endswith("; to fix: give the measurements")
+
+
 def _one(**overrides) -> pd.DataFrame:
     row = {
         "model": "m",
