@@ -132,6 +132,14 @@ def rows_said(rows: Iterable[int], count: int | None = None) -> str:
     return ", ".join(str(r) for r in rows[:5]) + more
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular or plural as the count wants: '1 step', '0 steps',
+    '1,234 steps', '2 instance types'; ``plural`` when adding 's' is wrong ('1 batch',
+    '2 batches')."""
+    n = int(n)
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def plain(value: object) -> str:
     """A value as a person reads it in a message: ``8.5`` not ``np.float64(8.5)``, ``16`` not
     ``16.0``, strings quoted."""

@@ -15,6 +15,7 @@ from srifty_kit.cli.flags import (
     region,
     url,
 )
+from srifty_kit.errors import counted
 
 # what fits a terminal; csv and json carry every column
 _TABLE_COLUMNS = [
@@ -67,7 +68,7 @@ def _refresh(args: argparse.Namespace) -> int:
         families=comma_list(args.families),
     )
     print(
-        f"wrote {len(table)} instance types of {args.region} to {args.out} "
+        f"wrote {counted(len(table), 'instance type')} of {args.region} to {args.out} "
         f"({table['ondemand_usd_per_hr'].notna().sum()} with on-demand, "
         f"{table['spot_usd_per_hr'].notna().sum()} with spot prices)"
     )

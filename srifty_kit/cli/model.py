@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from srifty_kit.cli.flags import input_file, output, probability
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, counted
 from srifty_kit.tables.files import read_table, same_file, write_table
 
 # what makes a facts file: said in every "to fix" about one
@@ -179,7 +179,7 @@ def _predict(args: argparse.Namespace) -> int:
     model = StepTimeModel.load(args.model)
     out = model.predict(read_table(args.configs), level=args.level, catalog=catalog)
     write_table(out, args.out)
-    print(f"wrote {len(out)} predictions at level {args.level:g} to {args.out}")
+    print(f"wrote {counted(len(out), 'prediction')} at level {args.level:g} to {args.out}")
     return 0
 
 

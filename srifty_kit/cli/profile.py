@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
-from srifty_kit.errors import InputError, duration
+from srifty_kit.errors import InputError, counted, duration
 from srifty_kit.tables.files import staged_outputs
 
 _MODEL_HELP = (
@@ -160,6 +160,11 @@ def _with_cwd_on_path() -> None:
         sys.path.insert(0, os.getcwd())
 
 
+def _so_far(n: int) -> str:
+    """'the 3 steps measured so far are', 'the 1 step measured so far is'."""
+    return f"the {counted(n, 'step')} measured so far {'is' if n == 1 else 'are'}"
+
+
 def _nothing_written(out: str) -> str:
     kept = f"; {out} is as it was" if os.path.exists(out) else ""
     return f"interrupted before any step was measured: nothing written{kept}"
@@ -214,8 +219,8 @@ def _profile(args: argparse.Namespace) -> int:
         return 130
     f = result.facts
     print(
-        f"{f['model']} on {f['instance_type']} ({f['device']}): {len(result.measurements)} "
-        f"steps written to {result.written}"
+        f"{f['model']} on {f['instance_type']} ({f['device']}): "
+        f"{counted(len(result.measurements), 'step')} written to {result.written}"
     )
     print(
         _fmt(
@@ -258,7 +263,7 @@ def _profile(args: argparse.Namespace) -> int:
     )
     if result.interrupted:
         print(
-            f"interrupted: the {len(result.measurements)} steps measured so far are {result.kept}",
+            f"interrupted: {_so_far(len(result.measurements))} {result.kept}",
             file=sys.stderr,
         )
         return 130
@@ -316,7 +321,7 @@ def _profile_dist(args: argparse.Namespace) -> int:
     summary = describe(steps, by=["num_workers", "local_bsz"], n_resamples=0)
     sync = steps.groupby(["num_workers", "local_bsz"])["sync_time_s"].mean().to_numpy()
     summary["sync_mean"] = sync
-    print(f"{len(steps)} steps written to {result.written}")
+    print(f"{counted(len(steps), 'step')} written to {result.written}")
     print(
         _fmt(
             summary,
@@ -334,12 +339,12 @@ def _profile_dist(args: argparse.Namespace) -> int:
     )
     if args.collectives_out:
         print(
-            f"{len(result.collectives)} all-reduce samples written to "
+            f"{counted(len(result.collectives), 'all-reduce sample')} written to "
             f"{result.written_collectives or args.collectives_out}"
         )
     if result.interrupted:
         print(
-            f"interrupted: the {len(steps)} steps measured so far are {result.kept}",
+            f"interrupted: {_so_far(len(steps))} {result.kept}",
             file=sys.stderr,
         )
         return 130

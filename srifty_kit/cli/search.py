@@ -24,7 +24,7 @@ from srifty_kit.cli.flags import (
     whole_list,
 )
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, counted, did_you_mean
 from srifty_kit.tables.files import read_table, write_json, write_table
 
 # columns shown on the terminal (the files carry all of them); the cost shown is the expected
@@ -205,7 +205,7 @@ def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:
     lines = [no_figures_note(missing, workload, "--catalog FILE")] if missing else []
     if others:
         lines.append(
-            f"left out {len(others)} instance type(s): "
+            f"left out {counted(len(others), 'instance type')}: "
             + "; ".join(f"{t} ({why.split(';')[0]})" for t, why in others[:4])
             + (" ..." if len(others) > 4 else "")
         )

@@ -269,11 +269,16 @@ class Staging:
 
     def note(self) -> str:
         """Where an earlier unfinished run's rows still are ('' when none): 'an earlier
-        unfinished run's rows stay in p.partial.csv'."""
+        unfinished run's rows stay in p.partial.csv', '2 earlier unfinished runs' rows stay
+        in p.partial.csv, p.partial.2.csv'."""
         if not self.earlier:
             return ""
-        runs = "run's rows stay in" if len(self.earlier) == 1 else "runs' rows stay in"
-        return f"an earlier unfinished {runs} " + ", ".join(str(p) for p in self.earlier)
+        runs = (
+            "an earlier unfinished run's"
+            if len(self.earlier) == 1
+            else f"{len(self.earlier)} earlier unfinished runs'"
+        )
+        return f"{runs} rows stay in " + ", ".join(str(p) for p in self.earlier)
 
     def kept(self) -> str:
         """Where an unfinished run's rows are, for the message: 'in p.partial.csv; p.csv is as

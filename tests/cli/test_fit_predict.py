@@ -70,6 +70,17 @@ def test_fit_then_predict_writes_inputs_plus_interval(fitted):
 
 
 @pytest.mark.slow
+def test_predict_of_one_configuration_says_one_prediction(fitted, tmp_path):
+    pd.read_csv(fitted / "configs.csv").head(1).to_csv(tmp_path / "one.csv", index=False)
+    done = srifty(
+        "predict", "--model", str(fitted / "model.json"), "--configs", "one.csv",
+        "--out", "p.csv", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "wrote 1 prediction at level" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
 def test_fit_prints_what_it_fitted(tmp_path):
     measured, _ = write_inputs(tmp_path)
     done = srifty("fit", "--measurements", str(measured), "--out", "m.json", cwd=tmp_path)

@@ -47,6 +47,17 @@ def test_profile_writes_one_row_per_step_and_prints_the_precision(tmp_path):
     assert (tmp_path / "p.facts.json").is_file()
 
 
+def test_profile_of_one_step_says_step_not_steps(tmp_path):
+    done = _run(
+        ["profile", "--model", "mlp", "--batch-sizes", "4", "--max-seconds", "0.001",
+         "--out", "p.csv"],
+        tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(read_table(tmp_path / "p.csv")) == 1
+    assert "): 1 step written to p.csv" in done.stdout, done.stdout
+
+
 def test_profile_dist_writes_rows_with_two_workers(tmp_path):
     done = _run(
         [

@@ -3,6 +3,7 @@ unfinished run's partial file."""
 
 from __future__ import annotations
 
+from srifty_kit.errors import counted
 from srifty_kit.tables.files import Staging, earlier_partials, next_partial, partial_path
 
 
@@ -38,6 +39,26 @@ def test_a_finished_run_drops_only_its_own_partial_files(tmp_path):
     assert not stage.working.exists()
     assert (tmp_path / "p.partial.csv").read_text() == "run 1"
     assert (tmp_path / "p.partial.2.facts.json").is_file()
+
+
+def test_earlier_runs_are_counted_in_the_note_singular_or_plural(tmp_path):
+    out = tmp_path / "p.csv"
+    out.write_text("older")
+    (tmp_path / "p.partial.csv").write_text("run 1")
+    assert Staging(out, _facts).note() == (
+        f"an earlier unfinished run's rows stay in {tmp_path / 'p.partial.csv'}"
+    )
+    (tmp_path / "p.partial.2.csv").write_text("run 2")
+    note = Staging(out, _facts).note()
+    assert note.startswith("2 earlier unfinished runs' rows stay in "), note
+    assert "an earlier unfinished runs'" not in note
+
+
+def test_counts_say_their_noun_singular_or_plural():
+    assert counted(1, "step") == "1 step"
+    assert counted(0, "prediction") == "0 predictions"
+    assert counted(1234, "instance type") == "1,234 instance types"
+    assert counted(2, "batch", "batches") == "2 batches"
 
 
 def test_no_older_output_no_partial_file_and_nothing_to_say(tmp_path):

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import CommandFailed, InputError
+from srifty_kit.errors import CommandFailed, InputError, counted
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.launch import measure_world
 from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
@@ -254,8 +254,9 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
     if failure:
         message, bad_input = failure
         kept = (
-            f"; {len(result.measurements)} steps and {len(result.collectives)} all-reduce "
-            f"samples measured before are kept {result.kept}"
+            f"; {counted(len(result.measurements), 'step')} and "
+            f"{counted(len(result.collectives), 'all-reduce sample')} measured before are kept "
+            f"{result.kept}"
         )
         if result.measurements.empty and result.collectives.empty:  # no file to point at
             kept = "; nothing was measured before it, so nothing was written" + "".join(
