@@ -39,6 +39,7 @@ from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
     forward_loss,
+    out_of_memory,
     parameter_facts,
     resolve_device,
     synchronize,
@@ -221,7 +222,7 @@ class _Run:
         """Record why batch size ``b`` could not be measured; the others go on."""
         # printed and written to the facts JSON: a model's error may quote a credential
         cause = redact(f"{type(err).__name__}: {err}".strip())
-        if isinstance(err, torch.OutOfMemoryError):
+        if out_of_memory(err):
             cause = f"out of memory at batch size {b}"
         self.errors[b] = cause
         done = next((s for s in self.summaries if s["local_bsz"] == b), None)
@@ -455,7 +456,7 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
     A batch size whose batch or step fails is left to the timing, which reports it and
     measures the others (a BatchNorm cannot train on a batch of 1); only a model that
     fails at every batch size is refused here."""
-    causes, failed = [], None
+    causes, failed, too_big = [], None, {}
     for b in sizes:
         try:
             batch = device_batch(run.spec.make_batch, b, run.dev)
@@ -464,6 +465,9 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
         except Exception as err:
             check_interrupt()
             causes.append(f"{b}: {type(err).__name__}: {err}")
+            if out_of_memory(err):
+                too_big[b] = err
+                _forget_oom(run.spec.model, run.optimizer, run.dev)
             continue
         _check_rows(batch, b)
         try:  # the first training step: a model, batch or loss that do not fit is the user's
@@ -473,6 +477,8 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
         except Exception as err:
             check_interrupt()
             failed = failed or (b, err)
+            if out_of_memory(err):
+                too_big[b] = err
             _forget_oom(run.spec.model, run.optimizer, run.dev)
             continue
         loss = float(forward_loss(run.spec.model, batch, run.spec.loss_fn).detach())
@@ -484,6 +490,15 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
                 stacklevel=3,
             )
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
+    if len(too_big) == len(sizes):  # every size failed for want of memory: not the code's fault
+        smallest = min(too_big)
+        err = too_big[smallest]
+        first = (redact(str(err)).strip().splitlines() or [""])[0][:300]
+        said = f"batch size {smallest}" if len(sizes) == 1 else f"every batch size from {smallest}"
+        raise InputError(
+            f"out of memory at {said}: {type(err).__name__}: {first}",
+            fix=f"give smaller `batch_sizes` ({smallest} does not fit in this device's memory)",
+        ) from err
     if failed is not None:
         b, err = failed
         # redacted before it is cut short: a credential cut in two is masked by neither half

@@ -32,6 +32,21 @@ def resolve_device(device: str = "auto") -> torch.device:
     return dev
 
 
+# how an allocation that failed for want of memory reads where torch gives no OutOfMemoryError:
+# the CPU allocator ("DefaultCPUAllocator: can't allocate memory"), MPS, and CUDA paths that
+# raise a plain RuntimeError
+_OUT_OF_MEMORY_WORDS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether ``err`` is a failed allocation: a batch too large for the device's memory
+    (CUDA's OutOfMemoryError, Python's MemoryError, or the allocator's RuntimeError)."""
+    if isinstance(err, torch.OutOfMemoryError | MemoryError):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and any(w in text for w in _OUT_OF_MEMORY_WORDS)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for queued GPU work, so that a wall-clock reading covers the step."""
     if device.type == "cuda":

@@ -58,6 +58,15 @@ def test_profile_of_one_step_says_step_not_steps(tmp_path):
     assert "): 1 step written to p.csv" in done.stdout, done.stdout
 
 
+def test_profile_of_a_batch_size_too_large_for_memory_says_to_give_smaller_ones(tmp_path):
+    huge = str(2**40)  # 2**40 samples of the mlp's inputs: no machine allocates them
+    done = _run(["profile", "--model", "mlp", "--batch-sizes", huge, "--out", "p.csv"], tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"to fix: give smaller --batch-sizes ({huge} does not fit" in done.stderr
+    assert not (tmp_path / "p.csv").exists()
+
+
 def test_profile_dist_writes_rows_with_two_workers(tmp_path):
     done = _run(
         [

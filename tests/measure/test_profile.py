@@ -251,6 +251,20 @@ def test_a_step_failing_at_the_smallest_size_only_is_reported_and_the_others_mea
         profile_model(model, make_batch, loss, opt, [1], max_seconds=1, **FAST)
 
 
+def test_batch_sizes_too_large_for_memory_say_to_give_smaller_ones():
+    model, make_batch, loss, opt = _linear_spec()
+    huge = 2**47  # 2**47 x 8 floats: more than any address space, so the allocation fails
+    with pytest.raises(InputError) as err:
+        profile_model(model, make_batch, loss, opt, [huge], max_seconds=1, **FAST)
+    said = str(err.value)
+    assert f"out of memory at batch size {huge}" in said, said
+    assert f"to fix: give smaller `batch_sizes` ({huge} does not fit" in said, said
+    assert "make_batch" not in said.split("to fix")[1], said
+    with pytest.warns(ProfileWarning, match=f"batch size {huge} not measured: out of memory"):
+        result = profile_model(model, make_batch, loss, opt, [4, huge], max_seconds=1, **FAST)
+    assert set(result.measurements["local_bsz"]) == {4}
+
+
 def test_batch_maker_failing_everywhere_is_an_input_error_naming_each_size():
     model, _, loss, opt = _linear_spec()
 
