@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,9 @@ def _common(p: argparse.ArgumentParser, batches_required: bool = True) -> None:
         "--max-seconds",
         type=positive,
         default=60.0,
-        help="measuring budget for the whole run (default %(default)s)",
+        help="measuring budget for the whole run (default %(default)s); a batch size it "
+        "cuts short of the target precision keeps its steps, and a warning says about what "
+        "budget would reach it",
     )
     p.add_argument(
         "--out",
@@ -187,7 +190,7 @@ def _largest_batch(facts: dict[str, Any]) -> str:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from srifty_kit.measure.profile import profile_spec
+    from srifty_kit.measure.profile import BudgetWarning, budget_note, profile_spec
 
     _with_cwd_on_path()
     if args.facts_only:
@@ -202,18 +205,20 @@ def _profile(args: argparse.Namespace) -> int:
             "srifty profile needs --batch-sizes", fix="e.g. --batch-sizes 4,8,16, or --facts-only"
         )
     budget = None if args.memory_budget_gib is None else int(args.memory_budget_gib * 2**30)
-    result = profile_spec(
-        args.model,
-        args.batch_sizes,
-        device=args.device,
-        target_precision=args.target_precision,
-        max_seconds=args.max_seconds,
-        memory_budget_bytes=budget,
-        out=args.out,
-        progress=not args.quiet,
-        noise_batch_sizes=tuple(args.noise_batch_sizes) if args.noise_batch_sizes else None,
-        op_trace=args.op_trace,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)  # said below, in the command's flag
+        result = profile_spec(
+            args.model,
+            args.batch_sizes,
+            device=args.device,
+            target_precision=args.target_precision,
+            max_seconds=args.max_seconds,
+            memory_budget_bytes=budget,
+            out=args.out,
+            progress=not args.quiet,
+            noise_batch_sizes=tuple(args.noise_batch_sizes) if args.noise_batch_sizes else None,
+            op_trace=args.op_trace,
+        )
     if result.measurements.empty:
         print(_nothing_written(args.out), file=sys.stderr)
         return 130
@@ -244,6 +249,9 @@ def _profile(args: argparse.Namespace) -> int:
     )
     for b, cause in result.errors.items():
         print(f"batch size {b}: not measured: {cause}")
+    if f.get("budget_short"):
+        note = budget_note(f["budget_short"], "--max-seconds {}")
+        warnings.warn(note, BudgetWarning, stacklevel=2)
     trace = f.get("op_trace")
     if trace and trace["batches"]:
         b, rec = max(trace["batches"].items(), key=lambda kv: int(kv[0]))

@@ -31,10 +31,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import InputError, check_interrupt, plain
+from srifty_kit.errors import InputError, check_interrupt, counted, plain
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.op_trace import TRACE_STEPS, trace_batch
-from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker
+from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker, fewest_steps
 from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
@@ -58,6 +58,11 @@ from srifty_kit.tables.files import (
 from srifty_kit.tables.redact import redact
 
 NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps
+
+
+class BudgetWarning(UserWarning):
+    """The time budget ran out before the target precision at some batch sizes (their rows
+    are kept): ``budget_note`` words it, the facts' ``budget_short`` holds its numbers."""
 
 
 class ProfileWarning(UserWarning):
@@ -325,7 +330,9 @@ def profile_model(
     as correlated, warm-up cut by MSER-5) or ``"iid"`` (Student's t, every step independent:
     the rule before; it stops too early on correlated steps). ``warmup`` steps are run untimed
     before each batch size's timing (none by default: the recorded warm-up is found by
-    MSER-5 and marked). ``max_seconds`` bounds the measuring (the last step may overrun it):
+    MSER-5 and marked). ``max_seconds`` bounds the measuring (the last step may overrun it;
+    batch sizes it cuts short of the target keep their steps, and a ``BudgetWarning`` and the
+    facts' ``budget_short`` say about what budget would reach it):
     a tenth of it (2 s at least) goes to the gradient noise scale, unless ``noise_seconds``
     is given (then on top); the noise scale compares ``noise_batch_sizes`` (default the
     smallest and largest batch sizes measured, a larger one accumulated from micro-batches);
@@ -403,6 +410,10 @@ def profile_model(
                     _result(run, facts, False, wall0).save(stage.working)
         phase("timing")
         check_interrupt()
+        short = _budget_short(run, phases["setup_and_flops"], noise_seconds is None)
+        if short:
+            facts["budget_short"] = short
+            warnings.warn(budget_note(short), BudgetWarning, stacklevel=2)
         facts["other_processes_cores"] = round(watch.others_cores(), 2)
         busy = watch.busy_message() if dev.type == "cpu" else None
         if busy:
@@ -448,6 +459,60 @@ def profile_model(
         result.kept = stage.kept() if interrupted else f"in {stage.final}"
         result.earlier = stage.note()
     return result
+
+
+def _budget_short(run: _Run, setup_s: float, noise_shares: bool) -> dict[str, Any] | None:
+    """The batch sizes the time budget cut short before the target precision, and about the
+    ``max_seconds`` that would have reached it (None when none was cut short): the setup,
+    the sizes that stopped as they were, and for each one cut short its warm-up steps and
+    the steps it needs at its mean step time: the stopping rule's fewest, or as many more
+    as its precision says (precision goes as 1/sqrt(steps))."""
+    o = run.opts
+    measured = [s for s in run.summaries if s.get("n")]
+    short = [s for s in measured if s.get("stop_reason") == "time budget"]
+    if not short:
+        return None
+    fewest = fewest_steps(o["interval"], o["min_steps"])
+    seconds = setup_s
+    for s in measured:
+        if s.get("stop_reason") != "time budget":
+            seconds += s.get("wall_s", 0.0)
+            continue
+        ratio = s["precision"] / o["target_precision"]
+        need = max(fewest, math.ceil(s["n"] * ratio**2)) if math.isfinite(ratio) else fewest
+        seconds += (o["warmup"] + need) * s["mean"]
+    seconds /= 1 - NOISE_SHARE if noise_shares else 1  # the noise scale's share of it
+    return {
+        "batch_sizes": [s["local_bsz"] for s in short],
+        "steps": [s["n"] for s in short],
+        "fewest_steps": fewest,
+        "target_precision": o["target_precision"],
+        "max_seconds_needed": _round_up(seconds),
+    }
+
+
+def _round_up(seconds: float) -> float:
+    """``seconds`` rounded up to two significant digits (6.31 -> 6.4, 123 -> 130)."""
+    if seconds <= 0 or not math.isfinite(seconds):
+        return seconds
+    unit = 10.0 ** (math.floor(math.log10(seconds)) - 1)
+    return round(math.ceil(seconds / unit - 1e-9) * unit, 10)
+
+
+def budget_note(short: dict[str, Any], give: str = "max_seconds={}") -> str:
+    """The one line on batch sizes the budget cut short (``facts['budget_short']``);
+    ``give`` words the budget to give ('--max-seconds {}' on the command line)."""
+    pairs = zip(short["batch_sizes"], short["steps"], strict=True)
+    sizes = ", ".join(f"{b} ({counted(n, 'step')})" for b, n in pairs)
+    word = "batch size" if len(short["batch_sizes"]) == 1 else "batch sizes"
+    return (
+        f"the time budget ran out before the target precision "
+        f"(+-{100 * short['target_precision']:g}%) at {word} {sizes}: their rows are kept, "
+        "but their means are not that precise; give "
+        + give.format(plain(short["max_seconds_needed"]))
+        + " or more (an estimate from the step times and spread measured; the stopping rule "
+        f"needs {counted(short['fewest_steps'], 'step')} at the fewest)"
+    )
 
 
 def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:

@@ -67,6 +67,12 @@ MAX_BIAS = 0.05  # largest AR(1) bias of the batch-means variance accepted
 CHECK_GROWTH = 0.01  # recompute once the steps have grown by this share (every step to 100)
 
 
+def fewest_steps(interval: str, min_steps: int) -> int:
+    """The fewest steps the rule can stop on: ``min_steps``, and with batch means the
+    ``MIN_BATCHES`` batch means (of one step at least) an interval needs to settle."""
+    return max(min_steps, MIN_BATCHES if interval == "batch_means" else 2)
+
+
 @functools.lru_cache(maxsize=4096)
 def t_quantile(n: int, level: float) -> float:
     """Two-sided Student-t quantile for a mean of n samples (n-1 degrees of freedom)."""

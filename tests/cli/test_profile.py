@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import textwrap
 
@@ -65,6 +66,21 @@ def test_profile_of_a_batch_size_too_large_for_memory_says_to_give_smaller_ones(
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"to fix: give smaller --batch-sizes ({huge} does not fit" in done.stderr
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_profile_with_a_budget_too_small_warns_and_keeps_the_rows(tmp_path):
+    done = _run(
+        ["profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "0.001",
+         "--quiet", "--out", "p.csv"],
+        tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert set(read_table(tmp_path / "p.csv")["local_bsz"]) == {4, 8}
+    said = [line for line in done.stderr.splitlines() if "time budget ran out" in line]
+    assert len(said) == 1, done.stderr  # once, in the command's flag (not max_seconds=)
+    assert "at batch sizes 4 (1 step), 8 (1 step)" in said[0]
+    assert re.search(r"give --max-seconds [0-9.]+ or more", said[0]), said[0]
+    assert said[0].startswith("srifty: warning: ")
 
 
 def test_profile_dist_writes_rows_with_two_workers(tmp_path):

@@ -12,7 +12,15 @@ import torch
 from torch import nn
 
 from srifty_kit import InputError, errors
-from srifty_kit.measure.profile import ProfileWarning, facts_path, profile_model, profile_spec
+from srifty_kit.errors import plain
+from srifty_kit.measure.profile import (
+    BudgetWarning,
+    ProfileWarning,
+    budget_note,
+    facts_path,
+    profile_model,
+    profile_spec,
+)
 from srifty_kit.measure.variance import precision
 from srifty_kit.measure.zoo import DEMO_MODELS, load_spec
 from srifty_kit.tables.contracts import validate_measurements
@@ -105,6 +113,25 @@ def test_loose_target_stops_on_precision_and_tight_target_on_time():
     tight = profile_spec("mlp", [4], target_precision=1e-6, max_seconds=1, **FAST)
     assert tight.summary.loc[0, "stop_reason"] == "time budget"
     assert tight.summary.loc[0, "precision"] > 1e-6
+
+
+def test_a_budget_too_small_keeps_the_rows_and_warns_what_budget_would_do():
+    model, make_batch, loss, opt = _linear_spec()
+    with pytest.warns(BudgetWarning, match=r"ran out before the target precision \(\+-2%\) at"):
+        result = profile_model(
+            model, make_batch, loss, opt, [4, 8], max_seconds=1e-3, noise_seconds=0.2, **FAST
+        )
+    assert set(result.measurements["local_bsz"]) == {4, 8}  # the rows are kept
+    short = result.facts["budget_short"]
+    assert short["batch_sizes"] == [4, 8] and short["steps"] == [1, 1]
+    assert short["fewest_steps"] == 20  # MIN_BATCHES batch means of one step at least
+    # the fewest steps the rule stops on (and the warm-up step) at the step times measured
+    assert short["max_seconds_needed"] >= 21 * result.summary["mean"].sum()
+    note = budget_note(short, "--max-seconds {}")
+    assert "batch sizes 4 (1 step), 8 (1 step)" in note
+    assert f"give --max-seconds {plain(short['max_seconds_needed'])} or more" in note
+    loose = profile_model(*_linear_spec(), [4], target_precision=0.5, max_seconds=300, **FAST)
+    assert "budget_short" not in loose.facts  # reached: nothing to say
 
 
 def test_the_iid_rule_is_still_there_on_request():
