@@ -132,6 +132,14 @@ def rows_said(rows: Iterable[int], count: int | None = None) -> str:
     return ", ".join(str(r) for r in rows[:5]) + more
 
 
+def ratio_said(ratio: float) -> str:
+    """A ratio in two digits ('1.3', '0.77'), three where two would say '1' of one that is
+    not 1: 1.04 is '1.04' and 0.996 is '0.996', never '1' (which would say it is no ratio
+    at all). The one rule of the kit's 'Nx faster', 'Nx as much', 'steps Nx the fit'."""
+    text = f"{ratio:.2g}"
+    return f"{ratio:.3g}" if text == "1" else text
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """A count and its noun, singular or plural as the count wants: '1 step', '0 steps',
     '1,234 steps', '2 instance types'; ``plural`` when adding 's' is wrong ('1 batch',

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.decide import candidates as cand
-from srifty_kit.errors import duration, hours
+from srifty_kit.errors import duration, hours, ratio_said
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.job import Constraints, Job
@@ -50,23 +50,16 @@ def _alike(ratio: float) -> bool:
     return abs(np.log(ratio)) < np.log(1.02)
 
 
-def _ratio(ratio: float) -> str:
-    """A ratio in two digits ('1.3', '0.77'), three where two would say '1' of one that is
-    not alike (``_alike``): 1.04 is '1.04', never '1'."""
-    text = f"{ratio:.2g}"
-    return f"{ratio:.3g}" if text == "1" else text
-
-
 def _times(ratio: float) -> str:
     """How much faster, in words: '1.3x faster', '2x slower', or 'about as fast' (``_alike``)."""
     if _alike(ratio):
         return "about as fast"
-    return f"{_ratio(ratio)}x faster" if ratio > 1 else f"{_ratio(1 / ratio)}x slower"
+    return f"{ratio_said(ratio)}x faster" if ratio > 1 else f"{ratio_said(1 / ratio)}x slower"
 
 
 def _as_much(ratio: float) -> str:
     """A cost ratio in words: '1.3x as much', '0.77x as much', or 'about as much'."""
-    return "about as much" if _alike(ratio) else f"{_ratio(ratio)}x as much"
+    return "about as much" if _alike(ratio) else f"{ratio_said(ratio)}x as much"
 
 
 def _outcome(row: pd.Series, level: float) -> str:

@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator
 
 from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, did_you_mean, ratio_said
 from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.fit import (
@@ -94,7 +94,8 @@ def _worst_node_count(nodes: np.ndarray, ratio: np.ndarray) -> str:
     counts = np.unique(nodes)
     medians = np.array([np.median(log_ratio[nodes == c]) for c in counts])
     worst = int(np.argmax(np.abs(medians)))
-    return f", worst at {counts[worst]:g} node(s) (steps {np.exp(medians[worst]):.2g}x the fit)"
+    steps = ratio_said(np.exp(medians[worst]))
+    return f", worst at {counts[worst]:g} node(s) (steps {steps}x the fit)"
 
 
 def _warn_far_beyond(model: str, itype: str, fit, num_nodes, num_workers) -> None:

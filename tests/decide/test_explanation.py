@@ -152,6 +152,16 @@ def test_a_duration_is_said_in_the_unit_that_fits_it(seconds, said):
     assert duration(seconds) == said
 
 
+@pytest.mark.parametrize(
+    "ratio, said",
+    [(1.3, "1.3"), (0.77, "0.77"), (2.0, "2"), (1.04, "1.04"), (0.996, "0.996"), (1.0, "1")],
+)
+def test_a_ratio_is_said_in_two_digits_three_where_two_would_say_1(ratio, said):
+    from srifty_kit.errors import ratio_said
+
+    assert ratio_said(ratio) == said
+
+
 def test_a_step_of_a_second_is_said_in_seconds():
     slow = _row(1, 3.9, 5.0, 20.0)
     slow[["step_time_s", "compute_s", "sync_s"]] = [1.01e3 / 1e3, 0.8, 0.21]

@@ -116,6 +116,16 @@ def test_step_time_rises_with_local_batch(fitted):
     assert (np.diff(t) > 0).all()
 
 
+def test_the_fits_note_never_says_steps_1x_the_fit():
+    from srifty_kit.model.estimator import _worst_node_count
+
+    # one node's steps 4-5% above the fit: "1x" would say they are not off at all
+    said = _worst_node_count(np.array([1, 1, 2, 2]), np.array([1.04, 1.05, 1.0, 1.01]))
+    assert said == ", worst at 1 node(s) (steps 1.04x the fit)"
+    said = _worst_node_count(np.array([1, 2, 2]), np.array([1.0, 1.3, 1.4]))
+    assert "(steps 1.3x the fit)" in said
+
+
 def test_a_measured_configuration_is_predicted_from_its_own_run():
     # one campaign's 2-node runs 40% slower than the network's physics through 1 and 3 nodes
     # (as the reference AWS bert rows are): predict must not put them 40% below what the user
