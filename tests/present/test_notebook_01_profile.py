@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -43,4 +44,9 @@ def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
     )
     for shown in ("n_eff", "warmup_steps", "drift", "shift_p"):
         assert shown in text, shown  # per configuration, in the tables the notebook shows
+    # the noise scale with the reason it is missing (or unstable) beside it, when it is
+    facts = json.loads((tmp_path / "profile.facts.json").read_text())
+    assert "'noise_scale_note'" in text
+    if facts["noise_scale_note"]:  # a long string is shown in pieces: 'a b ' 'c d'
+        assert facts["noise_scale_note"] in re.sub(r"'\s+'", "", text)
     assert "warmup" in table.columns and table["warmup"].dtype == bool
