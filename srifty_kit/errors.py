@@ -148,6 +148,14 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
+def first_line(err: BaseException, limit: int = 300) -> str:
+    """``"TypeName: the message's first line"`` of a user's exception, for a one-line error:
+    redacted whole before it is cut to ``limit`` characters (a credential cut in two is
+    masked by neither half)."""
+    said = (redact(str(err)).strip().splitlines() or [""])[0][:limit]
+    return f"{type(err).__name__}: {said}"
+
+
 def plain(value: object) -> str:
     """A value as a person reads it in a message: ``8.5`` not ``np.float64(8.5)``, ``16`` not
     ``16.0``, strings quoted."""

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import InputError, check_interrupt, counted, plain
+from srifty_kit.errors import InputError, check_interrupt, counted, first_line, plain
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.op_trace import TRACE_STEPS, trace_batch
 from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker, fewest_steps
@@ -42,6 +42,7 @@ from srifty_kit.measure.torch_step import (
     out_of_memory,
     parameter_facts,
     resolve_device,
+    step_failed,
     synchronize,
     timed_step,
     train_step,
@@ -558,21 +559,14 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
     if len(too_big) == len(sizes):  # every size failed for want of memory: not the code's fault
         smallest = min(too_big)
         err = too_big[smallest]
-        first = (redact(str(err)).strip().splitlines() or [""])[0][:300]
         said = f"batch size {smallest}" if len(sizes) == 1 else f"every batch size from {smallest}"
         raise InputError(
-            f"out of memory at {said}: {type(err).__name__}: {first}",
+            f"out of memory at {said}: {first_line(err)}",
             fix=f"give smaller `batch_sizes` ({smallest} does not fit in this device's memory)",
         ) from err
     if failed is not None:
         b, err = failed
-        # redacted before it is cut short: a credential cut in two is masked by neither half
-        first = (redact(str(err)).strip().splitlines() or [""])[0][:300]
-        raise InputError(
-            f"a training step at batch size {b} failed: {type(err).__name__}: {first}",
-            fix="make make_batch(batch_size) return (inputs, targets) that the model and "
-            "loss_fn take; try one step by hand",
-        ) from err
+        raise step_failed(b, err) from err
     raise InputError(
         "make_batch raised at every batch size: " + "; ".join(causes),
         fix="make make_batch(batch_size) return (inputs, targets)",

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, first_line
 
 # the profiler range around optimizer.step(): what an op trace counts as the optimizer class
 OPTIMIZER_RANGE = "srifty.optimizer"
@@ -45,6 +45,17 @@ def out_of_memory(err: BaseException) -> bool:
         return True
     text = str(err).lower()
     return isinstance(err, RuntimeError) and any(w in text for w in _OUT_OF_MEMORY_WORDS)
+
+
+def step_failed(b: int, err: BaseException, hint: str = "") -> InputError:
+    """The one-line error for a first training step at batch size ``b`` that raised ``err``
+    (the model, batch or loss the user gave do not fit together); ``hint`` is added to its
+    fix."""
+    return InputError(
+        f"a training step at batch size {b} failed: {first_line(err)}",
+        fix="make make_batch(batch_size) return (inputs, targets) that the model and "
+        "loss_fn take; try one step by hand" + hint,
+    )
 
 
 def synchronize(device: torch.device) -> None:

@@ -22,8 +22,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.tables.redact import redact
+from srifty_kit.errors import InputError, did_you_mean, first_line
 
 
 class ModelSpec(NamedTuple):
@@ -212,10 +211,8 @@ def load_spec(spec: str) -> ModelSpec:
     try:  # the user's code: whatever it raises is theirs to fix, in one line
         made = factory()
     except Exception as err:
-        # redacted before it is cut short: a credential cut in two is masked by neither half
-        first = (redact(str(err)).strip().splitlines() or [""])[0][:300]
         raise InputError(
-            f"{spec} raised {type(err).__name__}: {first}",
+            f"{spec} raised {first_line(err)}",
             fix=f"call {attr}() by hand to see why; it must return a model spec",
         ) from err
     return _as_spec(made, attr)

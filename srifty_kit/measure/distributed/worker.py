@@ -27,11 +27,11 @@ from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
     parameter_facts,
+    step_failed,
     timed_step,
     train_step,
 )
 from srifty_kit.measure.zoo import load_spec
-from srifty_kit.tables.redact import redact
 
 Emit = Callable[[str, dict[str, Any]], None]  # (kind, payload): "row"/"collective"/"config"
 
@@ -171,14 +171,8 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
     except InputError:
         raise
     except Exception as err:
-        # redacted before it is cut short: a credential cut in two is masked by neither half
-        said = (redact(str(err)).strip().splitlines() or [""])[0][:300]
-        raise InputError(
-            f"a training step at batch size {first} failed: {type(err).__name__}: {said}",
-            fix="make make_batch(batch_size) return (inputs, targets) that the model and "
-            "loss_fn take; try one step by hand (srifty profile --batch-sizes "
-            f"{first} shows it on one process)",
-        ) from err
+        hint = f" (srifty profile --batch-sizes {first} shows it on one process)"
+        raise step_failed(first, err, hint) from err
     ddp = DDP(model, device_ids=[device.index or 0] if device.type == "cuda" else None)
     optimizer = spec.optimizer_fn(ddp.parameters())
     base = {
