@@ -41,7 +41,10 @@ def _workers(n: int) -> str:
 
 
 def money(x: float) -> str:
-    """Dollars as a report shows them: cents below $100, whole dollars above."""
+    """Dollars as a report shows them: cents below $100, whole dollars above, and two
+    significant digits below a cent ("$0.0001", never "$0.00" for an amount that is not 0)."""
+    if 0 < abs(x) < 0.005:
+        return f"${x:.2g}"
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 

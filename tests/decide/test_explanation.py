@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from srifty_kit.decide.explanation import Explanation
+from srifty_kit.decide.explanation import Explanation, money
 from srifty_kit.decide.job import Job
 
 
@@ -95,7 +95,6 @@ def test_an_alternative_cheaper_at_the_bound_but_dearer_expected_is_said_so():
 
 def test_the_pick_sentence_quotes_the_expected_cost_it_was_ranked_by(model):
     from srifty_kit.catalog.query import load_catalog
-    from srifty_kit.decide.explanation import money
     from srifty_kit.decide.planner import Constraints, search
 
     job = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096.0)
@@ -167,3 +166,12 @@ def test_a_step_of_a_second_is_said_in_seconds():
     slow[["step_time_s", "compute_s", "sync_s"]] = [1.01e3 / 1e3, 0.8, 0.21]
     text = _text(slow, slow)
     assert "step takes 1.01 s: compute 800 ms, gradient all-reduce 210 ms" in text
+
+
+@pytest.mark.parametrize(
+    ("usd", "said"),
+    [(0.0001, "$0.0001"), (0.0042, "$0.0042"), (0.0123, "$0.01"), (0.0, "$0.00"), (57.5, "$57.50")],
+)
+def test_an_amount_below_a_cent_is_never_said_as_zero(usd, said):
+    # `srifty search --budget-usd 0.0001` said "no configuration finishes under $0.00"
+    assert money(usd) == said
