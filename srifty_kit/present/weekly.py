@@ -357,7 +357,8 @@ def gpu_counts(
 
 def reconciliation_table(usage: WeeklyUsage) -> pd.DataFrame:
     """Every row of the week by currency and charge category: rows, billed and effective cost
-    (their sum per currency is the week's billed, resp. effective, total)."""
+    (their sum per currency is the week's billed, resp. effective, total) and ``corrections``
+    (how many of those rows carry a ChargeClass: corrections of an earlier period)."""
     r = usage.reconciliation
     out = r.groupby(["currency", "charge_category"], as_index=False).agg(
         rows=("line_items", "sum"),
