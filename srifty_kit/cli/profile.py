@@ -62,8 +62,9 @@ def _common(p: argparse.ArgumentParser, batches_required: bool = True) -> None:
         "--out",
         required=True,
         type=output(),
-        help="measurement table to write, .csv or .parquet (one row per step); where an older "
-        "file is there it is replaced only when the run finishes, and an interrupted or failed "
+        help="measurement table to write, .csv, .parquet or .json records (one row per step); "
+        "where an older file is there it is replaced only when the run finishes, and an "
+        "interrupted or failed "
         "run keeps its rows beside it in NAME.partial.csv, or NAME.partial.2.csv, .3, ... "
         "where an earlier unfinished run's partial file is there (never written over)",
     )
