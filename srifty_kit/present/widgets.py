@@ -517,8 +517,11 @@ class SearchPanel:
         self.message.value = error_html(err)
         self.table.value = '<table class="srifty-ranked" data-error="true"></table>'
         self.why.value = ""
-        for name in ("front", "front_dots", "knee", "pick", "nearest"):
+        # every mark, the cloud and the shades too: nothing drawn may come from the search
+        # before the error; the next search draws its cloud again
+        for name in MARKS:
             set_data(self.marks[name], [], [])
+        self._drawn = None
 
     # -- the figure --------------------------------------------------------------------------
     def _figure(self) -> tuple[Any, dict, dict]:

@@ -11,7 +11,7 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.planner import Constraints, Job, search
 from srifty_kit.errors import InputError
-from srifty_kit.present.widgets import CLASSES, SearchPanel, log_choices
+from srifty_kit.present.widgets import CLASSES, MARKS, SearchPanel, log_choices
 
 JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bsz=(16, 32, 64))
 START = Constraints(deadline_h=20.0, max_nodes=8)
@@ -194,3 +194,15 @@ def test_the_table_shows_the_expected_cost_it_is_ranked_by(model, catalog):
     ]
     assert shown == sorted(shown) and len(shown) == len(result.ranked)
     assert shown == [float(f"{c:.4g}") for c in result.ranked["cost_mean_usd"]]
+
+
+def test_an_error_leaves_nothing_of_the_last_search_in_the_figure(panel):
+    drawn = len(panel.marks["cloud"].x)
+    assert drawn > 0 and len(panel.marks["deadline"].x) > 0
+    panel.controls["gpus"].value = ("A10G",)  # refused: no figures to predict it by
+    assert panel.error is not None
+    for name in MARKS:
+        assert len(panel.marks[name].x) == 0, name
+    panel.controls["gpus"].value = ()  # the same evaluation as before, drawn again
+    assert panel.error is None and len(panel.marks["cloud"].x) == drawn
+    assert len(panel.marks["deadline"].x) > 0
