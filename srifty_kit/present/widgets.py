@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from srifty_kit.decide.choices import panel_constraints, search_choices
+from srifty_kit.catalog.query import instance_family
+from srifty_kit.decide.choices import check_gpu_figures, panel_constraints, search_choices
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
@@ -450,6 +451,14 @@ class SearchPanel:
             model=self.model,
             workload=job.model,
         )
+        if v["families"] and not v["gpus"]:
+            # families none of whose GPUs can be predicted (g5: the A10G has no figures) are
+            # refused in one line, as `srifty search --families` does, not by a search that
+            # lists every type it could not reach
+            names = self.catalog["instance_type"].astype(str)
+            types = tuple(names[instance_family(names).isin(list(v["families"])).to_numpy()])
+            asked = f"families {', '.join(v['families'])}"
+            check_gpu_figures(self.catalog, types, self.model, job.model, asked)
         return job, constraints, str(v["objective"])
 
     def _evaluated(self, job: Job, constraints: Constraints) -> tuple[Evaluated, dict]:

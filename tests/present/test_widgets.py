@@ -206,3 +206,15 @@ def test_an_error_leaves_nothing_of_the_last_search_in_the_figure(panel):
     panel.controls["gpus"].value = ()  # the same evaluation as before, drawn again
     assert panel.error is None and len(panel.marks["cloud"].x) == drawn
     assert len(panel.marks["deadline"].x) > 0
+
+
+def test_a_family_whose_gpus_cannot_be_predicted_is_refused_in_one_line(panel):
+    # the g5 holds only A10Gs (no figures, never measured for resnet): the panel says so once,
+    # as `srifty search --families g5` does, not once per type under "widen instance types"
+    panel.controls["families"].value = ("g5",)
+    assert isinstance(panel.error, InputError) and panel.result is None
+    text = panel.message.value
+    assert "families g5" in text and "A10G" in text and "no GPU figures" in text
+    assert text.count("gpu_fp32_tflops") == 1 and "vCPU quota" not in text
+    panel.controls["families"].value = ("g5", "g6")  # the g6 can be predicted: a search
+    assert panel.error is None and set(panel.result.ranked["instance_type"].str[:3]) == {"g6."}
