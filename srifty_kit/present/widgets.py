@@ -481,6 +481,13 @@ class SearchPanel:
         return ev, view
 
     def _changed(self, change: dict) -> None:
+        for name in ("deadline", "budget"):
+            box = self.controls[f"{name}_on"]
+            if change["owner"] is self.controls[name] and not box.value:
+                # moving a deadline or a budget asks for one: a slider left off would move
+                # while nothing else did (the box's own observer searches again)
+                box.value = True
+                return
         self.refresh()
 
     def refresh(self) -> SearchResult | None:

@@ -218,3 +218,18 @@ def test_a_family_whose_gpus_cannot_be_predicted_is_refused_in_one_line(panel):
     assert text.count("gpu_fp32_tflops") == 1 and "vCPU quota" not in text
     panel.controls["families"].value = ("g5", "g6")  # the g6 can be predicted: a search
     assert panel.error is None and set(panel.result.ranked["instance_type"].str[:3]) == {"g6."}
+
+
+def test_moving_an_unticked_deadline_or_budget_turns_it_on(panel, model, catalog):
+    panel.controls["deadline_on"].value = False
+    assert panel.result.why.deadline_h is None
+    options = [v for _, v in panel.controls["deadline"].options]
+    tighter = options[options.index(20.0) - 10]
+    panel.controls["deadline"].value = tighter
+    assert panel.controls["deadline_on"].value is True
+    assert f'data-deadline="{tighter!r}"' in panel.table.value
+    budget = min((v for _, v in panel.controls["budget"].options), key=lambda v: abs(v - 500))
+    panel.controls["budget"].value = budget
+    assert panel.controls["budget_on"].value is True
+    want = search(model, catalog, JOB, replace(START, deadline_h=tighter, budget_usd=budget))
+    _same(panel.result, want)
