@@ -414,14 +414,19 @@ class SearchPanel:
         )
         self.refresh()
 
+    def probes(self, k: int = 1) -> pd.DataFrame | None:
+        """The ``k`` short runs worth measuring for the question the controls ask now
+        (``suggest_probes`` of the current result); None while the panel cannot search."""
+        from srifty_kit.decide.probes import suggest_probes
+
+        return None if self.result is None else suggest_probes(self.result, k=k)
+
     def _suggest(self, _button=None) -> None:
         """Show the short run worth measuring for the current decision, in a sentence."""
-        from srifty_kit.decide.probes import probe_sentence, suggest_probes
+        from srifty_kit.decide.probes import probe_sentence
 
-        if self.result is None:
-            self.probe.value = ""
-            return
-        self.probe.value = html.escape(probe_sentence(suggest_probes(self.result, k=1)))
+        probes = self.probes(k=1)
+        self.probe.value = "" if probes is None else html.escape(probe_sentence(probes))
 
     @property
     def explanation(self) -> str:

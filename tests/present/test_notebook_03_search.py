@@ -79,3 +79,33 @@ def test_notebook_shows_the_panel_when_interactive(tmp_path, model_file):
     assert any(widget in o.get("data", {}) for o in outputs)  # the panel, not static figures
     assert not any("image/png" in o.get("data", {}) for o in outputs)
     assert "Why not the cheapest per hour" in _text(nb) or "also the cheapest" in _text(nb)
+
+
+def test_the_probes_cell_answers_the_question_the_panel_asks_now(model_file):
+    """Run again after the panel's controls moved, the cell suggests for what the panel shows,
+    not for the question the panel was first shown with."""
+    import contextlib
+    import io
+
+    import nbformat
+    import pandas as pd
+
+    from srifty_kit.decide.probes import suggest_probes
+    from tests.builders import REPO
+
+    nb = nbformat.read(REPO / "notebooks" / "03_search_ec2.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    probes_cell = next(c for c in code if "probes" in c.metadata.get("tags", []))
+    ns: dict = {}
+    exec(code[0].source, ns)  # the parameters, then this question's values
+    ns.update(model_path=str(model_file), noise_scale=4096.0, probe_runs=1, **SMALL)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for cell in code[1:]:
+            if cell is not probes_cell:
+                exec(cell.source, ns)
+        panel, shown = ns["panel"], ns["result"]
+        panel.controls["max_nodes"].value = 2  # the user narrows the question
+        assert panel.result is not shown
+        exec(probes_cell.source, ns)
+    pd.testing.assert_frame_equal(ns["probes"], suggest_probes(panel.result, k=1))
+    assert not ns["probes"].equals(suggest_probes(shown, k=1))
