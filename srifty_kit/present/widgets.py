@@ -87,6 +87,8 @@ STYLE = """<style>
 .srifty-error { color: #b00020; }
 .srifty-infeasible { color: #8a4b00; }
 .srifty-why-text, .srifty-answer { white-space: pre-wrap; font-size: 12px; }
+/* JupyterLab breaks an output's pre anywhere ("mis|ses"): wrap the sentences between words */
+.srifty-why .srifty-why-text { word-break: normal; overflow-wrap: break-word; }
 .srifty-caption { font-size: 11px; color: #555; width: 550px; line-height: 1.3; }
 </style>"""
 

@@ -259,6 +259,11 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     _eventually(page, only_the_nearest)
     data = pd.Series(page.evaluate(TABLE_JS, "srifty-table")["data"])
     assert float(data["deadline"]) == 0.01
+    # the reason wraps between words (JupyterLab breaks an output's pre anywhere: "mis|ses")
+    style = page.evaluate(
+        "() => getComputedStyle(document.querySelector('.srifty-why-text')).wordBreak"
+    )
+    assert style != "break-all"
 
 
 # -- notebook 05: the four lessons ---------------------------------------------------------------
