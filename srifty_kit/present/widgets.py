@@ -378,7 +378,13 @@ class SearchPanel:
         # what to measure next costs a simulation of the decision (about a second on a full
         # catalog): on demand, so the cheap controls stay fast
         self.probe_button = tag(
-            w.Button(description="What to measure next", icon="flask"), CLASSES["probe_button"]
+            # as wide as its words: the default width cuts it to "What to measu..."
+            w.Button(
+                description="What to measure next",
+                icon="flask",
+                layout=w.Layout(width="auto", flex="0 0 auto"),
+            ),
+            CLASSES["probe_button"],
         )
         self.probe = tag(w.HTML(), CLASSES["probe"])
         self.probe_button.on_click(self._suggest)

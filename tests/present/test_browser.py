@@ -264,6 +264,10 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
         "() => getComputedStyle(document.querySelector('.srifty-why-text')).wordBreak"
     )
     assert style != "break-all"
+    # the probe button says what it does in full, not "What to measu..."
+    button = page.locator(".srifty-probe-button")
+    assert button.evaluate("(b) => b.scrollWidth <= b.clientWidth")
+    assert button.inner_text().strip() == "What to measure next"
 
 
 # -- notebook 05: the four lessons ---------------------------------------------------------------
