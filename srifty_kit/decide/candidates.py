@@ -431,6 +431,10 @@ def from_interval(cfg: dict[str, np.ndarray], level: float) -> dict[str, np.ndar
     return out
 
 
+# the level the spread spot reclaims add is read at when the confidence asked is lower
+SPREAD_LEVEL = 0.9
+
+
 def _quantile_z(level: float) -> float:
     """The standard normal's ``level`` quantile (one-sided)."""
     return float(ndtri(level))
@@ -474,7 +478,9 @@ def price(
     decides, not one step's: its noise averages out over a run (``model.posterior``). Spot rows,
     appended after the on-demand ones, add the reclaim overhead of ``spot``: its expected value,
     and its bound at the confidence for the upper ends; the spread the reclaims add is kept as
-    ``sd_spot`` so that probabilities (``meet_probability``) agree with those ends.
+    ``sd_spot`` so that probabilities (``meet_probability``) agree with those ends (read at
+    ``SPREAD_LEVEL`` where the confidence is lower: a bound near the median says little of a
+    spread, and at 50% nothing).
     """
     work = job.work
     n = cfg["type"].size
@@ -534,11 +540,19 @@ def price(
             od[tail],
             constraints.confidence,
         )
-        q = _quantile_z(constraints.confidence)
         # the reclaims' own spread: what makes the bound's log distance from the expected run
-        # wider than the step's belief alone (0 where it is not)
-        reach = np.log(np.maximum(high["time_h"], 1e-300) / np.maximum(mean["time_h"], 1e-300))
-        out["sd_spot"][tail] = np.sqrt(np.maximum((reach / max(q, 1e-9)) ** 2 - sd[tail] ** 2, 0))
+        # wider than the step's belief alone (0 where it is not); read at the confidence, or
+        # at SPREAD_LEVEL where the confidence is lower: the nearer a level lies to the
+        # median, the less its bound says of a spread (at 50% it is the median: nothing)
+        level = max(constraints.confidence, SPREAD_LEVEL)
+        q = _quantile_z(level)
+        bound = high["time_h"]
+        if level != constraints.confidence:  # the step's own upper end at that level, bounded
+            at = work_h * np.exp(q * sd[tail])
+            bound = spot.upper_run(at, hazard, job.spot_policy, usd[tail], od[tail], level)
+            bound = bound["time_h"]
+        reach = np.log(np.maximum(bound, 1e-300) / np.maximum(mean["time_h"], 1e-300))
+        out["sd_spot"][tail] = np.sqrt(np.maximum((reach / q) ** 2 - sd[tail] ** 2, 0))
         out["time_factor"][tail] = hours[tail] * mean["time_h"] / np.maximum(work_h, 1e-300)
         ratio = mean["cost_usd"] / np.maximum(mean["time_h"], 1e-300)
         out["spot_overhead_h"][tail] = mean["time_h"] - work_h
