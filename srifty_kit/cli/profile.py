@@ -346,6 +346,8 @@ def _profile_dist(args: argparse.Namespace) -> int:
             ],
         )
     )
+    for (world, b), cause in result.errors.items():
+        print(f"world size {world}, batch size {b}: not measured: {cause}")
     if args.collectives_out:
         print(
             f"{counted(len(result.collectives), 'all-reduce sample')} written to "

@@ -42,6 +42,7 @@ from srifty_kit.measure.torch_step import (
     out_of_memory,
     parameter_facts,
     resolve_device,
+    step_cause,
     step_failed,
     synchronize,
     timed_step,
@@ -226,10 +227,7 @@ class _Run:
 
     def fail(self, b: int, err: BaseException) -> None:
         """Record why batch size ``b`` could not be measured; the others go on."""
-        # printed and written to the facts JSON: a model's error may quote a credential
-        cause = redact(f"{type(err).__name__}: {err}".strip())
-        if out_of_memory(err):
-            cause = f"out of memory at batch size {b}"
+        cause = step_cause(b, err)  # printed and written to the facts JSON
         self.errors[b] = cause
         done = next((s for s in self.summaries if s["local_bsz"] == b), None)
         if done is None:

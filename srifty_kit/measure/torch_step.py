@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from srifty_kit.errors import InputError, first_line
+from srifty_kit.tables.redact import redact
 
 # the profiler range around optimizer.step(): what an op trace counts as the optimizer class
 OPTIMIZER_RANGE = "srifty.optimizer"
@@ -56,6 +57,15 @@ def step_failed(b: int, err: BaseException, hint: str = "") -> InputError:
         fix="make make_batch(batch_size) return (inputs, targets) that the model and "
         "loss_fn take; try one step by hand" + hint,
     )
+
+
+def step_cause(b: int, err: BaseException) -> str:
+    """Why batch size ``b`` could not be measured when its step raised ``err``, as the
+    table, the facts and the warning say it (redacted: a model's error may quote a
+    credential)."""
+    if out_of_memory(err):
+        return f"out of memory at batch size {b}"
+    return redact(f"{type(err).__name__}: {err}".strip())
 
 
 def synchronize(device: torch.device) -> None:

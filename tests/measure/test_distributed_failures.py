@@ -8,6 +8,7 @@ import pytest
 
 from srifty_kit import InputError
 from srifty_kit.measure.distributed.profile import WorkerFailed, profile_distributed
+from srifty_kit.measure.profile import ProfileWarning
 from srifty_kit.tables.files import read_table
 
 pytestmark = pytest.mark.slow
@@ -122,3 +123,36 @@ def test_a_batch_the_model_cannot_take_is_an_input_error(tmp_path, monkeypatch):
     assert not out.exists() and not (tmp_path / "d.partial.csv").exists()
     assert "kept in" not in str(e.value)  # no file holds the rows: there are none
     assert "nothing was measured before it, so nothing was written" in str(e.value)
+
+
+def test_a_batch_size_whose_step_fails_is_reported_and_the_others_measured(tmp_path, monkeypatch):
+    (tmp_path / "batch_norm.py").write_text(
+        textwrap.dedent("""
+        import torch
+        from srifty_kit.measure.zoo import ModelSpec
+
+        def build():  # a BatchNorm cannot train on a batch of one sample
+            model = torch.nn.Sequential(
+                torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 2)
+            )
+
+            def make_batch(b):
+                return torch.randn(b, 8), torch.randint(0, 2, (b,))
+
+            return ModelSpec(
+                model, make_batch, torch.nn.CrossEntropyLoss(),
+                lambda p: torch.optim.SGD(p, lr=0.01), "batch_norm",
+            )
+        """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "d.csv"
+    with pytest.warns(ProfileWarning, match="world size 2, batch size 1 not measured.*1 value"):
+        result = profile_distributed(
+            "batch_norm:build", [2], [1, 4], max_seconds=2, out=out, **QUIET
+        )
+    assert set(read_table(out)["local_bsz"]) == {4}
+    assert list(result.errors) == [(2, 1)]
+    assert "more than 1 value per channel" in result.errors[(2, 1)]
+    with pytest.raises(InputError, match=r"training step at batch size 1 failed: ValueError"):
+        profile_distributed("batch_norm:build", [1], [1], max_seconds=1, **QUIET)

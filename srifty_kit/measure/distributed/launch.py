@@ -85,7 +85,7 @@ class _Group:
             except queue.Empty:
                 return got
             got = True
-            if kind in ("row", "collective"):
+            if kind in ("row", "collective", "skipped"):
                 sink[kind].append(payload)
             elif kind == "config":
                 self.doing[payload["rank"]] = payload["what"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,12 @@ from srifty_kit.errors import CommandFailed, InputError, counted
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.launch import measure_world
 from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
-from srifty_kit.measure.profile import check_batch_sizes, check_budget, check_out_path
+from srifty_kit.measure.profile import (
+    ProfileWarning,
+    check_batch_sizes,
+    check_budget,
+    check_out_path,
+)
 from srifty_kit.measure.torch_step import resolve_device
 from srifty_kit.measure.zoo import load_spec
 from srifty_kit.tables.contracts import validate_measurements
@@ -69,6 +75,8 @@ class DistributedResult:
     collectives: pd.DataFrame
     interrupted: bool = False
     facts: dict[str, Any] = field(default_factory=dict)
+    # (world size, batch size) -> why its first step failed: not measured, the others were
+    errors: dict[tuple[int, int], str] = field(default_factory=dict)
     written: Path | None = None  # where the steps went (beside an older out if unfinished)
     written_collectives: Path | None = None
     kept: str = ""  # where an unfinished run's rows are, in words
@@ -183,7 +191,11 @@ def profile_distributed(
     samples of ``sizes_bytes`` at each world size; see the module docstring.
 
     ``max_seconds`` is the measuring budget, shared equally by every (world size, batch size)
-    and (world size, message size); process start-up and warm-up come on top.
+    and (world size, message size); process start-up and warm-up come on top. A batch size
+    whose first training step fails (a BatchNorm cannot train on a batch of 1) is not
+    measured at that world size, with a ``ProfileWarning`` and its cause in
+    ``result.errors``, and the others are; a model that fails at every batch size is an
+    ``InputError``.
     """
     check_out_path(out)
     check_out_path(collectives_out)
@@ -233,12 +245,20 @@ def profile_distributed(
     )
     stages = _Stages(out, collectives_out)  # what is there now is kept until the run ends
     if torchrun:
-        return _under_torchrun(plan, stages)
-    return _spawn_worlds(plan, worlds, timeout_s, stages, progress)
+        result = _under_torchrun(plan, stages)
+    else:
+        result = _spawn_worlds(plan, worlds, timeout_s, stages, progress)
+    for (world, b), cause in result.errors.items():
+        warnings.warn(
+            f"world size {world}, batch size {b} not measured: {cause}",
+            ProfileWarning,
+            stacklevel=2,
+        )
+    return result
 
 
 def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> DistributedResult:
-    sink: dict[str, list] = {"row": [], "collective": []}
+    sink: dict[str, list] = {"row": [], "collective": [], "skipped": []}
     failure, interrupted = None, False
     try:
         with tqdm(worlds, desc="distributed", disable=not progress) as bar:
@@ -284,7 +304,8 @@ def _result(sink: dict[str, list], interrupted: bool, plan: Plan) -> Distributed
         "instance_type": plan.instance_type,
         "seconds_per_config": plan.seconds_per_config,
     }
-    return DistributedResult(steps, coll, interrupted, facts)
+    errors = {(s["num_workers"], s["local_bsz"]): s["cause"] for s in sink["skipped"]}
+    return DistributedResult(steps, coll, interrupted, facts, errors)
 
 
 def _under_torchrun(plan: Plan, stages: _Stages) -> DistributedResult:
@@ -311,7 +332,7 @@ def _under_torchrun(plan: Plan, stages: _Stages) -> DistributedResult:
             str(local_world) * nodes,
             ",".join(sorted({h for h, _ in hosts})),
         )
-        sink: dict[str, list] = {"row": [], "collective": []}
+        sink: dict[str, list] = {"row": [], "collective": [], "skipped": []}
 
         def keep(kind: str, payload: dict[str, Any]) -> None:
             if kind in sink:

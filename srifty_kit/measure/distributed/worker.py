@@ -8,6 +8,7 @@ same rule to the same numbers. Rank 0 hands each finished row to ``emit``.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import math
 import os
 import time
@@ -27,13 +28,15 @@ from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
     parameter_facts,
+    step_cause,
     step_failed,
     timed_step,
     train_step,
 )
 from srifty_kit.measure.zoo import load_spec
 
-Emit = Callable[[str, dict[str, Any]], None]  # (kind, payload): "row"/"collective"/"config"
+# (kind, payload): "row"/"collective"/"config"/"skipped" (a batch size whose step failed)
+Emit = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,55 @@ def allreduce_sweep(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -
         _sample(plan, lay, device, once, row, "collective", emit, min(plan.min_steps, 5))
 
 
+def _first_steps(
+    spec: Any, model: torch.nn.Module, plan: Plan, lay: Layout, device: torch.device, emit: Emit
+) -> tuple[float | None, list[int]]:
+    """One plain training step at each batch size (counting the FLOPs of the first that
+    trains): the model, batch or loss that do not fit are the user's.
+
+    A batch size whose step fails on any rank is skipped by every rank (they agree, so the
+    collectives still match) and rank 0 emits it as ``skipped`` with the cause; the others
+    are measured (a BatchNorm cannot train on a batch of 1). A model that fails at every
+    batch size is refused. Returns the FLOPs per sample and the batch sizes to measure.
+    """
+    flops, counted, failed = None, False, {}
+    for b in plan.batch_sizes:
+        try:
+            got = count_flops(model, device_batch(spec.make_batch, b, device), spec.loss_fn, b)
+        except InputError:
+            raise
+        except Exception as err:  # reported below; the other batch sizes go on
+            failed[b] = err
+            model.zero_grad(set_to_none=True)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            continue
+        if not counted:
+            flops, counted = got, True
+    causes: list[Any] = [None] * lay.world_size
+    dist.all_gather_object(causes, {b: step_cause(b, err) for b, err in failed.items()})
+    skipped: dict[int, str] = {}
+    for said in causes:  # the lowest rank's cause of each batch size
+        for b, cause in said.items():
+            skipped.setdefault(b, cause)
+    sizes = [b for b in plan.batch_sizes if b not in skipped]
+    if not sizes:
+        b = plan.batch_sizes[0]
+        hint = f" (srifty profile --batch-sizes {b} shows it on one process)"
+        if b in failed:
+            raise step_failed(b, failed[b], hint) from failed[b]
+        raise InputError(
+            f"a training step at batch size {b} failed on another rank: {skipped[b]}",
+            fix="make make_batch(batch_size) return (inputs, targets) that the model and "
+            "loss_fn take; try one step by hand" + hint,
+        )
+    if lay.rank == 0:
+        for b in sorted(skipped):
+            emit("skipped", {"num_workers": lay.world_size, "local_bsz": b, "cause": skipped[b]})
+    return flops, sizes
+
+
 def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None:
     """Time DistributedDataParallel training steps at each local batch size.
 
@@ -163,16 +215,7 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
 
     spec = load_spec(plan.model)
     model = spec.model.to(device).train()
-    first = plan.batch_sizes[0]
-    try:  # the first training step: a model, batch or loss that do not fit is the user's
-        flops = count_flops(
-            model, device_batch(spec.make_batch, first, device), spec.loss_fn, first
-        )
-    except InputError:
-        raise
-    except Exception as err:
-        hint = f" (srifty profile --batch-sizes {first} shows it on one process)"
-        raise step_failed(first, err, hint) from err
+    flops, sizes = _first_steps(spec, model, plan, lay, device, emit)
     ddp = DDP(model, device_ids=[device.index or 0] if device.type == "cuda" else None)
     optimizer = spec.optimizer_fn(ddp.parameters())
     base = {
@@ -181,7 +224,7 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
         "flops_per_sample": flops,
         **parameter_facts(model),
     }
-    for b in plan.batch_sizes:
+    for b in sizes:
         emit("config", {"what": f"DDP steps at batch size {b}", "rank": lay.rank})
         batch = device_batch(spec.make_batch, b, device)
 
