@@ -113,7 +113,8 @@ class ProfileResult:
     """Every measured step, a summary per batch size and the model's facts."""
 
     measurements: pd.DataFrame  # one row per step (design's measurement columns + extras)
-    # per batch size: n, warmup_steps, n_eff, mean, mean_lo/hi, precision, drift, memory, stop
+    # per batch size: n, warmup_steps, n_eff, mean, mean_lo/hi, precision, drift, memory
+    # (peak_memory_bytes; NaN where no step was measured), stop
     summary: pd.DataFrame
     facts: dict[str, Any] = field(default_factory=dict)  # FLOPs, params, noise scale, memory
     errors: dict[int, str] = field(default_factory=dict)  # batch size -> cause
@@ -222,7 +223,8 @@ class _Run:
             summary.update(_batch_summary(tracker, o["interval"]))
             for i in range(summary["warmup_steps"]):  # kept in the table, marked
                 self.rows[first + i]["warmup"] = True
-            summary["peak_memory_bytes"] = self.mem.peak_bytes()
+            # no step ran, no peak of one: what the process held for other work is no step's
+            summary["peak_memory_bytes"] = self.mem.peak_bytes() if tracker.n else math.nan
             summary["wall_s"] = time.perf_counter() - start
 
     def fail(self, b: int, err: BaseException) -> None:

@@ -278,6 +278,20 @@ def test_a_step_failing_at_the_smallest_size_only_is_reported_and_the_others_mea
         profile_model(model, make_batch, loss, opt, [1], max_seconds=1, **FAST)
 
 
+def test_a_batch_size_with_no_measured_step_has_no_peak_memory():
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    _, make_batch, loss, opt = _linear_spec()
+    with pytest.warns(ProfileWarning, match="batch size 1 not measured"):
+        result = profile_model(  # no warm-up: the step that fails is a timed one
+            model, make_batch, loss, opt, [1, 4], max_seconds=1, **{**FAST, "warmup": 0}
+        )
+    peak = result.summary.set_index("local_bsz")["peak_memory_bytes"]
+    assert result.summary.set_index("local_bsz")["n"][1] == 0
+    assert np.isnan(peak[1])  # no step ran at batch size 1: no peak of one
+    assert peak[4] > 0
+    assert result.summary_records()[0]["peak_memory_bytes"] is None  # null in the facts JSON
+
+
 def test_batch_sizes_too_large_for_memory_say_to_give_smaller_ones():
     model, make_batch, loss, opt = _linear_spec()
     huge = 2**47  # 2**47 x 8 floats: more than any address space, so the allocation fails
