@@ -61,9 +61,14 @@ def _handle_signals() -> None:
     whole run. Schedulers and ``timeout`` send SIGTERM, whose default kills the process
     before it can save what it measured.
     """
-    errors.interrupted_by.clear()  # a command called again in one process starts afresh
     signal.signal(signal.SIGINT, errors.on_interrupt)
     signal.signal(signal.SIGTERM, errors.on_interrupt)
+
+
+def _record_interrupt(signum: int, frame: object = None) -> None:
+    """While the command line is parsed: record the signal only; it is raised once the
+    arguments are known, so the command's last line can say what it left (``at_start``)."""
+    errors.interrupted_by.append(signum)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -108,16 +113,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         input (one line on stderr), 130 / 143 interrupted by SIGINT / SIGTERM, 141 its
         output's reader went away (a pipe into ``head``), without a word.
     """
-    _handle_signals()
+    errors.interrupted_by.clear()  # a command called again in one process starts afresh
+    signal.signal(signal.SIGINT, _record_interrupt)
+    signal.signal(signal.SIGTERM, _record_interrupt)
     # every log record and a bug's traceback are redacted like the error lines below
     install_redaction()
     warnings.showwarning = _one_line_warning
-    command, code, unwound, args = "srifty", 0, False, None
+    command, code, unwound, args, started = "srifty", 0, False, None, False
     try:
-        args = build_parser().parse_args(argv)
-        errors.check_interrupt()  # one that arrived while a library imported, and was swallowed
+        try:
+            args = build_parser().parse_args(argv)
+        finally:
+            _handle_signals()
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
+        errors.check_interrupt()  # one recorded while parsing, or that a library swallowed
         check_paths(args)  # no output over an input or another output, before any work
+        started = True
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that left shows here, not in the flush at exit
     except InputError as err:
@@ -151,7 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         unwound = True
     if unwound:  # the command did not get to say it was interrupted: say it here
         said = "terminated" if signal.SIGTERM in errors.interrupted_by else "interrupted"
-        print(f"{command}: {said}", file=sys.stderr)
+        # before the command started, it may say what it left (an older output as it was)
+        at_start = getattr(args, "at_start", None) if not started else None
+        print((at_start and at_start(args)) or f"{command}: {said}", file=sys.stderr)
     # a command that caught the interrupt itself (to save what it measured) returns normally
     code = 128 + errors.interrupted_by[-1] if errors.interrupted_by else code
     errors.interrupted_by.clear()  # handled: later work in this process is not interrupted

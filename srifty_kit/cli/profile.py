@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from srifty_kit.cli.flags import output, positive, probability, whole_list
-from srifty_kit.errors import InputError, counted, duration
+from srifty_kit.errors import InputError, check_interrupt, counted, duration, interrupted_by
 from srifty_kit.tables.files import staged_outputs
 
 _MODEL_HELP = (
@@ -111,7 +111,12 @@ def register(subparsers: Any) -> None:
         "their device time goes per operator class (facts op_trace; default: on CUDA only): "
         "a CUDA trace carries the model to other GPUs class by class",
     )
-    p.set_defaults(func=_profile, prog=p.prog, derived_outputs={"--out": _profile_files})
+    p.set_defaults(
+        func=_profile,
+        prog=p.prog,
+        derived_outputs={"--out": _profile_files},
+        at_start=_at_start,  # an interrupt before _profile ran: main says this line
+    )
 
     d = subparsers.add_parser(
         "profile-dist",
@@ -146,6 +151,7 @@ def register(subparsers: Any) -> None:
     d.set_defaults(
         func=_profile_dist,
         prog=d.prog,
+        at_start=_at_start,
         derived_outputs={"--out": staged_outputs, "--collectives-out": staged_outputs},
     )
 
@@ -190,9 +196,14 @@ def _largest_batch(facts: dict[str, Any]) -> str:
     return f"largest batch not found ({note})"
 
 
-def _profile(args: argparse.Namespace) -> int:
-    from srifty_kit.measure.profile import BudgetWarning, budget_note, profile_spec
+def _at_start(args: argparse.Namespace) -> str | None:
+    """The last line of a timing run interrupted while it was still starting (the command
+    line parsed, torch imported, the model built): nothing measured, as a later interrupt
+    before the first step says it (None for --facts-only: main says 'interrupted')."""
+    return None if getattr(args, "facts_only", False) else _nothing_written(args.out)
 
+
+def _profile(args: argparse.Namespace) -> int:
     _with_cwd_on_path()
     if args.facts_only:
         if args.batch_sizes:  # nothing is timed: the sizes would be ignored without a word
@@ -205,11 +216,22 @@ def _profile(args: argparse.Namespace) -> int:
         raise InputError(
             "srifty profile needs --batch-sizes", fix="e.g. --batch-sizes 4,8,16, or --facts-only"
         )
+    try:  # still starting: importing torch and building the model take seconds
+        from srifty_kit.measure.profile import BudgetWarning, budget_note, profile_spec
+        from srifty_kit.measure.zoo import load_spec
+
+        spec = load_spec(args.model)
+        check_interrupt()  # one that a library swallowed while importing
+    except BaseException:
+        if not interrupted_by:
+            raise
+        print(_at_start(args), file=sys.stderr)
+        return 130
     budget = None if args.memory_budget_gib is None else int(args.memory_budget_gib * 2**30)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BudgetWarning)  # said below, in the command's flag
         result = profile_spec(
-            args.model,
+            spec,
             args.batch_sizes,
             device=args.device,
             target_precision=args.target_precision,
@@ -300,12 +322,19 @@ def _facts_only(args: argparse.Namespace) -> int:
 
 
 def _profile_dist(args: argparse.Namespace) -> int:
-    from srifty_kit.measure.distributed.profile import (
-        DEFAULT_SIZES,
-        profile_distributed,
-    )
-    from srifty_kit.measure.variance import describe
+    try:  # still starting: importing torch takes seconds
+        from srifty_kit.measure.distributed.profile import (
+            DEFAULT_SIZES,
+            profile_distributed,
+        )
+        from srifty_kit.measure.variance import describe
 
+        check_interrupt()  # one that a library swallowed while importing
+    except BaseException:
+        if not interrupted_by:
+            raise
+        print(_at_start(args), file=sys.stderr)
+        return 130
     _with_cwd_on_path()
     result = profile_distributed(
         args.model,

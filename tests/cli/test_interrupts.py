@@ -126,7 +126,9 @@ def test_profile_stops_promptly_and_keeps_measured_steps(tmp_path, moment, signu
         assert moment != "timing"
         assert not (tmp_path / "p.facts.json").exists()
         assert not (tmp_path / "p.partial.facts.json").exists()
-        assert "nothing written" in run.stderr or moment == "import"
+        last = run.stderr.strip().splitlines()[-1]
+        said = "interrupted before any step was measured: nothing written; p.csv is as it was"
+        assert last == said, run.stderr[-2000:]  # from main's start on, whatever the moment
     else:  # what was measured is kept beside it, as a valid table, and the last line says so
         kept = validate_measurements(read_table(partial))
         assert len(kept) >= 1 and (kept["model"] == "mlp").all()
@@ -134,6 +136,37 @@ def test_profile_stops_promptly_and_keeps_measured_steps(tmp_path, moment, signu
         last = run.stderr.strip().splitlines()[-1]
         assert "in p.partial.csv; p.csv is as it was" in last, run.stderr[-2000:]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.")]
+
+
+SLOW_BUILD = """
+import pathlib
+import time
+
+
+def build():  # a model that takes long to build: the command is still starting
+    pathlib.Path("building").touch()
+    time.sleep(BUDGET_S)
+""".replace("BUDGET_S", str(BUDGET_S))
+
+
+@pytest.mark.parametrize("older", [True, False], ids=["older-file", "no-file"])
+@pytest.mark.parametrize("command", ["profile", "profile-dist"])
+def test_an_interrupt_while_starting_says_nothing_was_written(tmp_path, command, older):
+    (tmp_path / "slow_build.py").write_text(SLOW_BUILD)
+    out = tmp_path / "p.csv"
+    if older:
+        out.write_text(OLD)
+    args = [command, "--model", "slow_build:build", "--batch-sizes", "4", "--out", "p.csv"]
+    run = Run(args, tmp_path, ignore_sigint=False)
+    run.wait_for(lambda: (tmp_path / "building").exists())  # torch imported, model building
+    run.stop(signal.SIGINT)
+    assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+    kept = "; p.csv is as it was" if older else ""
+    said = f"interrupted before any step was measured: nothing written{kept}"
+    assert run.stderr.strip().splitlines()[-1] == said, run.stderr[-2000:]
+    left = {p.name for p in tmp_path.iterdir()} - {"__pycache__"}
+    assert left == {"slow_build.py", "building", *(["p.csv"] if older else [])}
+    assert not older or out.read_text() == OLD
 
 
 def test_an_interrupted_profile_says_its_largest_batch_was_not_searched(tmp_path):

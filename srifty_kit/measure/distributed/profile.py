@@ -200,7 +200,10 @@ def profile_distributed(
     check_out_path(out)
     check_out_path(collectives_out)
     if model is not None:
-        load_spec(model)  # an unknown name fails here, before any process starts
+        try:  # an unknown name fails here, before any process starts
+            load_spec(model)
+        except KeyboardInterrupt:  # while the model was built: nothing measured or written
+            return DistributedResult(pd.DataFrame(), pd.DataFrame(), interrupted=True)
     batches = check_batch_sizes(batch_sizes) if model is not None else []
     sizes = check_batch_sizes(sizes_bytes, what="message sizes") if sizes_bytes else []
     if not batches and not sizes:
