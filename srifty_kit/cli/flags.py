@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -200,14 +201,27 @@ def output(*suffixes: str) -> Callable[[str], OutputPath]:
 
 
 def output_folder(text: str) -> OutputFolder:
-    """An output folder: it may not exist yet; it must not be a file and must be writable
-    (probed: a temporary file is made and removed in it, or in the folder that will hold it)."""
+    """An output folder (``--out`` of ``srifty demo`` and ``srifty report weekly``): it may
+    not exist yet; it must not be a file and must be writable (probed: a temporary file is
+    made and removed in it, or in the folder that will hold it). Errors name the path given."""
     from srifty_kit.tables.files import check_writable
 
+    if os.path.lexists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            str(
+                InputError(
+                    "is a file, but --out must be a folder (the command writes several files "
+                    "into it)",
+                    source=text,
+                    fix="name a folder, new or existing, e.g. "
+                    + (str(Path(text).with_suffix("")) if Path(text).suffix else f"{text}.d"),
+                )
+            )
+        )
     try:
         check_writable(f"{text.rstrip('/')}/index.html")
-    except InputError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+    except InputError as err:  # said of the folder given, not of a file in it
+        raise argparse.ArgumentTypeError(str(err.but(source=text))) from None
     return OutputFolder(text)
 
 

@@ -126,3 +126,29 @@ def test_a_catalog_file_given_as_the_region_is_told_the_flag_that_takes_it(tmp_p
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "give the file as --catalog c.csv" in line and "path=" not in line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo"],
+        ["report", "weekly", "--week", "2026-11-23", "--ledger", "data/sample_cur_usage.parquet"],
+    ],
+    ids=["demo", "report-weekly"],
+)
+def test_an_output_folder_given_as_a_file_says_out_must_be_a_folder(tmp_path, command):
+    given = tmp_path / "p.csv"
+    given.write_text("mine\n")
+    done = subprocess.run(
+        [SRIFTY, *command, "--out", str(given)],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"{given}: is a file, but --out must be a folder" in lines[0], lines[0]
+    assert "index.html" not in lines[0]  # a path the user never gave
+    assert given.read_text() == "mine\n"
