@@ -181,8 +181,17 @@ def _nothing_written(out: str) -> str:
 
 
 def _fmt(table: Any, columns: list[str]) -> str:
-    shown = table[[c for c in columns if c in table.columns]]
-    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    """``columns`` of ``table`` as text: four significant digits, whole numbers whole (a
+    column of bytes with an empty cell is float, and would print as 4.496e+08), and "-"
+    where a batch size measured nothing."""
+    import pandas as pd
+
+    shown = table[[c for c in columns if c in table.columns]].copy()
+    for c in shown.columns:
+        values = shown[c]
+        if pd.api.types.is_float_dtype(values) and (values.dropna() % 1 == 0).all():
+            shown[c] = values.map(lambda v: "-" if pd.isna(v) else str(int(v)))
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
 
 
 def _largest_batch(facts: dict[str, Any]) -> str:

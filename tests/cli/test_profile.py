@@ -199,3 +199,23 @@ def test_facts_only_never_replaces_the_facts_a_timed_profile_measured(tmp_path):
         only = ["profile", "--facts-only", "--model", "mlp", "--out", "m.json"]
         done = run_srifty(*only, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
+
+
+def test_the_summary_prints_bytes_whole_and_a_dash_where_nothing_was_measured():
+    # a batch size that measured no step leaves peak memory empty, which makes the column
+    # float: it printed 4.496e+08 for the others
+    import numpy as np
+    import pandas as pd
+
+    from srifty_kit.cli.profile import _fmt
+
+    table = pd.DataFrame(
+        {
+            "local_bsz": [4, 8],
+            "mean": [0.00064, np.nan],
+            "peak_memory_bytes": [449_600_000.0, np.nan],
+        }
+    )
+    lines = _fmt(table, ["local_bsz", "mean", "peak_memory_bytes"]).splitlines()
+    assert lines[1].split() == ["4", "0.00064", "449600000"]
+    assert lines[2].split() == ["8", "-", "-"]
