@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,34 @@ def _at_start(args: argparse.Namespace) -> str | None:
     return None if getattr(args, "facts_only", False) else _nothing_written(args.out)
 
 
+def _while_starting(args: argparse.Namespace, start: Callable[[], Any]) -> Any:
+    """``start()`` (importing torch, building the model: seconds), or None when an interrupt
+    came meanwhile, after printing the line that says nothing was written (``_at_start``)."""
+    try:
+        started = start()
+        check_interrupt()  # one that a library swallowed while importing
+        return started
+    except BaseException:
+        if not interrupted_by:
+            raise
+        print(_at_start(args), file=sys.stderr)
+        return None
+
+
+def _load_spec(model: str) -> Any:
+    from srifty_kit.measure import profile  # noqa: F401  (torch, imported while starting)
+    from srifty_kit.measure.zoo import load_spec
+
+    return load_spec(model)
+
+
+def _import_distributed() -> bool:
+    from srifty_kit.measure import variance  # noqa: F401
+    from srifty_kit.measure.distributed import profile  # noqa: F401
+
+    return True
+
+
 def _profile(args: argparse.Namespace) -> int:
     _with_cwd_on_path()
     if args.facts_only:
@@ -225,17 +254,11 @@ def _profile(args: argparse.Namespace) -> int:
         raise InputError(
             "srifty profile needs --batch-sizes", fix="e.g. --batch-sizes 4,8,16, or --facts-only"
         )
-    try:  # still starting: importing torch and building the model take seconds
-        from srifty_kit.measure.profile import BudgetWarning, budget_note, profile_spec
-        from srifty_kit.measure.zoo import load_spec
-
-        spec = load_spec(args.model)
-        check_interrupt()  # one that a library swallowed while importing
-    except BaseException:
-        if not interrupted_by:
-            raise
-        print(_at_start(args), file=sys.stderr)
+    spec = _while_starting(args, lambda: _load_spec(args.model))
+    if spec is None:
         return 130
+    from srifty_kit.measure.profile import BudgetWarning, budget_note, profile_spec
+
     budget = None if args.memory_budget_gib is None else int(args.memory_budget_gib * 2**30)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BudgetWarning)  # said below, in the command's flag
@@ -331,19 +354,11 @@ def _facts_only(args: argparse.Namespace) -> int:
 
 
 def _profile_dist(args: argparse.Namespace) -> int:
-    try:  # still starting: importing torch takes seconds
-        from srifty_kit.measure.distributed.profile import (
-            DEFAULT_SIZES,
-            profile_distributed,
-        )
-        from srifty_kit.measure.variance import describe
-
-        check_interrupt()  # one that a library swallowed while importing
-    except BaseException:
-        if not interrupted_by:
-            raise
-        print(_at_start(args), file=sys.stderr)
+    if _while_starting(args, _import_distributed) is None:
         return 130
+    from srifty_kit.measure.distributed.profile import DEFAULT_SIZES, profile_distributed
+    from srifty_kit.measure.variance import describe
+
     _with_cwd_on_path()
     result = profile_distributed(
         args.model,

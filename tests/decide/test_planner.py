@@ -137,17 +137,21 @@ def test_cost_never_falls_when_a_price_rises(model, catalog, which, column, fact
     assert np.all(after.candidates["cost_hi_usd"] >= before.candidates["cost_hi_usd"] * (1 - 1e-12))
 
 
+# ImageNet on ResNet-50 with checkpoints every 2 h and a 15-minute restart: a spot job
+SPOT_JOB = Job(
+    "resnet",
+    epochs=90,
+    dataset_size=1_281_167,
+    reference_bsz=256,
+    noise_scale=4096,
+    local_bsz=(32,),
+    checkpoint_interval_h=2.0,
+    restart_h=0.25,
+)
+
+
 def test_spot_rows_meet_the_deadline_in_monte_carlo_at_the_confidence(model, catalog):
-    job = Job(
-        "resnet",
-        epochs=90,
-        dataset_size=1_281_167,
-        reference_bsz=256,
-        noise_scale=4096,
-        local_bsz=(32,),
-        checkpoint_interval_h=2.0,
-        restart_h=0.25,
-    )
+    job = SPOT_JOB
     cons = Constraints(deadline_h=60, spot=True, confidence=0.9, max_nodes=8)
     result = search(model, catalog, job, cons, top=30)
     spot_rows = result.ranked[result.ranked["pricing"] == "spot"]
@@ -369,16 +373,7 @@ def test_a_looser_confidence_never_picks_a_dearer_spot_answer(model, catalog, lo
     # at 50% the spot bound is the median, and the reclaims' spread read off it was divided
     # by a quantile of 0: every spot row's expected cost came out ~1e306, and the pick fell
     # to an on-demand cluster 3x dearer than the spot pick at 90%
-    job = Job(
-        "resnet",
-        epochs=90,
-        dataset_size=1_281_167,
-        reference_bsz=256,
-        noise_scale=4096,
-        local_bsz=(32,),
-        checkpoint_interval_h=2.0,
-        restart_h=0.25,
-    )
+    job = SPOT_JOB
     strict = search(model, catalog, job, Constraints(deadline_h=60, spot=True, max_nodes=8))
     looser = search(
         model, catalog, job, Constraints(deadline_h=60, spot=True, max_nodes=8, confidence=loose)
