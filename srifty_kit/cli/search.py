@@ -23,8 +23,9 @@ from srifty_kit.cli.flags import (
     region,
     whole_list,
 )
+from srifty_kit.decide.choices import left_out_lines
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
-from srifty_kit.errors import InputError, counted, did_you_mean
+from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.tables.files import read_table, write_json, write_table
 
 # columns shown on the terminal (the files carry all of them); the cost shown is the expected
@@ -190,28 +191,6 @@ def _candidates(path: str, job: Job, catalog: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _left_out(result, catalog: pd.DataFrame, model, workload: str) -> list[str]:
-    """The lines on what the search left out: the GPUs without figures in one line each
-    (which GPU, the catalog's reason, the fix), then the other types, four at most."""
-    from srifty_kit.decide.choices import gpus_without_figures, no_figures_note
-
-    # only the types the filters let through were left out for want of figures: one a filter
-    # dropped (over the vCPU quota, too little GPU memory) is not reached by measuring it
-    passed = set() if result.candidates is None else set(map(str, result.candidates.types.names))
-    tried = [t for t in result.skipped if t in passed]
-    missing = gpus_without_figures(catalog, tried, model, workload)
-    gone = {t for types, _ in missing.values() for t in types}
-    others = [(t, why) for t, why in result.skipped.items() if t not in gone]
-    lines = [no_figures_note(missing, workload, "--catalog FILE")] if missing else []
-    if others:
-        lines.append(
-            f"left out {counted(len(others), 'instance type')}: "
-            + "; ".join(f"{t} ({why.split(';')[0]})" for t, why in others[:4])
-            + (" ..." if len(others) > 4 else "")
-        )
-    return lines
-
-
 def _batch_beyond(result, model, workload: str) -> list[str]:
     """A line when the pick (or, with none, the nearest) runs a local batch more than
     ``FAR_BEYOND`` x outside the batches its step time rests on: the default batches reach
@@ -356,7 +335,7 @@ def _run(args: argparse.Namespace) -> int:
             print(probe_sentence(probes))
         for line in _batch_beyond(result, model, args.workload):
             print(line)
-        for line in _left_out(result, catalog, model, args.workload):
+        for line in left_out_lines(result, catalog, model, args.workload, "--catalog FILE"):
             print(line)
         if out:
             print(f"wrote {out}")

@@ -15,9 +15,10 @@ import pandas as pd
 
 from srifty_kit.catalog.query import instance_family
 from srifty_kit.decide.job import Constraints
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, counted, did_you_mean
 
 if TYPE_CHECKING:  # pragma: no cover
+    from srifty_kit.decide.planner import SearchResult
     from srifty_kit.model.estimator import StepTimeModel
 
 
@@ -222,3 +223,41 @@ def panel_constraints(
         families=tuple(families) or None,
         instance_types=types,
     )
+
+
+def left_out_lines(
+    result: SearchResult,
+    catalog: pd.DataFrame,
+    model: StepTimeModel | None,
+    workload: str,
+    how: str = "a catalog",
+) -> list[str]:
+    """What a search left out, in lines a reader acts on: the GPUs without figures, one
+    line each (which GPU, the catalog's reason, the fix; ``how`` names how to give another
+    catalog), then the other types left out and why, four at most.
+
+    Args:
+        result: a ``search`` result (its ``skipped`` types and their reasons).
+        catalog: the catalog it searched.
+        model: the fitted model (a measured type needs no figures), or None.
+        workload: the training model searched for.
+        how: how a user gives another catalog ("--catalog FILE" on the command line).
+
+    Returns:
+        The lines; empty when nothing was left out.
+    """
+    # only the types the filters let through were left out for want of figures: one a filter
+    # dropped (over the vCPU quota, too little GPU memory) is not reached by measuring it
+    passed = set() if result.candidates is None else set(map(str, result.candidates.types.names))
+    tried = [t for t in result.skipped if t in passed]
+    missing = gpus_without_figures(catalog, tried, model, workload)
+    gone = {t for types, _ in missing.values() for t in types}
+    others = [(t, why) for t, why in result.skipped.items() if t not in gone]
+    lines = [no_figures_note(missing, workload, how)] if missing else []
+    if others:
+        lines.append(
+            f"left out {counted(len(others), 'instance type')}: "
+            + "; ".join(f"{t} ({why.split(';')[0]})" for t, why in others[:4])
+            + (" ..." if len(others) > 4 else "")
+        )
+    return lines

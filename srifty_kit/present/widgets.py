@@ -23,7 +23,12 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import instance_family
-from srifty_kit.decide.choices import check_gpu_figures, panel_constraints, search_choices
+from srifty_kit.decide.choices import (
+    check_gpu_figures,
+    left_out_lines,
+    panel_constraints,
+    search_choices,
+)
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
@@ -86,6 +91,7 @@ STYLE = """<style>
 .srifty-ranked td:nth-child(2) { text-align: left; }
 .srifty-error { color: #b00020; }
 .srifty-infeasible { color: #8a4b00; }
+.srifty-left-out { color: #555; font-size: 90%; }
 .srifty-why-text, .srifty-answer { white-space: pre-wrap; font-size: 12px; }
 /* JupyterLab breaks an output's pre anywhere ("mis|ses"): wrap the sentences between words */
 .srifty-why .srifty-why-text { word-break: normal; overflow-wrap: break-word; }
@@ -532,13 +538,16 @@ class SearchPanel:
         }
         # the figure first and the table last: a browser sees the table change last
         self._draw(ev, view, result, constraints)
-        self.why.value = f'<pre class="srifty-why-text">{html.escape(result.explanation)}</pre>'
+        # the reason is said once: under the figure for a pick, in the message when none
+        why = result.explanation if result.feasible else ""
+        self.why.value = f'<pre class="srifty-why-text">{html.escape(why)}</pre>'
+        left = left_out_lines(result, self.catalog, self.model, job.model, "a catalog")
         self.message.value = (
             f'<div class="srifty-ok">{result.n_feasible:,} of {result.n_candidates:,} '
             "configurations meet the constraints.</div>"
             if result.feasible
             else f'<div class="srifty-infeasible">{html.escape(result.explanation)}</div>'
-        )
+        ) + "".join(f'<div class="srifty-left-out">{html.escape(line)}</div>' for line in left)
         self.table.value = ranked_html(result, inputs)
         return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import replace
 
 import pandas as pd
@@ -233,3 +234,21 @@ def test_moving_an_unticked_deadline_or_budget_turns_it_on(panel, model, catalog
     assert panel.controls["budget_on"].value is True
     want = search(model, catalog, JOB, replace(START, deadline_h=tighter, budget_usd=budget))
     _same(panel.result, want)
+
+
+def test_the_panel_says_what_it_left_out_as_the_cli_does(panel, model, catalog):
+    # families g5 and g6: the A10G (g5) has no figures and the workload was never measured on
+    # it, so only g6 is searched; the CLI says so, the panel said nothing
+    from srifty_kit.decide.choices import left_out_lines
+
+    panel.controls["families"].value = ("g5", "g6")
+    assert panel.error is None and panel.result is not None
+    said = left_out_lines(panel.result, catalog, model, JOB.model, "a catalog")
+    assert any("A10G" in line for line in said)
+    assert all(html.escape(line) in panel.message.value for line in said)
+
+
+def test_the_reason_nothing_fits_is_said_once(panel):
+    panel.controls["deadline"].value = panel.controls["deadline"].options[0][1]
+    assert not panel.result.feasible and "deadline binds" in panel.message.value
+    assert "deadline binds" not in panel.why.value
