@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import os
 import signal
+import sys
 from collections.abc import Iterable, Sized
 
 from srifty_kit.tables.redact import redact
@@ -146,6 +148,19 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     '2 batches')."""
     n = int(n)
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def callers_level() -> int:
+    """The ``stacklevel`` for ``warnings.warn``, called beside it, that names the user's own
+    line (a notebook cell, a script) rather than one inside srifty_kit: the first frame
+    outside the package. A fixed level names whichever library line happened to call."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def first_line(err: BaseException, limit: int = 300) -> str:

@@ -34,7 +34,7 @@ from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.pareto import distinct_mask, knee_index, pareto_mask
-from srifty_kit.errors import InputError, did_you_mean, rows_said
+from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_said
 from srifty_kit.tables.contracts import CANDIDATES, require_columns, validate_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -322,7 +322,7 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
     # as given, and a table refused says nothing of its repeats
     out, note = unique_candidates(out)
     if note:
-        warnings.warn(note, stacklevel=3)
+        warnings.warn(note, stacklevel=callers_level())
     return out.reset_index(drop=True)
 
 

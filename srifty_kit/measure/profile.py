@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import InputError, check_interrupt, counted, first_line, plain
+from srifty_kit.errors import InputError, callers_level, check_interrupt, counted, first_line, plain
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.op_trace import TRACE_STEPS, trace_batch
 from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker, fewest_steps
@@ -236,7 +236,9 @@ class _Run:
             done = {"local_bsz": b, "n": 0}
             self.summaries.append(done)
         done.update({"stop_reason": "error", "error": cause})
-        warnings.warn(f"batch size {b} not measured: {cause}", ProfileWarning, stacklevel=3)
+        warnings.warn(
+            f"batch size {b} not measured: {cause}", ProfileWarning, stacklevel=callers_level()
+        )
         _forget_oom(self.spec.model, self.optimizer, self.dev)
 
     def fits(self, b: int) -> bool:
@@ -414,12 +416,12 @@ def profile_model(
         short = _budget_short(run, phases["setup_and_flops"], noise_seconds is None)
         if short:
             facts["budget_short"] = short
-            warnings.warn(budget_note(short), BudgetWarning, stacklevel=2)
+            warnings.warn(budget_note(short), BudgetWarning, stacklevel=callers_level())
         facts["other_processes_cores"] = round(watch.others_cores(), 2)
         busy = watch.busy_message() if dev.type == "cpu" else None
         if busy:
             facts["busy_note"] = busy
-            warnings.warn(busy, ProfileWarning, stacklevel=2)
+            warnings.warn(busy, ProfileWarning, stacklevel=callers_level())
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
         noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
         measured = [s["local_bsz"] for s in run.summaries if s.get("n")]
@@ -553,7 +555,7 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
                 f"the loss at batch size {b} is {loss}: the steps are timed, but no gradient "
                 "noise scale can be measured; check the model and loss_fn on one batch",
                 ProfileWarning,
-                stacklevel=3,
+                stacklevel=callers_level(),
             )
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
     if len(too_big) == len(sizes):  # every size failed for want of memory: not the code's fault
@@ -588,7 +590,9 @@ def _op_trace(run: _Run) -> dict[str, Any]:
             raise
         except Exception as err:
             check_interrupt()
-            warnings.warn(f"batch size {b} not traced: {err}", ProfileWarning, stacklevel=3)
+            warnings.warn(
+                f"batch size {b} not traced: {err}", ProfileWarning, stacklevel=callers_level()
+            )
             _forget_oom(run.spec.model, run.optimizer, run.dev)
     cuda = run.dev.type == "cuda"
     if cuda and batches and not any(rec["busy_s"] > 0 for rec in batches.values()):
@@ -596,7 +600,7 @@ def _op_trace(run: _Run) -> dict[str, Any]:
             "the op trace saw no CUDA kernels (is CUPTI installed?): recorded, not used to "
             "carry this model to other GPUs",
             ProfileWarning,
-            stacklevel=3,
+            stacklevel=callers_level(),
         )
     return {
         "device": run.dev.type,

@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator
 
 from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.errors import InputError, did_you_mean, ratio_said
+from srifty_kit.errors import InputError, callers_level, did_you_mean, ratio_said
 from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.fit import (
@@ -110,7 +110,7 @@ def _warn_far_beyond(model: str, itype: str, fit, num_nodes, num_workers) -> Non
             f"{int(np.max(np.asarray(num_workers)[far]))} workers lie more than {FAR_BEYOND}x "
             f"beyond the largest fitted ({fit.max_nodes} nodes, {fit.max_workers} workers): "
             "those predictions are extrapolations nothing measured supports",
-            stacklevel=4,
+            stacklevel=callers_level(),
         )
 
 
@@ -356,7 +356,7 @@ class StepTimeModel(BaseEstimator):
         self.fixed_terms_ = fixed_terms(self.groups_)
         for name, terms in self.fixed_terms_.items():
             lines = "; ".join(f"{t}: {why}" for t, why in terms.items())
-            warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=2)
+            warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=callers_level())
         self._warn_own_misses(table)
         return self
 
@@ -382,7 +382,7 @@ class StepTimeModel(BaseEstimator):
                     f"inside its {self.level:.0%} interval; the model does not describe these "
                     f"measurements well{where} (mixed campaigns or hosts, or a term it lacks); "
                     "it predicts the configurations measured from their runs",
-                    stacklevel=3,
+                    stacklevel=callers_level(),
                 )
 
     def _node_prior(self) -> intervals.NetworkPrior:
@@ -752,7 +752,7 @@ class StepTimeModel(BaseEstimator):
             warnings.warn(
                 f"StepTimeModel: {model}/{itype}: local batch up to {b[far].max():g} lies more "
                 f"than {FAR_BEYOND}x outside the fitted {lo}-{hi}: extrapolated, not measured",
-                stacklevel=4,
+                stacklevel=callers_level(),
             )
 
     def _fill_gpus(self, configs: pd.DataFrame) -> pd.DataFrame:

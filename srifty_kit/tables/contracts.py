@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from srifty_kit.errors import InputError, did_you_mean, plain
+from srifty_kit.errors import InputError, callers_level, did_you_mean, plain
 
 # a catalog table, or a function that loads one when a row needs it (see _fill_gpus_per_node)
 CatalogSource = pd.DataFrame | Callable[[], pd.DataFrame] | None
@@ -469,7 +469,7 @@ def _warn_near_misses(table: pd.DataFrame, src: str, names: pd.Index) -> None:
                 f"{src}: instance type {name!r} ({n} row{'s' if n > 1 else ''}) is not in the "
                 f"catalog{hint}: it is fitted as hardware of its own; correct the name if it "
                 "is a typo",
-                stacklevel=2,
+                stacklevel=callers_level(),
             )
 
 

@@ -446,3 +446,21 @@ def test_sample_profiles_in_data_are_valid_measurement_tables():
     fingerprint = json.loads((data / "sample_profile_fingerprint.json").read_text())
     assert fingerprint["instance_type"] == single["instance_type"].iloc[0]
     assert sum(p.stat().st_size for p in data.glob("sample_profile_*")) < 1_000_000
+
+
+def test_a_profile_warning_names_the_users_line_not_the_librarys():
+    # in notebook 01 the warning read "srifty_kit/measure/profile.py:682: ProfileWarning"
+    # with the library's own source line under it: it names the line that called srifty_kit
+    import warnings
+
+    from srifty_kit.measure.profile import profile_spec
+    from srifty_kit.measure.zoo import ModelSpec
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    _, make_batch, loss, opt = _linear_spec()
+    spec = ModelSpec(model, make_batch, loss, opt, "bn")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        profile_spec(spec, [1, 4], max_seconds=1, **FAST)
+    ours = [w for w in said if issubclass(w.category, ProfileWarning)]
+    assert ours and all(w.filename == __file__ for w in ours)

@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from srifty_kit.errors import CommandFailed, InputError, counted
+from srifty_kit.errors import CommandFailed, InputError, callers_level, counted
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.launch import measure_world
 from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
@@ -255,7 +255,7 @@ def profile_distributed(
         warnings.warn(
             f"world size {world}, batch size {b} not measured: {cause}",
             ProfileWarning,
-            stacklevel=2,
+            stacklevel=callers_level(),
         )
     return result
 
