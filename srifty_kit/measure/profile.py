@@ -38,7 +38,6 @@ from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker, fewest_step
 from srifty_kit.measure.torch_step import (
     count_flops,
     device_batch,
-    forward_loss,
     out_of_memory,
     parameter_facts,
     resolve_device,
@@ -539,7 +538,7 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
             continue
         _check_rows(batch, b)
         try:  # the first training step: a model, batch or loss that do not fit is the user's
-            flops = count_flops(run.spec.model, batch, run.spec.loss_fn, b)
+            flops, loss = count_flops(run.spec.model, batch, run.spec.loss_fn, b)
         except InputError:
             raise
         except Exception as err:
@@ -549,7 +548,6 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
                 too_big[b] = err
             _forget_oom(run.spec.model, run.optimizer, run.dev)
             continue
-        loss = float(forward_loss(run.spec.model, batch, run.spec.loss_fn).detach())
         if not math.isfinite(loss):  # the steps time the same, but nothing learns from them
             warnings.warn(
                 f"the loss at batch size {b} is {loss}: the steps are timed, but no gradient "

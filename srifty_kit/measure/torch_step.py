@@ -163,17 +163,19 @@ def count_flops(
     batch: tuple[Any, Any],
     loss_fn: Callable[[Any, Any], Any],
     batch_size: int,
-) -> float | None:
+) -> tuple[float | None, float]:
     """Forward+backward FLOPs per sample as torch.utils.flop_counter counts them (matmuls,
-    convolutions, attention; element-wise work is not counted)."""
+    convolutions, attention; element-wise work is not counted; None where it counted none),
+    and the loss of that step (a NaN loss trains nothing: the profile says so)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter:
-        forward_loss(model, batch, loss_fn).backward()
+        loss = forward_loss(model, batch, loss_fn)
+        loss.backward()
     model.zero_grad(set_to_none=True)
     total = counter.get_total_flops()
-    return total / batch_size if total else None
+    return (total / batch_size if total else None), float(loss.detach())
 
 
 def parameter_facts(model: torch.nn.Module) -> dict[str, int]:

@@ -168,7 +168,7 @@ def _first_steps(
     flops, counted, failed = None, False, {}
     for b in plan.batch_sizes:
         try:
-            got = count_flops(model, device_batch(spec.make_batch, b, device), spec.loss_fn, b)
+            got, _ = count_flops(model, device_batch(spec.make_batch, b, device), spec.loss_fn, b)
         except InputError:
             raise
         except Exception as err:  # reported below; the other batch sizes go on
