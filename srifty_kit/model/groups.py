@@ -131,8 +131,7 @@ class GroupFit:
         inside, probes = self.in_core, self.probes
         # each asked placement's key, once: the runs' lookups and the probes' read it
         place = _place_keys(k, n, shape) if inside.size or probes.size else None
-        even = _is_even(k, n, per_node, shape)
-        match, runs, cell, seen, placed = self._where_measured(place, b, shape, even)
+        match, runs, cell, seen, placed = self._where_measured(place, b, shape, (k, n, per_node))
         asked = beliefs or ((0, 0) if seen.any() or placed.any() else ())
         out, belief = self._physics(k, n, b, per_node, level, asked)
         if belief is None:
@@ -204,8 +203,9 @@ class GroupFit:
         if probes.size:
             runs = f"{len(probes)} probe run{'s' if len(probes) > 1 else ''}"
             out[k > self.max_nodes] = f"the fitted physics + {runs}"
-        even = _is_even(k, n, per_node, k.shape)
-        _, _, _, seen, placed = self._where_measured(_place_keys(k, n), b, k.shape, even)
+        _, _, _, seen, placed = self._where_measured(
+            _place_keys(k, n), b, k.shape, (k, n, per_node)
+        )
         out[placed] = "its placement's runs"
         out[seen] = "its own run"
         return out
@@ -232,23 +232,25 @@ class GroupFit:
             return np.zeros((0, 4))
         return self.measured[self.measured[:, 0] > self.max_nodes]
 
-    def _where_measured(self, place, b, shape: tuple, even=None) -> tuple:
+    def _where_measured(self, place, b, shape: tuple, spread=None) -> tuple:
         """Where the asked configurations (placement keys ``place``, local batches ``b``,
         broadcast to ``shape``) meet the runs within the fitted node counts, as this fit
         reads them: ``match`` (each one's run among ``in_core`` or -1), ``runs`` (each run's
         placement, 0..C-1), ``cell`` (the placement of each one ``placed``, else -1), ``seen``
         (believed from its own run) and ``placed`` (another batch of a measured placement,
         believed from that placement's runs). The first three are None without runs.
-        ``even`` (default: all) marks the configurations that spread their workers evenly:
-        the runs kept are the even spread's (``_measured_means``), so an uneven one (1 + 3
-        workers on 2 nodes) is never "its own run" of the 2 x 2 run; it is ``placed``, its
-        own physics moved by what the runs on those nodes and workers showed."""
+        ``spread`` (nodes, workers, busiest node's workers; default: every one even) says
+        which spread their workers evenly: the runs kept are the even spread's
+        (``_measured_means``), so an uneven one (1 + 3 workers on 2 nodes) is never "its own
+        run" of the 2 x 2 run; it is ``placed``, its own physics moved by what the runs on
+        those nodes and workers showed. Read only where there are runs (the search's hot
+        path mostly has none)."""
         inside, none = self.in_core, np.zeros(shape, bool)
         if not inside.size:
             return None, None, None, none, none
         match = _match(inside, place, b)
-        if even is not None:
-            match = np.where(even, match, -1)
+        if spread is not None:
+            match = np.where(_is_even(*spread, shape), match, -1)
         seen = match >= 0 if self.from_runs else none
         if not self.from_places:
             return match, None, None, seen, none
