@@ -35,7 +35,12 @@ from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.pareto import distinct_mask, knee_index, pareto_mask
 from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_said
-from srifty_kit.tables.contracts import CANDIDATES, require_columns, validate_catalog
+from srifty_kit.tables.contracts import (
+    CANDIDATES,
+    require_columns,
+    row_labels,
+    validate_catalog,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -250,7 +255,8 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     case of a pricing do not count) would be ranked twice.
 
     Args:
-        table: the candidates as read (rows numbered as in their file, the header line 1).
+        table: the candidates as read (rows named as ``tables.contracts.row_labels`` does:
+            their file's line numbers, else the DataFrame's 0-based rows).
 
     Returns:
         (the table without the repeats, its ``attrs`` kept; the note).
@@ -267,7 +273,7 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     repeated = key.astype(str).duplicated().to_numpy()
     if not repeated.any():
         return table, ""
-    lines = [int(i) + 2 for i in np.flatnonzero(repeated)]  # the header is line 1
+    lines = row_labels(table, repeated).tolist()
     shown = rows_said(lines)
     note = (
         f"{table.attrs.get('source', 'candidates')}: dropped {len(lines)} "
@@ -314,7 +320,7 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
                 f"pricing must be on-demand or spot, got {out['pricing'][bad].iloc[0]!r}",
                 source=source,
                 column="pricing",
-                rows=(np.flatnonzero(bad.to_numpy()) + 2).tolist(),
+                rows=row_labels(out, bad.to_numpy()).tolist(),
                 fix="write on-demand or spot (or leave the column out)",
             )
         out["pricing"] = pricing

@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator
 
 from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.errors import InputError, callers_level, did_you_mean, ratio_said
+from srifty_kit.errors import InputError, callers_level, counted, did_you_mean, ratio_said
 from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.fit import (
@@ -88,14 +88,14 @@ def _profile_facts(table: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 
 def _worst_node_count(nodes: np.ndarray, ratio: np.ndarray) -> str:
-    """ ", worst at k nodes (steps 1.5x the fit)": the node count whose steps stray farthest
+    """ ", worst at 3 nodes (steps 1.5x the fit)": the node count whose steps stray farthest
     (median log ratio of measured to fitted), to name where a fit misses its own runs."""
     log_ratio = np.log(np.asarray(ratio, float))
     counts = np.unique(nodes)
     medians = np.array([np.median(log_ratio[nodes == c]) for c in counts])
     worst = int(np.argmax(np.abs(medians)))
     steps = ratio_said(np.exp(medians[worst]))
-    return f", worst at {counts[worst]:g} node(s) (steps {steps}x the fit)"
+    return f", worst at {counted(counts[worst], 'node')} (steps {steps}x the fit)"
 
 
 def _warn_far_beyond(model: str, itype: str, fit, num_nodes, num_workers) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from srifty_kit.errors import InputError, callers_level, did_you_mean, plain
+from srifty_kit.errors import InputError, callers_level, counted, did_you_mean, plain
 
 # a catalog table, or a function that loads one when a row needs it (see _fill_gpus_per_node)
 CatalogSource = pd.DataFrame | Callable[[], pd.DataFrame] | None
@@ -153,9 +153,18 @@ def _source(table: pd.DataFrame, source: str | None, what: str) -> str:
     return source or table.attrs.get("source") or f"{what} table"
 
 
-def _row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
-    """Positions of every bad row as the user sees them: file line numbers, else 0-based rows
-    (all of them: InputError keeps the first few and counts the rest)."""
+def row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Positions of the rows ``mask`` marks as the user sees them: line numbers of the file
+    the table was read from (``attrs['from_file']``; the header is line 1), else 0-based rows
+    of the DataFrame. All of them: InputError keeps the first few and counts the rest.
+
+    Args:
+        table: the table as read (``tables.files.read_table`` marks a file's).
+        mask: one bool per row.
+
+    Returns:
+        The labels, an integer array.
+    """
     offset = 2 if table.attrs.get("from_file") else 0  # header is line 1 of a CSV
     return np.flatnonzero(mask) + offset
 
@@ -274,7 +283,7 @@ def validate_table(
                     f"found {_big(table[col.name].iloc[np.flatnonzero(high)[0]])}",
                     source=src,
                     column=col.name,
-                    rows=_row_labels(table, high),
+                    rows=row_labels(table, high),
                     fix="check the unit and the value",
                 )
         if bad.any():
@@ -283,7 +292,7 @@ def validate_table(
                 f"expected {_KIND_WORDS[col.kind]}, found {plain(shown)}",
                 source=src,
                 column=col.name,
-                rows=_row_labels(table, bad),
+                rows=row_labels(table, bad),
             )
         empty = pd.isna(values).to_numpy() if col.kind != "str" else values.isna().to_numpy()
         if not col.nullable and empty.any():
@@ -291,7 +300,7 @@ def validate_table(
                 "empty cells where a value is required",
                 source=src,
                 column=col.name,
-                rows=_row_labels(table, empty),
+                rows=row_labels(table, empty),
             )
         if col.minimum is not None:
             low = (num <= col.minimum) if col.strict else (num < col.minimum)
@@ -302,7 +311,7 @@ def validate_table(
                     f"expected values {sign} {col.minimum:g}, found {num[low][0]:g}",
                     source=src,
                     column=col.name,
-                    rows=_row_labels(table, low),
+                    rows=row_labels(table, low),
                 )
         if col.choices is not None:
             text = values.astype("string").str.strip().str.lower()
@@ -316,7 +325,7 @@ def validate_table(
                     f"unexpected value {found!r}{did_you_mean(found, col.choices)}",
                     source=src,
                     column=col.name,
-                    rows=_row_labels(table, outside),
+                    rows=row_labels(table, outside),
                     fix="use one of " + ", ".join(col.choices),
                 )
             values = text.map(allowed, na_action="ignore").astype(object)
@@ -358,7 +367,7 @@ def _check_sync(table: pd.DataFrame, src: str) -> None:
             "sync_time_s is longer than the whole step (step_time_s)",
             source=src,
             column="sync_time_s",
-            rows=_row_labels(table, over),
+            rows=row_labels(table, over),
             fix="sync_time_s is the all-reduce part of the step: check the two columns",
         )
 
@@ -398,11 +407,11 @@ def _check_placement(table: pd.DataFrame, src: str) -> None:
         first = np.flatnonzero(bad)[0]
         raise InputError(
             f"placement {table['placement'].iloc[first]!r} does not describe "
-            f"{plain(table['num_workers'].iloc[first])} workers on "
-            f"{plain(table['num_nodes'].iloc[first])} node(s)",
+            f"{counted(table['num_workers'].iloc[first], 'worker')} on "
+            f"{counted(table['num_nodes'].iloc[first], 'node')}",
             source=src,
             column="placement",
-            rows=_row_labels(table, bad),
+            rows=row_labels(table, bad),
             fix="give one digit group per node, summing to num_workers (e.g. '13' for 1 + 3), "
             "or leave placement empty",
         )
@@ -431,14 +440,17 @@ def _check_catalog_gpus(
     if wrong.any():
         first = np.flatnonzero(wrong.to_numpy())[0]
         itype = table["instance_type"].iloc[first]
+        # a table without placement (a candidates list, a configs table) is not sent to a
+        # column it cannot have
+        said_by = "num_workers and placement" if "placement" in table else "num_workers"
         raise InputError(
             f"gpus_per_node {plain(given.iloc[first])} for {itype}, which has "
             f"{plain(known.iloc[first])} GPUs per node in the catalog",
             source=src,
             column="gpus_per_node",
-            rows=_row_labels(table, wrong.to_numpy()),
-            fix=f"give gpus_per_node {plain(known.iloc[first])} (what one node holds); a run "
-            "on part of a node is said by num_workers and placement",
+            rows=row_labels(table, wrong.to_numpy()),
+            fix=f"give gpus_per_node {plain(known.iloc[first])} (what one node holds); "
+            f"part of a node is said by {said_by}",
         )
     return catalog
 
@@ -480,7 +492,7 @@ def _check_workers(table: pd.DataFrame, src: str) -> None:
             "num_workers is smaller than num_nodes (every node runs at least one worker)",
             source=src,
             column="num_workers",
-            rows=_row_labels(table, fewer),
+            rows=row_labels(table, fewer),
         )
 
 
@@ -499,7 +511,7 @@ def _fill_gpus_per_node(table: pd.DataFrame, src: str, catalog: CatalogSource) -
             "gpus_per_node is missing and no catalog was given to look it up",
             source=src,
             column="gpus_per_node",
-            rows=_row_labels(table, ~have),
+            rows=row_labels(table, ~have),
             fix="add a gpus_per_node column, or pass the EC2 catalog (load_catalog())",
         )
     if callable(catalog):  # loaded only when a row needs it: reading a catalog is not free
@@ -520,7 +532,7 @@ def _fill_gpus_per_node(table: pd.DataFrame, src: str, catalog: CatalogSource) -
             problem,
             source=src,
             column="gpus_per_node",
-            rows=_row_labels(table, unknown),
+            rows=row_labels(table, unknown),
             fix="add a gpus_per_node column (workers that fit on one node) for these rows",
         )
     merged = table["gpus_per_node"] if "gpus_per_node" in table else looked_up
@@ -536,7 +548,7 @@ def _check_capacity(table: pd.DataFrame, src: str) -> None:
             "more workers than num_nodes x gpus_per_node can hold",
             source=src,
             column="num_workers",
-            rows=_row_labels(table, over),
+            rows=row_labels(table, over),
             fix="check num_workers, num_nodes and gpus_per_node",
         )
 
@@ -604,7 +616,7 @@ def validate_predictions(table: pd.DataFrame, source: str | None = None) -> pd.D
             "expected step_time_lo <= step_time_s <= step_time_hi",
             source=src,
             column="step_time_lo",
-            rows=_row_labels(out, unordered),
+            rows=row_labels(out, unordered),
         )
     return out
 
@@ -618,7 +630,7 @@ def validate_catalog(table: pd.DataFrame, source: str | None = None) -> pd.DataF
             "the same instance type and region appear twice",
             source=_source(table, source, "catalog"),
             column="instance_type",
-            rows=_row_labels(out, dup),
+            rows=row_labels(out, dup),
             fix="keep one row per instance_type and region",
         )
     return out
@@ -652,7 +664,7 @@ def validate_ledger(table: pd.DataFrame, source: str | None = None) -> pd.DataFr
                 "a job needs either an end time or hours",
                 source=src,
                 column="end" if "end" in out else "hours",
-                rows=_row_labels(out, neither),
+                rows=row_labels(out, neither),
                 fix="fill 'end' or 'hours' for these rows",
             )
         if "end" in out:
@@ -662,6 +674,6 @@ def validate_ledger(table: pd.DataFrame, source: str | None = None) -> pd.DataFr
                     "end is before start",
                     source=src,
                     column="end",
-                    rows=_row_labels(out, backwards),
+                    rows=row_labels(out, backwards),
                 )
     return out

@@ -72,13 +72,18 @@ def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_fi
         search(small_model, None, JOB, candidates=_listed().drop(columns="local_bsz"))
     said = str(refused.value)
     assert "'local_bsz'" in said and "model" not in said  # a list names no training model
+    # a list has no placement column: the fix must not send the user to one
+    with pytest.raises(InputError, match="gpus_per_node 4") as refused:
+        search(small_model, None, JOB, candidates=_listed().assign(gpus_per_node=8))
+    assert "by num_workers" in str(refused.value) and "placement" not in str(refused.value)
     twice = pd.concat([_listed((2, 4)), _listed((4,)).assign(local_bsz=32.0)], ignore_index=True)
-    with pytest.warns(UserWarning, match=r"dropped 1 row repeating .*\(rows 4\)"):
+    # rows named as every other check names a DataFrame's: 0-based (a file's are its lines)
+    with pytest.warns(UserWarning, match=r"dropped 1 row repeating .*\(rows 2\)"):
         result = search(small_model, load_catalog(), JOB, Constraints(), candidates=twice, top=5)
     assert result.n_candidates == 2 and len(result.ranked) == 2
     # every bad row is counted, not only the first twenty kept
     bad = _listed(tuple(range(1, 26))).assign(pricing="reserved")
-    with pytest.raises(InputError, match=r"rows 2, 3, 4, 5, 6 \(\+20 more\)"):
+    with pytest.raises(InputError, match=r"rows 0, 1, 2, 3, 4 \(\+20 more\)"):
         search(small_model, None, JOB, candidates=bad)
 
 

@@ -121,7 +121,7 @@ def test_the_fits_note_never_says_steps_1x_the_fit():
 
     # one node's steps 4-5% above the fit: "1x" would say they are not off at all
     said = _worst_node_count(np.array([1, 1, 2, 2]), np.array([1.04, 1.05, 1.0, 1.01]))
-    assert said == ", worst at 1 node(s) (steps 1.04x the fit)"
+    assert said == ", worst at 1 node (steps 1.04x the fit)"
     said = _worst_node_count(np.array([1, 2, 2]), np.array([1.0, 1.3, 1.4]))
     assert "(steps 1.3x the fit)" in said
 
@@ -133,7 +133,7 @@ def test_a_measured_configuration_is_predicted_from_its_own_run():
     table = measurements(3, seed=4)
     two = table["num_nodes"] == 2
     table.loc[two, "step_time_s"] *= 1.4
-    said = r"own measured steps.*worst at 2 node\(s\) \(steps 1\.[2-4]x the fit\)"
+    said = r"own measured steps.*worst at 2 nodes \(steps 1\.[2-4]x the fit\)"
     with pytest.warns(UserWarning, match=said):
         model = StepTimeModel().fit(table)
     pred = model.predict(configs(table))
