@@ -5,8 +5,8 @@ start through the weeks (more on weekdays than at weekends, a little more each w
 and a weekly season), run for hours on GPU or CPU instances, on-demand, spot or under a savings
 plan, and each instance-hour becomes one CUR 2.0 line item priced from the embedded EC2
 catalog (spot at the catalog's spot price with some noise; savings-plan lines at 72% of
-on-demand, each with its negation line). Storage, data transfer and tax lines are mixed in, as
-in a real export, and some instances are untagged.
+on-demand, each with its negation line). Storage and data transfer lines are mixed in, as in a
+real export, and some instances are untagged; there are no fee, tax or credit rows.
 
     .venv/bin/python benchmarks/make_ledger.py --sample data/
         data/sample_cur_usage.parquet (CUR 2.0 names, Parquet; 12 weeks to 2026-11-29)

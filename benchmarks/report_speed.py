@@ -69,7 +69,15 @@ PURCHASE_LINES = ("Fee", "RIFee", "SavingsPlanRecurringFee", "SavingsPlanUpfront
 def pandas_week(path: Path) -> dict[str, pd.DataFrame]:
     """pandas: read the whole file, the same rules column by column, group by."""
     from srifty_kit.tables.ledger import LINE_SCHEMA, canonical
-    from srifty_kit.tables.usage_sql import NEGATION, OTHER_USAGE, PURCHASE, TAX, UNUSED, WEEK_KEYS
+    from srifty_kit.tables.usage_sql import (
+        FEE,
+        NEGATION,
+        OTHER_USAGE,
+        PURCHASE,
+        TAX,
+        UNUSED,
+        WEEK_KEYS,
+    )
 
     df = pd.read_parquet(path)
     tags = df.pop("resource_tags").map(dict)  # (key, value) pairs per row
@@ -103,6 +111,7 @@ def pandas_week(path: Path) -> dict[str, pd.DataFrame]:
                 ~instance & line_type.eq("Tax"),
                 ~instance & line_type.eq("SavingsPlanNegation"),
                 ~instance & line_type.isin(["RIFee", "SavingsPlanRecurringFee"]),
+                ~instance & line_type.eq("Fee"),  # no commitment ARN columns in this file
                 ~instance & line_type.isin(PURCHASE_LINES),
                 ~instance,
                 start.isna(),
@@ -115,6 +124,7 @@ def pandas_week(path: Path) -> dict[str, pd.DataFrame]:
                 TAX,
                 NEGATION,
                 UNUSED,
+                FEE,
                 PURCHASE,
                 OTHER_USAGE,
                 "missing or unparseable start date",

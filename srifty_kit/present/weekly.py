@@ -432,10 +432,13 @@ def compute_split(
 
 def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
     """Per currency: coverage (covered eligible instance usage / eligible usage, at on-demand
-    prices), utilisation (used / (used + unused) commitment; unknown, None, where the week
-    has no commitment fee row to read the unused part from), the unused commitment's cost
-    (waste), purchases billed, and the effective savings rate of compute ((list - effective -
-    unused) / list, over instance usage whose list cost the ledger states)."""
+    prices), utilisation (used / (used + unused) commitment), the unused commitment's cost
+    (waste), the commitments' purchases billed (their fees: upfront, recurring; a fee of no
+    commitment, such as support, is no commitment's), and the effective savings rate of
+    compute ((list - effective - unused) / list, over instance usage whose list cost the
+    ledger states). Where commitments covered usage but the week has no commitment fee row
+    to read the unused part from, the unused part is unknown, and so are utilisation, waste
+    and the savings rate (None): not a made-up 100% and $0."""
     r = usage.reconciliation
     rows = []
     for currency, g in r.groupby("currency"):
@@ -446,27 +449,33 @@ def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
         eligible = used_lines["pricing"].isin(["on-demand", "savings-plan", "reserved"])
         covered = used_lines["pricing"].isin(["savings-plan", "reserved"])
         used = float(g.loc[g["commitment_status"] == "Used", "effective_cost"].sum())
-        unused = float(g.loc[g["reason"] == UNUSED, "effective_cost"].sum())
         listed = float(used_lines["list_cost"].sum())
         listed_effective = float(used_lines["listed_effective"].sum())
         eligible_total = float(on_demand[eligible].sum())
-        # the unused part is read off the commitments' fee rows: without any, it is unknown,
-        # not zero (the fee is billed in another account or was not exported)
-        fees = bool(g["reason"].isin([PURCHASE, UNUSED]).any())
+        # the unused part is read off the commitments' fee rows (a support fee is none): without
+        # any, it is unknown, not zero (the fee is billed in another account or not exported)
+        commitment_rows = g["reason"].isin([PURCHASE, UNUSED])
+        fees = bool(commitment_rows.any())
+        unused: float | None = float(g.loc[g["reason"] == UNUSED, "effective_cost"].sum())
+        if not fees and used > 0:
+            unused = None
+        purchases = commitment_rows & (g["charge_category"] == "Purchase")
         rows.append(
             {
                 "currency": currency,
                 "coverage": float(on_demand[covered].sum()) / eligible_total
                 if eligible_total
                 else None,
-                "utilisation": used / (used + unused) if fees and used + unused > 0 else None,
+                "utilisation": used / (used + unused)
+                if unused is not None and fees and used + unused > 0
+                else None,
                 "used_commitment": used,
                 "unused_commitment": unused,
-                "purchases_billed": float(g.loc[g["reason"] == PURCHASE, "billed_cost"].sum()),
+                "purchases_billed": float(g.loc[purchases, "billed_cost"].sum()),
                 "negations_billed": float(g.loc[g["reason"] == NEGATION, "billed_cost"].sum()),
                 "list_cost": listed,
                 "effective_savings_rate": (listed - listed_effective - unused) / listed
-                if listed > 0
+                if listed > 0 and unused is not None
                 else None,
             }
         )

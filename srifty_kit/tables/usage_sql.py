@@ -22,7 +22,7 @@ documentation states them for "amortized cost"):
 | SavingsPlanRecurringFee | Purchase | TotalCommitmentToDate - UsedCommitment (the unused part) |
 | SavingsPlanUpfrontFee, Fee of a reservation | Purchase | 0 (amortised into the usage) |
 | RIFee | Purchase | UnusedAmortizedUpfrontFee + UnusedRecurringFee (the unused part) |
-| other Fee | Purchase | unblended |
+| other Fee (support, a subscription: no commitment ARN) | Purchase (a fee) | unblended |
 | Tax | Tax | unblended |
 | Credit, Refund, *Discount | Credit | unblended |
 | anything else | Adjustment | unblended |
@@ -83,9 +83,11 @@ TAX = "tax"
 CREDIT = "credit or refund"
 ADJUSTMENT = "adjustment"
 PURCHASE = "commitment purchase (billed now, effective cost in the usage it covers)"
+# a purchase of no commitment (support, a subscription, a registration): cost as billed
+FEE = "fee (support, subscription or other purchase of no commitment)"
 UNUSED = "unused commitment (its effective cost is waste)"
 NEGATION = "commitment negation (the covered usage carries its effective cost)"
-EXCLUDED = (OTHER_USAGE, TAX, CREDIT, ADJUSTMENT, PURCHASE, UNUSED, NEGATION)
+EXCLUDED = (OTHER_USAGE, TAX, CREDIT, ADJUSTMENT, PURCHASE, FEE, UNUSED, NEGATION)
 UNUSABLE = {
     # reason -> the logical field whose column a user should look at
     "missing or unparseable start date": "start",
@@ -450,6 +452,8 @@ def _cur_fields(f: _Fields, tags: dict, legacy: bool) -> dict[str, str]:
         f"WHEN {line_type} IN {_CUR_CREDITS} THEN '{CREDIT}' "
         f"WHEN {line_type} = 'SavingsPlanNegation' THEN '{NEGATION}' "
         f"WHEN {line_type} IN ('RIFee', 'SavingsPlanRecurringFee') THEN '{UNUSED}' "
+        f"WHEN {line_type} = 'Fee' AND {f.text(name('ri_arn'))} IS NULL "
+        f"AND {f.text(name('sp_arn'))} IS NULL THEN '{FEE}' "
         f"WHEN {line_type} IN {_CUR_PURCHASES} THEN '{PURCHASE}' "
         f"WHEN {line_type} IN {_CUR_USAGE} THEN '{OTHER_USAGE}' ELSE '{ADJUSTMENT}' END"
     )
@@ -589,6 +593,7 @@ def _focus_fields(f: _Fields, tags: dict) -> dict[str, str]:
         "instance_usage": f"({cat}) = 'Usage' AND {vm} AND COALESCE(({status}), '') <> 'Unused' "
         f"AND ({hourly} OR ({correction} AND {unit} = ''))",
         "role": f"CASE WHEN ({cat}) = 'Tax' THEN '{TAX}' WHEN ({cat}) = 'Credit' THEN '{CREDIT}' "
+        f"WHEN ({cat}) = 'Purchase' AND {f.text('CommitmentDiscountId')} IS NULL THEN '{FEE}' "
         f"WHEN ({cat}) = 'Purchase' THEN '{PURCHASE}' "
         f"WHEN ({status}) = 'Unused' THEN '{UNUSED}' "
         f"WHEN ({cat}) = 'Usage' THEN '{OTHER_USAGE}' ELSE '{ADJUSTMENT}' END",

@@ -440,6 +440,60 @@ def test_the_savings_say_how_many_jobs_with_a_model_were_not_checked():
     assert f"the other {skipped} were not checked" in savings_text(report)
 
 
+def test_unused_commitment_and_savings_rate_are_unknown_without_a_commitment_fee_row():
+    from srifty_kit.present.weekly import weekly_report
+
+    # the sample's savings plan covers usage, but no fee row says how much of it went unused:
+    # the waste is unknown, not $0, and the savings rate that subtracts it is unknown too
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", models=[])
+    (row,) = report.commitments.to_dict("records")
+    assert row["used_commitment"] > 0 and row["list_cost"] > 0
+    assert row["unused_commitment"] is None and row["effective_savings_rate"] is None
+
+
+def test_a_support_fee_in_the_sample_is_a_fee_counted_in_the_total_not_a_commitment(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from srifty_kit.present.weekly import weekly_report
+    from srifty_kit.tables.usage_sql import FEE
+
+    sample = pq.read_table(REPO / "data" / "sample_cur_usage.parquet")
+    fee = {name: [None] for name in sample.column_names}
+    fee.update(
+        identity_line_item_id=["support-1"],
+        line_item_line_item_type=["Fee"],
+        line_item_usage_start_date=[dt.datetime(2026, 11, 24)],
+        line_item_product_code=["AWSSupportBusiness"],
+        line_item_usage_type=["Dollar"],
+        line_item_usage_amount=[1.0],
+        line_item_unblended_cost=[100.0],
+    )
+    ledger = tmp_path / "cur_with_support.parquet"
+    pq.write_table(pa.concat_tables([sample, pa.table(fee, schema=sample.schema)]), ledger)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", models=[])
+        report = weekly_report("2026-11-23", ledger, models=[])
+    # every row counted: one more row, the fee's $100 in both totals, as a Purchase
+    (h0,), (h,) = base.headline.values(), report.headline.values()
+    assert h["rows"] == h0["rows"] + 1
+    assert h["billed_cost"] == pytest.approx(h0["billed_cost"] + 100.0)
+    assert h["effective_cost"] == pytest.approx(h0["effective_cost"] + 100.0)
+    recon = report.reconciliation.set_index("charge_category")
+    assert recon.loc["Purchase", "rows"] == 1 and recon.loc["Purchase", "billed_cost"] == 100.0
+    assert recon["billed_cost"].sum() == pytest.approx(h["billed_cost"])
+    # shown as a fee, not as a commitment purchase, and it tells nothing of the commitment
+    split = report.compute.set_index("part")
+    assert split.loc[FEE, "rows"] == 1 and split.loc[FEE, "effective_cost"] == 100.0
+    assert split["effective_cost"].sum() == pytest.approx(h["effective_cost"])
+    (row,) = report.commitments.to_dict("records")
+    assert row["purchases_billed"] == 0
+    assert row["utilisation"] is None  # not a made-up 100% from a support bill
+
+
 def test_utilisation_is_unknown_without_a_commitment_fee_row():
     from srifty_kit.present.weekly import weekly_report
 

@@ -26,7 +26,7 @@ from srifty_kit.present.weekly import (
     sanity_checks,
 )
 from srifty_kit.tables.ledger import DuckDBLedger, jobs_of_week, weekly_usage
-from srifty_kit.tables.usage_sql import UNUSED
+from srifty_kit.tables.usage_sql import FEE, PURCHASE, UNUSED
 
 WEEK = dt.date(2026, 11, 23)
 DAY = "2026-11-24T00:00:00Z"
@@ -328,6 +328,21 @@ def commitment_hour(used: float, upfront: float, recurring: float) -> list[dict]
     if used < 10:
         rows.append(row(**SP, EffectiveCost=10 - used, CommitmentDiscountStatus="Unused"))
     return rows
+
+
+def test_a_purchase_of_no_commitment_is_a_fee_and_not_the_commitments(tmp_path):
+    support = row(
+        ChargeCategory="Purchase", BilledCost=100.0, EffectiveCost=100.0, ServiceName="Support"
+    )
+    rows = [*commitment_hour(10.0, 0.0, 10.0), support]
+    week = weekly_usage(DuckDBLedger(write(rows, tmp_path / "c.csv")), WEEK)
+    split = compute_split(week, CATALOG).set_index("part")
+    assert split.loc[FEE, "billed_cost"] == 100.0 and split.loc[FEE, "effective_cost"] == 100.0
+    assert split.loc[PURCHASE, "billed_cost"] == 10.0  # the savings plan's fee
+    c = commitment_table(week).set_index("currency").loc["USD"]
+    assert c["purchases_billed"] == pytest.approx(10.0) and c["utilisation"] == 1.0
+    r = reconciliation_table(week).set_index("charge_category")
+    assert r.loc["Purchase", "billed_cost"] == pytest.approx(110.0)
 
 
 @pytest.mark.parametrize(
