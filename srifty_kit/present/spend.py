@@ -1,6 +1,13 @@
 """Next week's spend from daily spend: an exponential-smoothing state-space model (statsmodels
-ETS: additive error, damped additive trend, additive weekly seasonality) and its prediction
-interval for the week's total, from simulated paths.
+ETS: multiplicative error, damped additive trend, multiplicative weekly seasonality) and its
+prediction interval for the week's total, from simulated paths.
+
+Spend is positive and its day-to-day errors scale with its level: a team spending $5,000 a
+week moves by hundreds, one that stopped moves by nothing. A multiplicative error says so; an
+additive one gives every level the same spread in dollars (a stopped team kept an interval
+hundreds of dollars wide, reaching below zero). statsmodels' multiplicative ETS needs strictly
+positive data, and a day without spend is zero: the model is fitted to spend plus a small
+offset (``OFFSET`` of the mean daily spend), which is taken off the forecast again.
 
 The interval of a sum of seven daily forecasts is not the sum of their intervals (the days'
 errors are correlated through the level and trend); simulating whole weeks from the fitted
@@ -17,6 +24,7 @@ import pandas as pd
 SEASON = 7  # days: training spend follows the working week
 MIN_DAYS = 2 * SEASON  # a seasonal model needs two whole cycles to tell season from level
 SIMULATIONS = 2000
+OFFSET = 0.01  # of the mean daily spend: keeps a day of no spend positive for the model
 
 
 @dataclass
@@ -31,6 +39,7 @@ class SpendForecast:
     daily: pd.DataFrame = field(default_factory=pd.DataFrame)  # mean, lo, hi per day
     method: str = ""
     note: str = ""
+    idle_days: int = 0  # the history's last days without spend (0: it spent on its last day)
 
     @property
     def available(self) -> bool:
@@ -45,7 +54,9 @@ def forecast_next_week(
 
     With fewer than two weeks of history there is no forecast, and ``note`` says so.
     Spend cannot be negative: the point and the days' bounds are clipped at zero, and so are
-    the bounds of the week's total (of the simulated weeks, not of their clipped days).
+    the bounds of the week's total (of the simulated weeks, not of their clipped days). The
+    errors scale with the spend, so a series whose last weeks spent nothing gets a forecast
+    and an interval near zero; ``idle_days`` counts those days.
     """
     import warnings
 
@@ -60,22 +71,25 @@ def forecast_next_week(
             f"needs at least {MIN_DAYS} (two weekly cycles)"
         )
         return out
+    spent = np.flatnonzero(y.to_numpy() > 0)
+    out.idle_days = days - 1 - int(spent[-1]) if len(spent) else days
+    index = pd.date_range(y.index[-1] + pd.Timedelta(days=1), periods=SEASON, freq="D")
     if float(np.ptp(y.to_numpy())) == 0.0:
         # a constant series has nothing to estimate: the forecast is that constant, exactly
         value = float(y.iloc[-1])
-        index = pd.date_range(y.index[-1] + pd.Timedelta(days=1), periods=SEASON, freq="D")
         out.daily = pd.DataFrame({"mean": value, "lo": value, "hi": value}, index=index)
         out.total_usd = out.lo_usd = out.hi_usd = value * SEASON
         out.method = "constant daily spend"
         return out
+    offset = OFFSET * float(y.clip(lower=0.0).mean())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence chatter; the fit is judged by its interval
         fitted = ETSModel(
-            y,
-            error="add",
+            y.clip(lower=0.0) + offset,
+            error="mul",
             trend="add",
             damped_trend=True,
-            seasonal="add",
+            seasonal="mul",
             seasonal_periods=SEASON,
         ).fit(disp=False)
         paths = fitted.simulate(
@@ -84,11 +98,12 @@ def forecast_next_week(
             anchor="end",
             rng=np.random.default_rng(seed),
         )
-    raw = np.asarray(paths, dtype="float64").reshape(SEASON, -1)
+        mean = np.asarray(fitted.forecast(SEASON), dtype="float64") - offset
+    raw = np.asarray(paths, dtype="float64").reshape(SEASON, -1) - offset
+    raw = raw[:, np.isfinite(raw).all(axis=0)]  # a path whose damped level ran away
+    mean = np.clip(mean, 0.0, None)
     paths = np.clip(raw, 0.0, None)
     alpha = (1.0 - level) / 2.0
-    index = pd.date_range(y.index[-1] + pd.Timedelta(days=1), periods=SEASON, freq="D")
-    mean = np.clip(np.asarray(fitted.forecast(SEASON), dtype="float64"), 0.0, None)
     out.daily = pd.DataFrame(
         {
             "mean": mean,
@@ -105,7 +120,7 @@ def forecast_next_week(
     out.lo_usd = max(float(np.quantile(totals, alpha)), 0.0)
     out.hi_usd = max(float(np.quantile(totals, 1.0 - alpha)), 0.0)
     out.method = (
-        f"ETS(A, Ad, A) with weekly seasonality on {days} days of spend; "
-        f"{level:.0%} interval from {simulations} simulated weeks"
+        f"ETS(M, Ad, M) with weekly seasonality on {days} days of spend, its errors in "
+        f"proportion to the spend; {level:.0%} interval from {simulations} simulated weeks"
     )
     return out

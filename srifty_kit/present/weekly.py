@@ -1024,16 +1024,23 @@ def headline_text(report: WeeklyReport) -> str:
 
 
 def forecast_text(report: WeeklyReport) -> str:
-    """Next week's forecast with its interval, or why there is none (markdown)."""
+    """Next week's forecast with its interval, or why there is none, and whether the spend
+    has stopped (a week or more without any) (markdown)."""
     f = report.forecast
     if not f.available:
         return f"**No forecast**: {f.note}."
     c = report.currency
-    return (
+    text = (
         f"**Next week: {money(f.total_usd, c)}** expected (instance usage, effective cost, "
         f"{c}), {f.level:.0%} prediction interval {money(f.lo_usd, c)} to "
         f"{money(f.hi_usd, c)} ({f.method})."
     )
+    if f.idle_days >= 7:  # a stopped spend: its forecast falls towards zero as it stays so
+        text += (
+            f" Nothing was spent on instances in the last {f.idle_days} days; the forecast "
+            "weighs them against the weeks before."
+        )
+    return text
 
 
 def savings_text(report: WeeklyReport) -> str:

@@ -73,6 +73,37 @@ def test_spend_never_forecast_below_zero():
     assert f.lo_usd >= 0 and (f.daily[["mean", "lo", "hi"]] >= 0).all().all()
 
 
+def test_a_spend_that_dropped_to_zero_is_forecast_near_zero_in_dollars():
+    # a team spending ~$5,500 a week that stopped two weeks ago: with additive errors the
+    # interval stayed thousands of dollars wide; errors in proportion to the spend shrink it
+    spend = daily_spend(84)
+    spend.iloc[-14:] = 0.0
+    f = forecast_next_week(spend, level=0.9)
+    assert f.available and f.idle_days == 14
+    assert 0 <= f.lo_usd <= f.total_usd <= f.hi_usd < 55.0  # under 1% of a working week
+    assert (f.daily["hi"] < 15.0).all()
+    # a spend that carries on keeps an interval proportionate to it
+    going = forecast_next_week(daily_spend(84), level=0.9)
+    assert going.idle_days == 0 and going.hi_usd - going.lo_usd > 10 * (f.hi_usd - f.lo_usd)
+
+
+def test_the_report_of_a_stopped_spend_says_so_beside_a_forecast_near_zero():
+    from srifty_kit.present.weekly import forecast_text, weekly_report
+
+    # the packaged sample's spend ends on Sunday 2026-11-29: the week of 2026-12-07 is its
+    # second without spend
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-12-07", REPO / "data" / "sample_cur_usage.parquet")
+    f = report.forecast
+    assert f.available and f.idle_days == 14
+    # the sample spent ~$2,000 a week; with additive errors this read $569, $0 to $1,833
+    assert 0 <= f.lo_usd <= f.total_usd <= f.hi_usd < 200.0
+    text = forecast_text(report)
+    assert "Nothing was spent on instances in the last 14 days" in text
+    assert "-\\$" not in text and "n/a" not in text
+
+
 def test_a_spend_that_stopped_keeps_its_point_inside_its_interval():
     # the packaged sample CUR's spend ends in November 2026; the weeks after it have none. Each
     # simulated day clipped at zero before the week was summed put the week's lower end above
