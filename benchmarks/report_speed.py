@@ -155,7 +155,7 @@ def pandas_week(path: Path) -> dict[str, pd.DataFrame]:
             "effective_cost": cost,
             "billed_cost": unblended,
             "list_cost": df["pricing_public_on_demand_cost"],
-            "node_hours": hours,
+            "instance_hours": hours,
             "resource_id": df["line_item_resource_id"],
             "local_bsz": pd.to_numeric(df["local_bsz"]),
         }
@@ -171,18 +171,18 @@ def pandas_week(path: Path) -> dict[str, pd.DataFrame]:
         effective_cost=("effective_cost", "sum"),
     )
     used = table[(table["reason"] == "") & (table["day"] < end)]
-    days = used.groupby("day")[["effective_cost", "node_hours"]].sum()
+    days = used.groupby("day")[["effective_cost", "instance_hours"]].sum()
     days = days.rename(columns={"effective_cost": "cost"})
     days = days.reindex(pd.date_range(days.index.min(), end - pd.Timedelta(days=1)), fill_value=0)
     usable = week[week["reason"] == ""]
-    usable = usable.assign(unlisted=usable["node_hours"].where(usable["list_cost"].isna(), 0.0))
+    usable = usable.assign(unlisted=usable["instance_hours"].where(usable["list_cost"].isna(), 0.0))
     lines = usable.groupby(list(WEEK_KEYS), dropna=False, as_index=False).agg(
         line_items=("effective_cost", "size"),
         effective_cost=("effective_cost", "sum"),
         billed_cost=("billed_cost", "sum"),
         list_cost=("list_cost", "sum"),
         unlisted_hours=("unlisted", "sum"),
-        node_hours=("node_hours", "sum"),
+        instance_hours=("instance_hours", "sum"),
         resources=("resource_id", "nunique"),
         local_bsz=("local_bsz", "max"),
     )
@@ -200,7 +200,7 @@ CONTENDERS = {"duckdb": duckdb_week, "pandas": pandas_week}
 def _same_week(ours: dict, theirs: dict) -> None:
     """Fail unless both contenders found the same week."""
     keys = ["job", "team", "instance_type", "pricing", "model"]
-    columns = ["line_items", "effective_cost", "billed_cost", "node_hours", "resources"]
+    columns = ["line_items", "effective_cost", "billed_cost", "instance_hours", "resources"]
     columns += ["local_bsz"]
 
     def lines(frame: pd.DataFrame) -> pd.DataFrame:

@@ -56,7 +56,7 @@ TOP_JOB_COLUMNS = (
     "num_nodes",
     "pricing",
     "wall_hours",
-    "node_hours",
+    "instance_hours",
     "effective_cost",
     "billed_cost",
     "gpu_util",
@@ -289,7 +289,9 @@ class WeeklyReport:
         """The report's numbers as plain JSON types (what the notebook records and
         ``weekly_cost_<week>.json`` holds): the headline per currency, the reconciliation
         (every row of the week by currency and charge category), the compute split, the
-        commitments, the checks, and the week by team, family, pricing and job."""
+        commitments, the checks, and the week by team, family, pricing and job. Each
+        currency's headline holds ``instance_hours`` and, for readers of older summaries, the
+        same number under its former name ``node_hours``."""
 
         def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
             return json_safe(frame.to_dict("records"))
@@ -314,7 +316,11 @@ class WeeklyReport:
                 "cost_basis": "effective_cost is amortised (commitments spread over the usage "
                 "they cover); billed_cost is what the invoice charges",
                 "currency": self.currency,
-                "headline": self.headline,
+                # node_hours: the published name of instance_hours until this release, kept
+                # beside it (the same number) for readers of older summaries
+                "headline": {
+                    c: {**h, "node_hours": h["instance_hours"]} for c, h in self.headline.items()
+                },
                 "rows": self.usage.rows,
                 "reconciliation": records(self.reconciliation),
                 "compute": records(self.compute),
@@ -401,19 +407,19 @@ def compute_split(
     per_type = used | unusable
     # hours are instance-hours only on instance usage: another service's usage quantity (GB
     # of storage, of transfer) is in its own unit, and no hours at all (shown empty)
-    hours = r["node_hours"].where(per_type)
+    hours = r["instance_hours"].where(per_type)
     r = r.assign(
         part=part,
         provider=r["provider"].where(per_type, ""),
         service=r["service"].where(per_type, ""),
-        node_hours=hours,
+        instance_hours=hours,
         gpu_hours=hours * gpus,
     )
     out = r.groupby(["currency", "part", "provider", "service"], as_index=False).agg(
         rows=("line_items", "sum"),
         billed_cost=("billed_cost", "sum"),
         effective_cost=("effective_cost", "sum"),
-        instance_hours=("node_hours", lambda s: s.sum(min_count=1)),
+        instance_hours=("instance_hours", lambda s: s.sum(min_count=1)),
         gpu_hours=("gpu_hours", lambda s: s.sum(min_count=1)),
     )
     unknown = (
@@ -611,8 +617,8 @@ def _headline(
             "untagged_effective_cost": float(
                 lines.loc[lines["job"] == UNTAGGED, "effective_cost"].sum()
             ),
-            "node_hours": float(lines["node_hours"].sum()),
-            "gpu_hours": float((lines["node_hours"] * gpus).sum()),
+            "instance_hours": float(lines["instance_hours"].sum()),
+            "gpu_hours": float((lines["instance_hours"] * gpus).sum()),
             "gpu_hours_unknown_types": sorted(set(lines.loc[gpus.isna(), "instance_type"])),
             "jobs": int(tagged["job"].nunique()),
             "teams": int(lines.loc[lines["team"] != UNTAGGED, "team"].nunique()),
@@ -645,14 +651,14 @@ def _breakdown(
     gpus = gpu_counts(lines["instance_type"], catalog, gpu_catalog)
     table = lines.assign(
         family=instance_family(lines["instance_type"]),
-        gpu_hours=lines["node_hours"] * gpus,
+        gpu_hours=lines["instance_hours"] * gpus,
         spot_cost=lines["effective_cost"].where(lines["pricing"] == "spot", 0.0),
         tagged_job=lines["job"].where(lines["job"] != UNTAGGED),
     )
     out = table.groupby(["currency", key], as_index=False, dropna=False).agg(
         effective_cost=("effective_cost", "sum"),
         billed_cost=("billed_cost", "sum"),
-        node_hours=("node_hours", "sum"),
+        instance_hours=("instance_hours", "sum"),
         gpu_hours=("gpu_hours", lambda s: s.sum(min_count=1)),
         spot_cost=("spot_cost", "sum"),
         jobs=("tagged_job", "nunique"),
@@ -1007,7 +1013,7 @@ def headline_text(report: WeeklyReport) -> str:
         elif currency == report.currency and not report.empty:
             line += " (no full week before it to compare with)"
         line += (
-            f", {h['jobs']} tagged jobs of {h['teams']} teams, {h['node_hours']:,.1f} "
+            f", {h['jobs']} tagged jobs of {h['teams']} teams, {h['instance_hours']:,.1f} "
             f"instance-hours and {h['gpu_hours']:,.1f} GPU-hours"
         )
         if h["gpu_hours_unknown_types"]:

@@ -175,7 +175,7 @@ _OVERVIEW = {
     "line_items": _INT,
     "effective_cost": _FLOAT,
     "billed_cost": _FLOAT,
-    "node_hours": _FLOAT,
+    "instance_hours": _FLOAT,
 }
 LINE_SCHEMA = {
     **{k: _TEXT for k in WEEK_KEYS},
@@ -184,7 +184,7 @@ LINE_SCHEMA = {
     "billed_cost": _FLOAT,
     "list_cost": _FLOAT,
     "unlisted_hours": _FLOAT,
-    "node_hours": _FLOAT,
+    "instance_hours": _FLOAT,
     "num_nodes": _FLOAT,
     "resources": _INT,
     "local_bsz": _FLOAT,
@@ -202,7 +202,7 @@ RECONCILE_SCHEMA = {
     "contracted_cost": _FLOAT,
     "listed_rows": _INT,
     "listed_effective": _FLOAT,
-    "node_hours": _FLOAT,
+    "instance_hours": _FLOAT,
     "above_list_rows": _INT,
     "above_list_cost": _FLOAT,
     "negative_quantity_rows": _INT,
@@ -327,10 +327,10 @@ def _daily(overview: pd.DataFrame, end: dt.date, currency: str) -> pd.DataFrame:
         & (overview["currency"] == currency)
         & (overview["usage_date"] < pd.Timestamp(end))
     ]
-    days = usable.groupby("usage_date")[["effective_cost", "node_hours"]].sum()
+    days = usable.groupby("usage_date")[["effective_cost", "instance_hours"]].sum()
     days = days.rename(columns={"effective_cost": "cost"})
     if days.empty:
-        return pd.DataFrame({"cost": [], "node_hours": []}, index=pd.DatetimeIndex([]))
+        return pd.DataFrame({"cost": [], "instance_hours": []}, index=pd.DatetimeIndex([]))
     index = pd.date_range(days.index.min(), pd.Timestamp(end) - pd.Timedelta(days=1), freq="D")
     days = days.reindex(index, fill_value=0.0)
     days.index.name = "usage_date"
@@ -431,7 +431,7 @@ JOB_COLUMNS = (
     "num_nodes",
     "local_bsz",
     "wall_hours",
-    "node_hours",
+    "instance_hours",
     "effective_cost",
     "billed_cost",
     "gpu_util",
@@ -457,15 +457,15 @@ def jobs_of_week(lines: pd.DataFrame) -> pd.DataFrame:
         table["num_nodes"].notna(), table["resources"].where(table["resources"] > 0)
     )
     keys = ["job", "currency"]
-    main = table.sort_values(["node_hours", "effective_cost"], ascending=False).drop_duplicates(
+    main = table.sort_values(["instance_hours", "effective_cost"], ascending=False).drop_duplicates(
         keys
     )
     main = main[
         [*keys, "team", "model", "provider", "service", "instance_type", "pricing", "nodes"]
         + ["local_bsz"]
-    ].assign(main_hours=main["node_hours"])
+    ].assign(main_hours=main["instance_hours"])
     totals = table.groupby(keys, as_index=False).agg(
-        node_hours=("node_hours", "sum"),
+        instance_hours=("instance_hours", "sum"),
         effective_cost=("effective_cost", "sum"),
         billed_cost=("billed_cost", "sum"),
         util_hours=("util_hours", "sum"),

@@ -60,7 +60,7 @@ USAGE_COLUMNS = (
     "local_bsz",  # per-worker batch the job ran with (column or tag)
     "instance_type",
     "pricing",  # on-demand | spot | savings-plan | reserved
-    "node_hours",  # instance-hours (hours x nodes)
+    "instance_hours",  # instance-hours (hours x nodes)
     "num_nodes",  # jobs ledger only; a CUR counts distinct resource ids instead
     "resource_id",
     "gpu_util",  # 0..1, jobs ledger only
@@ -107,8 +107,8 @@ _REASON_SQL = """CASE
     WHEN effective_cost IS NULL THEN 'missing or unparseable cost'
     WHEN refuse_negative AND effective_cost < 0 THEN 'negative cost'
     WHEN num_nodes IS NOT NULL AND num_nodes < 1 THEN 'num_nodes below 1'
-    WHEN node_hours IS NULL THEN 'missing or unparseable usage hours'
-    WHEN node_hours < 0 AND charge_class IS NULL THEN 'negative usage hours'
+    WHEN instance_hours IS NULL THEN 'missing or unparseable usage hours'
+    WHEN instance_hours < 0 AND charge_class IS NULL THEN 'negative usage hours'
     WHEN instance_type IS NULL THEN 'missing instance type'
     WHEN pricing IS NULL THEN 'unknown pricing'
   END"""
@@ -482,7 +482,7 @@ def _cur_fields(f: _Fields, tags: dict, legacy: bool) -> dict[str, str]:
         "pricing": f"CASE WHEN {line_type} = 'SavingsPlanCoveredUsage' THEN 'savings-plan' "
         f"WHEN {line_type} = 'DiscountedUsage' THEN 'reserved' "
         f"WHEN {usage_type} LIKE '%SpotUsage%' THEN 'spot' ELSE 'on-demand' END",
-        "node_hours": f.number(name("amount")),
+        "instance_hours": f.number(name("amount")),
         "num_nodes": "CAST(NULL AS DOUBLE)",
         "resource_id": f.text(name("resource")),
         "model": tag["model"],
@@ -580,7 +580,8 @@ def _focus_fields(f: _Fields, tags: dict) -> dict[str, str]:
         f"LOWER(COALESCE({f.text('CommitmentDiscountType')}, '')) LIKE '%savings%' "
         "THEN 'savings-plan' ELSE 'reserved' END ELSE 'on-demand' END",
         # a correction may carry no quantity (the spec allows it): it moves cost, not hours
-        "node_hours": f"CASE WHEN {correction} THEN COALESCE({quantity}, 0) ELSE {quantity} END",
+        "instance_hours": f"CASE WHEN {correction} THEN COALESCE({quantity}, 0) "
+        f"ELSE {quantity} END",
         "num_nodes": "CAST(NULL AS DOUBLE)",
         "resource_id": f.text("ResourceId"),
         "model": tag["model"],
@@ -634,7 +635,7 @@ def _jobs_fields(f: _Fields, tags: dict) -> dict[str, str]:
         "instance_type": f.text("instance_type"),
         "pricing": f"CASE WHEN {pricing} IN ('ondemand', 'on_demand', 'on demand') "
         f"THEN 'on-demand' WHEN {pricing} IN ({choices}) THEN {pricing} END",
-        "node_hours": f"{hours} * {f.number('num_nodes')}",
+        "instance_hours": f"{hours} * {f.number('num_nodes')}",
         "num_nodes": f.number("num_nodes"),
         "resource_id": "CAST(NULL AS VARCHAR)",
         "model": column("model"),
@@ -769,7 +770,7 @@ def overview_sql(usage: str) -> str:
         f"WITH usage AS (\n{usage}\n)\n"
         "SELECT CAST(usage_start AS DATE) AS usage_date, currency, reason,\n"
         "  COUNT(*) AS line_items, SUM(effective_cost) AS effective_cost,\n"
-        "  SUM(billed_cost) AS billed_cost, SUM(node_hours) AS node_hours\n"
+        "  SUM(billed_cost) AS billed_cost, SUM(instance_hours) AS instance_hours\n"
         "FROM usage\nGROUP BY CAST(usage_start AS DATE), currency, reason\n"
         "ORDER BY usage_date, currency, reason"
     )
@@ -806,7 +807,7 @@ def reconciliation_sql(usage: str, start: dt.date, end: dt.date) -> str:
         "    CASE WHEN instance_usage_row THEN instance_type END AS instance_type,\n"
         "    CASE WHEN instance_usage_row THEN pricing END AS pricing,\n"
         "    commitment_status, billed_cost, effective_cost, list_cost, contracted_cost,\n"
-        "    node_hours, bad_tags, bad_sku, bad_cost\n"
+        "    instance_hours, bad_tags, bad_sku, bad_cost\n"
         "  FROM (SELECT *, (reason IS NULL OR reason IN ("
         + ", ".join(literal(r) for r in UNUSABLE)
         + ")) AS instance_usage_row FROM usage) AS u\n"
@@ -816,12 +817,12 @@ def reconciliation_sql(usage: str, start: dt.date, end: dt.date) -> str:
         "  SUM(list_cost) AS list_cost, SUM(contracted_cost) AS contracted_cost,\n"
         "  SUM(CASE WHEN list_cost IS NULL THEN 0 ELSE 1 END) AS listed_rows,\n"
         "  SUM(CASE WHEN list_cost IS NULL THEN 0 ELSE effective_cost END) AS listed_effective,\n"
-        "  SUM(node_hours) AS node_hours,\n"
+        "  SUM(instance_hours) AS instance_hours,\n"
         "  SUM(CASE WHEN effective_cost > list_cost + 0.005 THEN 1 ELSE 0 END)"
         " AS above_list_rows,\n"
         "  SUM(CASE WHEN effective_cost > list_cost + 0.005 THEN effective_cost - list_cost "
         "ELSE 0 END) AS above_list_cost,\n"
-        "  SUM(CASE WHEN node_hours < 0 THEN 1 ELSE 0 END) AS negative_quantity_rows,\n"
+        "  SUM(CASE WHEN instance_hours < 0 THEN 1 ELSE 0 END) AS negative_quantity_rows,\n"
         "  SUM(CASE WHEN bad_tags THEN 1 ELSE 0 END) AS bad_tags_rows,\n"
         "  SUM(CASE WHEN bad_sku THEN 1 ELSE 0 END) AS bad_sku_rows,\n"
         "  SUM(CASE WHEN bad_cost THEN 1 ELSE 0 END) AS bad_cost_rows,\n"
@@ -844,11 +845,11 @@ def week_sql(usage: str, start: dt.date, end: dt.date) -> str:
         f"SELECT {keys}, COUNT(*) AS line_items,\n"
         "  SUM(effective_cost) AS effective_cost, SUM(billed_cost) AS billed_cost,\n"
         "  SUM(list_cost) AS list_cost,\n"
-        "  SUM(CASE WHEN list_cost IS NULL THEN node_hours ELSE 0 END) AS unlisted_hours,\n"
-        "  SUM(node_hours) AS node_hours, MAX(num_nodes) AS num_nodes,\n"
+        "  SUM(CASE WHEN list_cost IS NULL THEN instance_hours ELSE 0 END) AS unlisted_hours,\n"
+        "  SUM(instance_hours) AS instance_hours, MAX(num_nodes) AS num_nodes,\n"
         "  COUNT(DISTINCT resource_id) AS resources, MAX(local_bsz) AS local_bsz,\n"
-        "  SUM(gpu_util * node_hours) AS util_hours,\n"
-        "  SUM(CASE WHEN gpu_util IS NULL THEN 0 ELSE node_hours END) AS util_known_hours,\n"
+        "  SUM(gpu_util * instance_hours) AS util_hours,\n"
+        "  SUM(CASE WHEN gpu_util IS NULL THEN 0 ELSE instance_hours END) AS util_known_hours,\n"
         "  MIN(usage_start) AS first_start, MAX(usage_start) AS last_start\n"
         "FROM usage\n"
         f"WHERE reason IS NULL AND {_in_week(start, end)}\n"

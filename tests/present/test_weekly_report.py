@@ -242,7 +242,7 @@ def pandas_week(path) -> dict:
     return {
         "total_usd": week["cost"].sum(),
         "previous_week_usd": before["cost"].sum(),
-        "node_hours": week["line_item_usage_amount"].sum(),
+        "instance_hours": week["line_item_usage_amount"].sum(),
         "spot_share": week.loc[week["pricing"] == "spot", "cost"].sum() / week["cost"].sum(),
         "by_team": by("team"),
         "by_job": by("job"),
@@ -293,11 +293,12 @@ def test_the_executed_notebooks_figures_equal_the_ledgers_own_aggregation(ran):
     pairs = {
         "instance_effective_cost": "total_usd",
         "previous_week_instance_cost": "previous_week_usd",
-        "node_hours": "node_hours",
+        "instance_hours": "instance_hours",
         "spot_share": "spot_share",
     }
     for key, theirs in pairs.items():
         assert usd[key] == pytest.approx(want[theirs], rel=1e-9), key
+    assert usd["node_hours"] == usd["instance_hours"]  # the former name, for old readers
     for key in ("by_team", "by_job", "by_family", "by_pricing"):
         assert got[key]["USD"] == pytest.approx(want[key], rel=1e-9), key
     assert got["quality"][OTHER_USAGE] + got["quality"][TAX] == want["not_instance_rows"]
@@ -428,6 +429,31 @@ def test_the_demo_ends_in_an_index_linking_both_reports_and_their_figures(tmp_pa
     assert demo.probe.startswith(("Measure ", "No short measurement")), demo.probe
 
 
+def test_instance_hours_have_one_name_in_every_table_and_the_summary():
+    from srifty_kit.present.weekly import weekly_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", models=[])
+    tables = {
+        "top jobs": report.top_jobs,
+        "by team": report.by_team,
+        "by family": report.by_family,
+        "by pricing": report.by_pricing,
+        "compute": report.compute,
+        "daily": report.usage.daily,
+        "lines": report.usage.lines,
+    }
+    for name, table in tables.items():
+        assert "instance_hours" in table and "node_hours" not in table, name
+    (h,) = report.headline.values()
+    assert "node_hours" not in h
+    # the published summary keeps the former key, the same number, for its old readers
+    summary = report.summary()["headline"]["USD"]
+    assert summary["node_hours"] == summary["instance_hours"] == h["instance_hours"]
+    assert h["instance_hours"] == pytest.approx(report.compute["instance_hours"].sum())
+
+
 def test_other_services_show_no_instance_hours_and_the_hours_add_up():
     from srifty_kit.present.weekly import table_html, weekly_report
 
@@ -443,7 +469,7 @@ def test_other_services_show_no_instance_hours_and_the_hours_add_up():
     instance = split["part"].str.contains("instance usage")
     assert split.loc[~instance, "instance_hours"].isna().all()
     hours = split["instance_hours"].sum()
-    assert hours == pytest.approx(report.headline["USD"]["node_hours"])
+    assert hours == pytest.approx(report.headline["USD"]["instance_hours"])
     html = table_html(split.drop(columns="types"), "note")
     (row,) = [r for r in re.findall(r"<tr>(.*?)</tr>", html, re.S) if "other services" in r]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)

@@ -206,7 +206,7 @@ def test_unused_commitment_and_corrections_are_no_job_and_untagged_cost_no_team(
     jobs = jobs_of_week(week.lines).set_index("job")
     assert "(untagged)" not in jobs.index
     assert jobs.loc["bert", "effective_cost"] == pytest.approx(4.5)  # 7.50 - 3.00 correction
-    assert jobs.loc["bert", "node_hours"] == pytest.approx(1.0)  # the correction adds none
+    assert jobs.loc["bert", "instance_hours"] == pytest.approx(1.0)  # the correction adds none
     assert jobs.loc["detector", "team"] == "vision"  # --tag team=business_unit
     assert set(week.lines["currency"]) == {"USD", "EUR"}
 

@@ -41,7 +41,7 @@ def week_of(path) -> object:
     return weekly_usage(DuckDBLedger(path), WEEK)
 
 
-def by_key(lines: pd.DataFrame, columns=("effective_cost", "node_hours")) -> pd.DataFrame:
+def by_key(lines: pd.DataFrame, columns=("effective_cost", "instance_hours")) -> pd.DataFrame:
     return lines.set_index(KEYS)[list(columns)].sort_index()
 
 
@@ -69,7 +69,7 @@ def test_legacy_cur_cur2_and_focus_describing_the_same_usage_give_the_same_week(
         "focus": "focus",
     }
     first = weeks["cur2"]
-    columns = ("effective_cost", "node_hours", "list_cost", "resources", "local_bsz")
+    columns = ("effective_cost", "instance_hours", "list_cost", "resources", "local_bsz")
     for w in weeks.values():
         pd.testing.assert_frame_equal(by_key(w.lines, columns), by_key(first.lines, columns))
         pd.testing.assert_frame_equal(w.daily, first.daily)
@@ -276,6 +276,6 @@ def test_every_row_is_counted_once_and_the_week_sums_to_its_days(tmp_path, rows)
     assert w.quality["rows"].sum() + w.outside["rows"].sum() == len(frame)
     in_week = (w.daily.index >= pd.Timestamp(WEEK)) & (w.daily.index < pd.Timestamp("2026-11-30"))
     assert w.lines[COST].sum() == pytest.approx(w.daily.loc[in_week, "cost"].sum())
-    assert (w.lines[COST] >= 0).all() and (w.lines["node_hours"] >= 0).all()
+    assert (w.lines[COST] >= 0).all() and (w.lines["instance_hours"] >= 0).all()
     assert set(w.lines["pricing"]) <= {"on-demand", "spot"}
     assert np.isfinite(w.daily.to_numpy()).all()
