@@ -1,30 +1,60 @@
 """The ``srifty`` command: one subcommand per module of this package, each thin.
 
 ``main`` is the one place that sets up what every command shares: SIGINT and SIGTERM end any
-command promptly and cleanly (whatever the shell left them as), bad input is one line and
-exit code 2, warnings are one line each, an interrupt exits 130 (SIGINT) or 143 (SIGTERM)
-after the command has kept what it measured, and a reader that stops reading (``srifty
-catalog show | head``) ends the command quietly with 141, as it ends ``cat``. Every error
-line, warning, log record and traceback goes through ``srifty_kit.tables.redact``: no
-credential leaves the process.
+command promptly and cleanly, from its first moment (whatever the shell left them as), bad
+input is one line and exit code 2, warnings are one line each, an interrupt exits 130
+(SIGINT) or 143 (SIGTERM) after the command has kept what it measured, and a reader that
+stops reading (``srifty catalog show | head``) ends the command quietly with 141, as it ends
+``cat``. Every error line, warning, log record and traceback goes through
+``srifty_kit.tables.redact``: no credential leaves the process.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
-import select
 import signal
 import sys
-import warnings
-from collections.abc import Sequence
 
-from srifty_kit import errors
-from srifty_kit.cli.flags import check_paths, for_command_line
-from srifty_kit.errors import CommandFailed, InputError
-from srifty_kit.tables.redact import install as install_redaction
-from srifty_kit.tables.redact import redact
+# Signals held until the command knows its arguments (``main`` raises them then, so that the
+# command's last line can say what it left: ``at_start``). The ``srifty`` command starts
+# recording them here, before the imports below (pandas alone takes a third of a second):
+# Ctrl-C during start-up would otherwise end in Python's KeyboardInterrupt traceback, or be
+# lost where the shell started the command with SIGINT ignored.
+_held: list[int] = []
+
+
+def _record_interrupt(signum: int, frame: object = None) -> None:
+    """Until the command line is parsed: record the signal only (``_held``)."""
+    _held.append(signum)
+
+
+def _started_as_the_command() -> bool:
+    """Whether this process is the ``srifty`` command (its console script, or ``python -m
+    srifty_kit``), not a program or a notebook that imports this module: only the command's
+    own process may have its signal handling set on import."""
+    started = sys.modules.get("__main__")
+    spec = getattr(started, "__spec__", None)
+    if spec is not None:
+        return spec.name == "srifty_kit.__main__"
+    script = os.path.basename(getattr(started, "__file__", None) or "")
+    return script.removesuffix(".exe") == "srifty"
+
+
+if _started_as_the_command():
+    signal.signal(signal.SIGINT, _record_interrupt)
+    signal.signal(signal.SIGTERM, _record_interrupt)
+
+import argparse  # noqa: E402  (the imports that take time come after the handling above)
+import importlib  # noqa: E402
+import select  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+from srifty_kit import errors  # noqa: E402
+from srifty_kit.cli.flags import check_paths, for_command_line  # noqa: E402
+from srifty_kit.errors import CommandFailed, InputError  # noqa: E402
+from srifty_kit.tables.redact import install as install_redaction  # noqa: E402
+from srifty_kit.tables.redact import redact  # noqa: E402
 
 # Each module defines ``register(subparsers)``, adding its subcommands with ``func`` set to a
 # callable taking the parsed arguments and returning an exit code (None means 0).
@@ -63,12 +93,6 @@ def _handle_signals() -> None:
     """
     signal.signal(signal.SIGINT, errors.on_interrupt)
     signal.signal(signal.SIGTERM, errors.on_interrupt)
-
-
-def _record_interrupt(signum: int, frame: object = None) -> None:
-    """While the command line is parsed: record the signal only; it is raised once the
-    arguments are known, so the command's last line can say what it left (``at_start``)."""
-    errors.interrupted_by.append(signum)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -114,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         output's reader went away (a pipe into ``head``), without a word.
     """
     errors.interrupted_by.clear()  # a command called again in one process starts afresh
+    # held from here (or from this module's import, in the command's process) until the
+    # arguments are known
     signal.signal(signal.SIGINT, _record_interrupt)
     signal.signal(signal.SIGTERM, _record_interrupt)
     # every log record and a bug's traceback are redacted like the error lines below
@@ -125,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         finally:
             _handle_signals()
+            errors.interrupted_by.extend(_held)  # raised below, with the arguments known
+            _held.clear()
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
         errors.check_interrupt()  # one recorded while parsing, or that a library swallowed
         check_paths(args)  # no output over an input or another output, before any work

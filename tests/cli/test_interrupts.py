@@ -89,18 +89,25 @@ def _profile_args(out: str) -> list[str]:
     ]
 
 
-def _in_main(pid: int) -> bool:
-    """Whether srifty's main() has set up its signal handling (SIGTERM caught): from then on
-    an interrupt is its to handle; before it, Python's own start-up is still running."""
+def _handling_signals(pid: int) -> bool:
+    """Whether srifty has set up its signal handling (SIGTERM caught), as the first thing its
+    command module does: from then on an interrupt is its to handle; before it, Python's own
+    start-up is still running."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("SigCgt:"):
             return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
     return False
 
 
+def _loading_numpy(pid: int) -> bool:
+    """Whether numpy's core library is mapped into the process: srifty's own imports (pandas,
+    numpy) are under way, long before main() starts."""
+    return "_multiarray_umath" in Path(f"/proc/{pid}/maps").read_text()
+
+
 MOMENTS = {
-    # while main() imports the subcommand's modules (pandas, torch)
-    "import": lambda run, out: run.wait_for(lambda: _in_main(run.proc.pid)),
+    # while srifty imports its modules (pandas, then the subcommand's: torch)
+    "import": lambda run, out: run.wait_for(lambda: _handling_signals(run.proc.pid)),
     # the progress bar is up: warming up or timing the first batch size, nothing saved yet
     "set-up": lambda run, out: run.wait_for(lambda: "profiling" in run.stderr),
     # steps of the first batch size are being timed (the bar counts them)
@@ -136,6 +143,18 @@ def test_profile_stops_promptly_and_keeps_measured_steps(tmp_path, moment, signu
         last = run.stderr.strip().splitlines()[-1]
         assert "in p.partial.csv; p.csv is as it was" in last, run.stderr[-2000:]
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".p.")]
+
+
+@pytest.mark.parametrize("ignore_sigint", [True, False], ids=["sigint-ignored", "sigint-default"])
+def test_an_interrupt_while_the_command_loads_ends_it_with_one_line(tmp_path, ignore_sigint):
+    run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint)
+    run.wait_for(lambda: _loading_numpy(run.proc.pid))  # pandas loading; main() not started
+    run.stop(signal.SIGINT)
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+    said = "interrupted before any step was measured: nothing written"
+    assert run.stderr.strip().splitlines() == [said], run.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []
 
 
 SLOW_BUILD = """
