@@ -10,7 +10,8 @@ module; a loop that catches ``Exception`` to keep going after one bad item may c
 every long loop (timing steps, world sizes, online profiling) calls ``check_interrupt``
 between units of work, so that a swallowed interrupt still ends the command at the next step,
 with what was measured kept. The measuring and deciding loops read the record, the command
-line writes it.
+line writes it. Only the first signal is raised: after it the command is finishing, and
+later ones are recorded only (``record_interrupt``).
 """
 
 from __future__ import annotations
@@ -193,7 +194,12 @@ class Terminated(KeyboardInterrupt):
 
 
 def on_interrupt(signum: int, frame: object = None) -> None:
-    """Signal handler: record ``signum`` and raise it as an interrupt.
+    """Signal handler: record ``signum`` and raise it as an interrupt, once.
+
+    From the first signal on, the command is finishing: saving what it measured, saying where
+    it is. A further signal (GNU ``timeout`` sends its signal to the process and then to its
+    process group; an impatient second Ctrl-C) is only recorded (``record_interrupt``): raised
+    there, it would cut the saving or the last line short with a traceback.
 
     Args:
         signum: the signal received (SIGINT or SIGTERM).
@@ -204,7 +210,16 @@ def on_interrupt(signum: int, frame: object = None) -> None:
         KeyboardInterrupt: for any other signal.
     """
     interrupted_by.append(signum)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) is on_interrupt:
+            signal.signal(s, record_interrupt)
     _raise_interrupt(signum)
+
+
+def record_interrupt(signum: int, frame: object = None) -> None:
+    """Signal handler of a command that is finishing on a signal: record ``signum`` only (the
+    exit status says the last one)."""
+    interrupted_by.append(signum)
 
 
 def check_interrupt() -> None:

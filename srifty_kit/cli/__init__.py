@@ -40,7 +40,8 @@ def _started_as_the_command() -> bool:
     return script.removesuffix(".exe") == "srifty"
 
 
-if _started_as_the_command():
+_THE_COMMAND = _started_as_the_command()
+if _THE_COMMAND:
     signal.signal(signal.SIGINT, _record_interrupt)
     signal.signal(signal.SIGTERM, _record_interrupt)
 
@@ -195,6 +196,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print((at_start and at_start(args)) or f"{command}: {said}", file=sys.stderr)
     # a command that caught the interrupt itself (to save what it measured) returns normally
     code = 128 + errors.interrupted_by[-1] if errors.interrupted_by else code
+    if errors.interrupted_by and _THE_COMMAND:
+        # Finishing on a signal, its last line said: later ones (timeout's second, to the
+        # process group) are only recorded until here. Ignore them to the exit: the
+        # interpreter's shutdown puts back the default action of a handled signal, and one
+        # arriving then would kill the process by it, without the 130 or 143 said here.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     errors.interrupted_by.clear()  # handled: later work in this process is not interrupted
     return code
 

@@ -236,6 +236,39 @@ def test_a_profile_interrupted_after_its_timing_says_every_batch_size_completed(
     assert "before every batch size completed" not in summary, summary
 
 
+def _soon(run: Run) -> None:
+    """The second SIGINT comes soon after the first, as GNU timeout sends it again to the
+    process group."""
+    time.sleep(0.02)
+
+
+def _signal_until_ended(run: Run) -> None:
+    """SIGINT every 10 ms until the process has ended: one lands in every step of its
+    finishing (saving, the summary, the last line, the interpreter's exit)."""
+    deadline = time.monotonic() + STOP_WITHIN_S
+    while run.proc.poll() is None and time.monotonic() < deadline:
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("more", [_soon, _signal_until_ended], ids=["twice", "many"])
+def test_signals_while_a_profile_finishes_on_one_change_nothing(tmp_path, more):
+    out = tmp_path / "p.csv"
+    out.write_text(OLD)
+    run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint=False)
+    MOMENTS["timing"](run, out)
+    run.proc.send_signal(signal.SIGINT)
+    more(run)
+    run.stop(signal.SIGINT)  # the second (or last) signal
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("interrupted: the "), run.stderr[-2000:]
+    assert last.endswith("in p.partial.csv; p.csv is as it was"), last
+    assert len(validate_measurements(read_table(tmp_path / "p.partial.csv"))) >= 1
+    assert out.read_text() == OLD
+
+
 def test_profile_without_an_older_file_keeps_its_steps_in_the_output(tmp_path):
     out = tmp_path / "p.csv"
     run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint=True)
