@@ -176,9 +176,12 @@ def _so_far(n: int) -> str:
     return f"the {counted(n, 'step')} measured so far {'is' if n == 1 else 'are'}"
 
 
-def _nothing_written(out: str) -> str:
+def _nothing_written(out: str, doing: str = "") -> str:
+    """The last line of a run interrupted before its first step; ``doing``: what it stopped
+    ('moving the model to cuda:0'), where the run said."""
     kept = f"; {out} is as it was" if os.path.exists(out) else ""
-    return f"interrupted before any step was measured: nothing written{kept}"
+    stopped = f" while {doing}," if doing else ""
+    return f"interrupted{stopped} before any step was measured: nothing written{kept}"
 
 
 def _fmt(table: Any, columns: list[str]) -> str:
@@ -275,7 +278,7 @@ def _profile(args: argparse.Namespace) -> int:
             op_trace=args.op_trace,
         )
     if result.measurements.empty:
-        print(_nothing_written(args.out), file=sys.stderr)
+        print(_nothing_written(args.out, result.stopped_while), file=sys.stderr)
         return 130
     f = result.facts
     print(
@@ -377,7 +380,7 @@ def _profile_dist(args: argparse.Namespace) -> int:
     steps = result.measurements
     if steps.empty:  # under torchrun only rank 0 keeps rows; an interrupt may leave none
         if result.interrupted:
-            print(_nothing_written(args.out), file=sys.stderr)
+            print(_nothing_written(args.out, result.stopped_while), file=sys.stderr)
             return 130
         return 0
     summary = describe(steps, by=["num_workers", "local_bsz"], n_resamples=0)

@@ -122,6 +122,8 @@ class ProfileResult:
     written: Path | None = None
     kept: str = ""  # where an interrupted run's rows are, in words ("in p.partial.csv; ...")
     earlier: str = ""  # where earlier unfinished runs' rows stay, in words ('' when none)
+    # what an interrupt before the first step stopped, in words ('moving the model to cuda:0')
+    stopped_while: str = ""
 
     def __getattr__(self, name: str) -> Any:
         # result.noise_scale, result.flops_per_sample, ... read from the facts
@@ -345,6 +347,8 @@ def profile_model(
     earlier unfinished run left there is kept, and this run takes the next name
     (``p.partial.2.csv``) (``files.Staging``; ``result.written`` and ``result.kept`` say where
     the rows are, ``result.earlier`` where an earlier run's are).
+    An interrupt before the first step (finding the device, moving the model to it) returns
+    an empty result that says what it stopped (``result.stopped_while``); nothing is written.
     ``op_trace`` (default: on a CUDA device only) profiles a few more steps at each measured
     batch size under ``torch.profiler`` and records where their device time goes, per operator
     class (``measure.op_trace``; facts ``op_trace``): what carries them to other GPUs class by
@@ -357,11 +361,6 @@ def profile_model(
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
     stage = None if out is None else Staging(out, lambda p: [facts_path(p)])
-    dev = resolve_device(device)
-    watch = host.CpuWatch()
-    wall0 = time.perf_counter()
-    saved = _snapshot(model)
-    model.to(dev).train()
     spec = ModelSpec(model, make_batch, loss_fn, optimizer_fn, name or type(model).__name__)
     opts = {
         "warmup": warmup,
@@ -372,7 +371,25 @@ def profile_model(
         "target_precision": target_precision,
         "extra": {},
     }
-    run = _Run(spec, dev, opts)
+    # seconds on CUDA (its start-up, copying the weights): an interrupt here says what it
+    # stopped, and that nothing was measured
+    doing = "finding the device"
+    try:
+        dev = resolve_device(device)
+        watch = host.CpuWatch()
+        wall0 = time.perf_counter()
+        doing = "copying the model's weights"
+        saved = _snapshot(model)
+        doing = f"moving the model to {dev}"
+        model.to(dev).train()
+        doing = f"setting up the run on {dev}"
+        run = _Run(spec, dev, opts)  # the optimizer, which machine this is
+        check_interrupt()  # one that a library swallowed meanwhile
+    except KeyboardInterrupt:
+        empty = pd.DataFrame()
+        return ProfileResult(
+            empty, empty, {"model": spec.name}, stopped_while=doing, interrupted=True
+        )
     facts: dict[str, Any] = {
         **run.constant,
         **parameter_facts(model),

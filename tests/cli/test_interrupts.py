@@ -188,6 +188,47 @@ def test_an_interrupt_while_starting_says_nothing_was_written(tmp_path, command,
     assert not older or out.read_text() == OLD
 
 
+SLOW_MOVE = """
+import pathlib
+import time
+
+from srifty_kit.measure.zoo import mlp
+
+
+def build():  # a model that takes long to move to its device, as a large one to a GPU
+    spec = mlp()
+
+    class SlowToMove(type(spec.model)):
+        def to(self, *args, **kwargs):
+            pathlib.Path("moving").touch()
+            time.sleep(BUDGET_S)
+            return super().to(*args, **kwargs)
+
+    spec.model.__class__ = SlowToMove
+    return spec
+""".replace("BUDGET_S", str(BUDGET_S))
+
+
+@pytest.mark.parametrize("older", [True, False], ids=["older-file", "no-file"])
+def test_an_interrupt_while_the_model_moves_to_its_device_says_so(tmp_path, older):
+    (tmp_path / "slow_move.py").write_text(SLOW_MOVE)
+    out = tmp_path / "p.csv"
+    if older:
+        out.write_text(OLD)
+    args = ["profile", "--model", "slow_move:build", "--batch-sizes", "4", "--out", "p.csv"]
+    run = Run([*args, "--device", "cpu"], tmp_path, ignore_sigint=False)
+    run.wait_for(lambda: (tmp_path / "moving").exists())
+    run.stop(signal.SIGINT)
+    assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+    kept = "; p.csv is as it was" if older else ""
+    said = "interrupted while moving the model to cpu, before any step was measured: "
+    said += f"nothing written{kept}"
+    assert run.stderr.strip().splitlines() == [said], run.stderr[-2000:]
+    left = {p.name for p in tmp_path.iterdir()} - {"__pycache__"}
+    assert left == {"slow_move.py", "moving", *(["p.csv"] if older else [])}
+    assert not older or out.read_text() == OLD
+
+
 def test_an_interrupted_profile_says_its_largest_batch_was_not_searched(tmp_path):
     with open(tmp_path / "said.txt", "w") as said:
         run = Run(_profile_args("p.csv"), tmp_path, ignore_sigint=False, stdout=said)

@@ -81,6 +81,8 @@ class DistributedResult:
     written_collectives: Path | None = None
     kept: str = ""  # where an unfinished run's rows are, in words
     earlier: str = ""  # where earlier unfinished runs' rows stay, in words ('' when none)
+    # what an interrupt before any worker started stopped, in words ('finding the device')
+    stopped_while: str = ""
 
     def save(
         self, out: str | os.PathLike | None, collectives_out: str | os.PathLike | None = None
@@ -209,7 +211,12 @@ def profile_distributed(
     if not batches and not sizes:
         raise InputError("nothing to measure", fix="give a model and batch sizes, or sizes_bytes")
     check_budget(target_precision, max_seconds)
-    device_type = resolve_device(device).type
+    try:  # seconds on CUDA (its start-up): an interrupt says what it stopped
+        device_type = resolve_device(device).type
+        here = host.instance_type(device_type), max(1, host.max_world_size(device_type))
+    except KeyboardInterrupt:
+        empty = pd.DataFrame()
+        return DistributedResult(empty, empty, interrupted=True, stopped_while="finding the device")
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"
     if backend not in ("gloo", "nccl") or (backend == "nccl" and device_type != "cuda"):
@@ -242,8 +249,7 @@ def profile_distributed(
         max(2, min_steps),
         max_steps,
         measure_sync,
-        host.instance_type(device_type),
-        max(1, host.max_world_size(device_type)),
+        *here,
         timeout_s + _PG_EXTRA_S,
     )
     stages = _Stages(out, collectives_out)  # what is there now is kept until the run ends
