@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from srifty_kit.errors import InputError, first_line
+from srifty_kit.errors import InputError, counted, first_line
 from srifty_kit.tables.redact import redact
 
 # the profiler range around optimizer.step(): what an op trace counts as the optimizer class
@@ -48,10 +48,18 @@ def out_of_memory(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and any(w in text for w in _OUT_OF_MEMORY_WORDS)
 
 
-def step_failed(b: int, err: BaseException, hint: str = "") -> InputError:
-    """The one-line error for a first training step at batch size ``b`` that raised ``err``
-    (the model, batch or loss the user gave do not fit together); ``hint`` is added to its
-    fix."""
+def step_failed(b: int, err: BaseException, hint: str = "", after: int = 0) -> InputError:
+    """The one-line error for a training step at batch size ``b`` that raised ``err``: the
+    first one (the model, batch or loss the user gave do not fit together), or one ``after``
+    steps at that size had trained (something in them changes from step to step); ``hint``
+    is added to its fix."""
+    if after:
+        return InputError(
+            f"a training step at batch size {b} failed after {counted(after, 'step')}: "
+            f"{first_line(err)}",
+            fix="the first steps trained, so look for what changes from step to step in the "
+            "model, make_batch or loss_fn" + hint,
+        )
     return InputError(
         f"a training step at batch size {b} failed: {first_line(err)}",
         fix="make make_batch(batch_size) return (inputs, targets) that the model and "

@@ -106,6 +106,53 @@ def test_profile_dist_writes_rows_with_two_workers(tmp_path):
     assert "precision" in done.stdout
 
 
+BREAKS_LATER = """
+import torch
+import torch.distributed as dist
+
+from srifty_kit.measure.zoo import mlp
+
+
+class BreaksLater(torch.nn.Module):  # rank 1's steps raise from its 20th forward pass on
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.calls = inner, 0
+
+    def forward(self, x):
+        self.calls += 1
+        if dist.is_initialized() and dist.get_rank() == 1 and self.calls >= 20:
+            raise ValueError("the model broke")
+        return self.inner(x)
+
+
+def build():
+    spec = mlp()
+    return spec._replace(model=BreaksLater(spec.model), name="breaks_later")
+"""
+
+
+def test_profile_dist_says_a_step_that_fails_while_timed_in_one_line(tmp_path):
+    (tmp_path / "breaks_later.py").write_text(BREAKS_LATER)
+    args = ["profile-dist", "--model", "breaks_later:build", "--world-sizes", "1,2"]
+    args += ["--batch-sizes", "4", "--max-seconds", "4", "--target-precision", "0.000001"]
+    done = _run([*args, "--quiet", "--out", "d.csv"], tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1, done.stderr
+    assert said[0].startswith(
+        "srifty profile-dist: error: a training step at batch size 4 failed after "
+    ), said[0]
+    assert "ValueError: the model broke (worker rank 1 of 2, measuring DDP steps" in said[0]
+    kept = validate_measurements(read_table(tmp_path / "d.csv"))
+    assert set(kept["num_workers"]) == {1, 2}  # world size 1, and 2 before its failure
+    assert (
+        f"{len(kept):,} steps and 0 all-reduce samples measured before are kept in d.csv; "
+        in (said[0])
+    )
+    assert said[0].endswith("runs these steps in one process)"), said[0]
+
+
 def test_model_callable_from_the_current_directory(tmp_path):
     (tmp_path / "mine.py").write_text(
         textwrap.dedent("""

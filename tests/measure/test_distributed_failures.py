@@ -7,7 +7,11 @@ import textwrap
 import pytest
 
 from srifty_kit import InputError
-from srifty_kit.measure.distributed.profile import WorkerFailed, profile_distributed
+from srifty_kit.measure.distributed.profile import (
+    WorkerFailed,
+    WorkerInputError,
+    profile_distributed,
+)
 from srifty_kit.measure.profile import ProfileWarning
 from srifty_kit.tables.files import read_table
 
@@ -17,7 +21,8 @@ QUIET = {"progress": False, "warmup": 1, "min_steps": 3, "device": "cpu"}
 
 @pytest.fixture
 def model_module(tmp_path, monkeypatch):
-    """A MODULE:CALLABLE whose rank-1 worker misbehaves after some forward passes."""
+    """A MODULE:CALLABLE whose rank-1 worker misbehaves at its 12th forward pass: dies, hangs
+    or raises (a training step that fails after the first ones trained)."""
 
     def write(behaviour: str) -> str:
         name = f"flaky_{behaviour}"
@@ -38,6 +43,8 @@ def model_module(tmp_path, monkeypatch):
                     if dist.is_initialized() and dist.get_rank() == 1 and self.calls == 12:
                         if "{behaviour}" == "dies":
                             os._exit(3)
+                        if "{behaviour}" == "raises":
+                            raise ValueError("the model broke at its 12th call")
                         time.sleep(3600)
                     return self.inner(x)
 
@@ -71,6 +78,33 @@ def test_a_worker_that_dies_ends_the_run_with_a_clear_error_and_keeps_what_was_m
     assert (kept["num_workers"] == 1).sum() > 0  # world size 1 finished before
     assert len(e.value.result.measurements) == len(kept)  # and all of it reached the file
     assert "kept" in str(e.value)
+
+
+def test_a_step_that_fails_while_timed_names_its_batch_size_and_keeps_the_rows(
+    tmp_path, model_module
+):
+    out = tmp_path / "d.csv"
+    said = r"training step at batch size 4 failed after \d+ steps: ValueError: the model broke"
+    with pytest.raises(WorkerInputError, match=said) as e:
+        profile_distributed(
+            model_module("raises"),
+            [1, 2],
+            [4],
+            max_seconds=4,
+            target_precision=1e-6,  # both world sizes run their time: rank 1 reaches call 12
+            measure_sync=False,
+            timeout_s=60,
+            out=out,
+            **QUIET,
+        )
+    line = str(e.value)
+    assert isinstance(e.value, InputError) and "\n" not in line
+    assert "(worker rank 1 of 2, measuring DDP steps at batch size 4)" in line, line
+    kept = read_table(out)
+    assert set(kept["num_workers"]) == {1, 2}  # world size 2's steps before the failure too
+    assert len(e.value.result.measurements) == len(kept)  # every row reached the file
+    assert f"{len(kept):,} steps and 0 all-reduce samples measured before are kept in" in line
+    assert line.index("kept in") < line.index("; to fix:"), line  # the fix comes last
 
 
 def test_a_worker_that_hangs_ends_the_run_after_the_timeout(model_module):

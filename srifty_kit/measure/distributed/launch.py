@@ -14,7 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from srifty_kit.errors import check_interrupt
 from srifty_kit.measure import host
@@ -51,6 +51,15 @@ def _interrupts_deferred() -> Iterator[None]:
             signal.signal(s, before[s])
         for s in dict.fromkeys(held):
             signal.raise_signal(s)
+
+
+class Failure(NamedTuple):
+    """How a world size ended early: one line, and whether it was the user's input (with
+    the fix, said after what the run kept)."""
+
+    line: str
+    bad_input: bool = False
+    fix: str | None = None
 
 
 class _Group:
@@ -113,17 +122,17 @@ class _Group:
                 p.kill()
                 p.join(5)
 
-    def cause(self, what: str, timeout_s: float) -> tuple[str, bool]:
-        """One line: which worker failed first and how; and whether it was bad input."""
+    def cause(self, what: str, timeout_s: float) -> Failure:
+        """Which worker failed first and how, in one line; whether it was bad input (the
+        first bad input that arrived: the others' failures follow from it), and its fix."""
         dead = self.dead()
         silent = [r for r in dead if r not in self.errors]  # died without a word: the origin
         if silent:
             r = silent[0]
             code = dead[r]
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            return (
-                f"worker rank {r} of {self.world} {how} while measuring {self.doing.get(r, what)}",
-                False,
+            return Failure(
+                f"worker rank {r} of {self.world} {how} while measuring {self.doing.get(r, what)}"
             )
         if self.errors:
             inputs = [e for e in self.errors.values() if e["input_error"]]
@@ -131,23 +140,21 @@ class _Group:
             doing = self.doing.get(first["rank"], what)
             if inputs:  # the user's mistake, said as it was raised, with where it surfaced
                 where = f"worker rank {first['rank']} of {self.world}, measuring {doing}"
-                return f"{first['cause']} ({where})", True
-            return (
+                return Failure(f"{first['cause']} ({where})", True, first.get("fix"))
+            return Failure(
                 f"worker rank {first['rank']} of {self.world} failed while measuring "
-                f"{doing}: {first['cause']}",
-                False,
+                f"{doing}: {first['cause']}"
             )
-        return (
+        return Failure(
             f"no worker of world size {self.world} answered for {timeout_s:g} s while "
-            f"measuring {self.doing.get(0, what)} (hung?)",
-            False,
+            f"measuring {self.doing.get(0, what)} (hung?)"
         )
 
 
 def measure_world(
     world: int, plan: Plan, sink: dict[str, list], timeout_s: float, bar: Any
-) -> tuple[str, bool] | None:
-    """Run one world size to the end; the failure line (and if it is bad input) or None."""
+) -> Failure | None:
+    """Run one world size to the end; how it failed, or None."""
     threads = max(1, host.cpu_cores() // world)  # the workers share the cores
     group = _Group(world, plan, threads)
     last = time.monotonic()

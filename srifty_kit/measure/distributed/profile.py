@@ -3,7 +3,9 @@
 On one machine :func:`profile_distributed` starts its own worker processes (torch
 multiprocessing, spawn) for each world size, with the rendezvous on 127.0.0.1 at a free
 port; gloo on CPU, NCCL on CUDA (one process per GPU). A worker that dies, raises or stops
-answering for ``timeout_s`` ends the run with :class:`WorkerFailed` within that timeout; the
+answering for ``timeout_s`` ends the run with :class:`WorkerFailed` within that timeout, and
+a training step of the user's model that raises (the first one, or one after others had
+trained) with :class:`WorkerInputError`, which names the batch size and the user's error; the
 rows measured before are kept on the error (``err.result``) and written to ``out``, or
 beside it (``d.partial.csv``) where an older ``out`` is there: only a finished run replaces
 an older file, so an interrupted or failed one leaves it byte-identical. A partial file an
@@ -64,6 +66,16 @@ class WorkerFailed(CommandFailed):
 
     def __init__(self, message: str, result: DistributedResult) -> None:
         super().__init__(message)
+        self.result = result
+
+
+class WorkerInputError(InputError):
+    """Bad input that surfaced in a worker (a training step of the user's model that raised,
+    a loss that is no scalar): one line naming the batch size and the user's error;
+    ``result`` holds everything measured before, as on a ``WorkerFailed``."""
+
+    def __init__(self, problem: str, result: DistributedResult, fix: str | None = None) -> None:
+        super().__init__(problem, fix=fix)
         self.result = result
 
 
@@ -281,7 +293,6 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
     result = _result(sink, interrupted, plan)
     result.keep(stages, finished=not (interrupted or failure))
     if failure:
-        message, bad_input = failure
         kept = (
             f"; {counted(len(result.measurements), 'step')} and "
             f"{counted(len(result.collectives), 'all-reduce sample')} measured before are kept "
@@ -291,9 +302,9 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
             kept = "; nothing was measured before it, so nothing was written" + "".join(
                 f"; {p} is as it was" for p in stages.paths(finished=True) if p and p.exists()
             )
-        if bad_input:
-            raise InputError(message + kept)
-        raise WorkerFailed(message + kept, result)
+        if failure.bad_input:
+            raise WorkerInputError(failure.line + kept, result, fix=failure.fix)
+        raise WorkerFailed(failure.line + kept, result)
     return result
 
 

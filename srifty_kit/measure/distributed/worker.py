@@ -227,18 +227,15 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
     for b in sizes:
         emit("config", {"what": f"DDP steps at batch size {b}", "rank": lay.rank})
         batch = device_batch(spec.make_batch, b, device)
+        trained = [0]  # synchronised steps at this batch size that ran to the end
 
-        def synced(batch: Any = batch) -> None:
+        def synced(batch: Any = batch, trained: list[int] = trained) -> None:
             train_step(ddp, batch, spec.loss_fn, optimizer)
+            trained[0] += 1
 
         def local(batch: Any = batch) -> None:
             with ddp.no_sync():
                 train_step(ddp, batch, spec.loss_fn, optimizer)
-
-        for _ in range(plan.warmup):
-            synced()
-            if plan.measure_sync:
-                local()
 
         def pair(synced: Any = synced, local: Any = local) -> list[float]:
             times = [timed_step(synced, device)]
@@ -254,7 +251,17 @@ def ddp_steps(plan: Plan, lay: Layout, device: torch.device, emit: Emit) -> None
                 "sync_time_s": max(0.0, step - compute) if plan.measure_sync else math.nan,
             }
 
-        _sample(plan, lay, device, pair, row, "row", emit)
+        try:
+            for _ in range(plan.warmup):
+                synced()
+                if plan.measure_sync:
+                    local()
+            _sample(plan, lay, device, pair, row, "row", emit)
+        except (InputError, dist.DistError):
+            raise  # the user's mistake as said; a collective that failed is the group's
+        except Exception as err:  # the user's model, batch or loss raised in a later step
+            hint = f" (srifty profile --batch-sizes {b} runs these steps in one process)"
+            raise step_failed(b, err, hint, after=trained[0]) from err
 
 
 def run(plan: Plan, lay: Layout, emit: Emit) -> None:
@@ -293,8 +300,10 @@ def spawned_worker(rank: int, world: int, port: int, plan: Plan, threads: int, q
         bad_input = isinstance(err, InputError)
         frame = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
         where = f" at {Path(frame[0].filename).name}:{frame[0].lineno}" if frame else ""
-        cause = str(err) if bad_input else f"{type(err).__name__}: {err}{where}"
-        q.put(("error", {"rank": rank, "cause": cause, "input_error": bad_input}))
+        # bad input: its line and its fix apart, so that the parent says the fix last
+        cause = str(err.but(fix=None)) if bad_input else f"{type(err).__name__}: {err}{where}"
+        fix = err.fix if bad_input else None
+        q.put(("error", {"rank": rank, "cause": cause, "fix": fix, "input_error": bad_input}))
         q.close()
         q.join_thread()
         os._exit(1)
