@@ -34,7 +34,11 @@ across EC2 nodes, run the same command under torchrun on every node, e.g. two no
 """
 
 
-def _common(p: argparse.ArgumentParser, batches_required: bool = True) -> None:
+def _common(
+    p: argparse.ArgumentParser, batches_required: bool = True, sets_aside: bool = False
+) -> None:
+    """The flags of both commands; ``sets_aside``: the command keeps an unfinished run's rows
+    that are in --out itself when a finished run replaces it (its facts say unfinished)."""
     p.add_argument("--model", default="mlp", help=_MODEL_HELP)
     p.add_argument(
         "--batch-sizes",
@@ -67,7 +71,13 @@ def _common(p: argparse.ArgumentParser, batches_required: bool = True) -> None:
         "where an older file is there it is replaced only when the run finishes, and an "
         "interrupted or failed "
         "run keeps its rows beside it in NAME.partial.csv, or NAME.partial.2.csv, .3, ... "
-        "where an earlier unfinished run's partial file is there (never written over)",
+        "where an earlier unfinished run's partial file is there (never written over)"
+        + (
+            "; an unfinished run's rows in the file itself (none was there before it) are "
+            "moved to such a partial file by the run that finishes and replaces it"
+            if sets_aside
+            else ""
+        ),
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -82,7 +92,7 @@ def register(subparsers: Any) -> None:
         "batch under a memory budget and the gradient noise scale (written beside --out as "
         "NAME.facts.json). Every step is one row of the measurement table.",
     )
-    _common(p, batches_required=False)
+    _common(p, batches_required=False, sets_aside=True)
     p.add_argument(
         "--facts-only",
         action="store_true",

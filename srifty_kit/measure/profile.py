@@ -138,13 +138,16 @@ class ProfileResult:
             self.summary.astype(object).where(self.summary.notna(), None).to_dict(orient="records")
         )
 
-    def save(self, path: str | os.PathLike) -> tuple[Path, Path]:
-        """Write the table (CSV/Parquet by suffix) and the facts JSON beside it, atomically."""
+    def save(self, path: str | os.PathLike, finished: bool | None = None) -> tuple[Path, Path]:
+        """Write the table (CSV/Parquet by suffix) and the facts JSON beside it, atomically.
+        ``finished`` (default: not interrupted) goes in the facts: a later run with the same
+        output keeps an unfinished run's rows rather than replacing them."""
         table = write_table(self.measurements, path)
         doc = {
             **self.facts,
             "errors": {str(k): v for k, v in self.errors.items()},
             "interrupted": self.interrupted,
+            "finished": not self.interrupted if finished is None else finished,
             "summary": self.summary_records(),
         }
         return table, write_json(doc, facts_path(path))
@@ -346,7 +349,11 @@ def profile_model(
     finishes, so an interrupted run leaves the older files byte-identical; a partial file an
     earlier unfinished run left there is kept, and this run takes the next name
     (``p.partial.2.csv``) (``files.Staging``; ``result.written`` and ``result.kept`` say where
-    the rows are, ``result.earlier`` where an earlier run's are).
+    the rows are, ``result.earlier`` where an earlier run's are). An unfinished run that found
+    no older ``out`` left its rows in ``out`` itself (its facts say ``finished: false``): a
+    run that finishes keeps them, and their facts, under the next partial name before it
+    writes ``out`` (``p.partial.csv``; it works in ``p.partial.2.csv`` meanwhile), and
+    ``result.earlier`` says where they went: nothing measured is replaced.
     An interrupt before the first step (finding the device, moving the model to it) returns
     an empty result that says what it stopped (``result.stopped_while``); nothing is written.
     ``op_trace`` (default: on a CUDA device only) profiles a few more steps at each measured
@@ -360,7 +367,7 @@ def profile_model(
         raise InputError(f"unknown interval {interval!r}", fix="use " + " or ".join(INTERVALS))
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
-    stage = None if out is None else Staging(out, lambda p: [facts_path(p)])
+    stage = None if out is None else Staging(out, lambda p: [facts_path(p)], _unfinished)
     spec = ModelSpec(model, make_batch, loss_fn, optimizer_fn, name or type(model).__name__)
     opts = {
         "warmup": warmup,
@@ -426,7 +433,7 @@ def profile_model(
                     check_interrupt()  # unless it was an interrupt in another guise
                     run.fail(b, err)
                 if stage is not None and run.rows:
-                    _result(run, facts, False, wall0).save(stage.working)
+                    _result(run, facts, False, wall0).save(stage.working, finished=False)
         phase("timing")
         check_interrupt()
         short = _budget_short(run, phases["setup_and_flops"], noise_seconds is None)
@@ -472,6 +479,8 @@ def profile_model(
         # nothing measured, nothing written: an older file stays as it was; an interrupted
         # run's rows go beside an older file, a finished run's replace it
         result.written = stage.working if interrupted else stage.final
+        if not interrupted:  # an unfinished run's rows at out: beside it, before it is replaced
+            stage.set_aside()
         result.save(result.written)
         if not interrupted:
             stage.finish()
@@ -669,6 +678,20 @@ def facts_only(spec: ModelSpec | str, out: str | os.PathLike | None = None) -> d
     if out is not None:
         write_json(facts, out)
     return facts
+
+
+def _unfinished(table: Path) -> bool:
+    """Whether ``table`` holds the rows of a run that did not finish (interrupted, failed, or
+    still running when it last wrote them), as its facts JSON says."""
+    if not table.is_file():
+        return False
+    try:
+        facts = json.loads(facts_path(table).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(facts, dict) and (
+        facts.get("finished") is False or facts.get("interrupted") is True
+    )
 
 
 def _keep_measured_facts(out: Path) -> None:

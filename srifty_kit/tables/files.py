@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable
@@ -209,6 +210,11 @@ def next_partial(
 
 def _after(path: Path, runs: list[int], companions: Callable[[Path], list[Path]]) -> Path:
     """``next_partial`` given the run numbers already beside ``path``."""
+    return partial_path(path, _next_run(path, runs, companions))
+
+
+def _next_run(path: Path, runs: list[int], companions: Callable[[Path], list[Path]]) -> int:
+    """The run number after ``runs`` whose partial file (and companions) is not there."""
 
     def taken(table: Path) -> bool:
         return any(os.path.lexists(p) for p in (table, *companions(table)))
@@ -216,17 +222,31 @@ def _after(path: Path, runs: list[int], companions: Callable[[Path], list[Path]]
     run = max(runs, default=0) + 1
     while taken(partial_path(path, run)):
         run += 1
-    return partial_path(path, run)
+    return run
+
+
+def _second_name(src: Path, dst: Path) -> None:
+    """``dst`` as a second name of the file ``src`` (a hard link: the file stays as it is
+    when ``src`` is replaced), or an atomic copy where the file system has no hard links."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        atomic_write(dst, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def staged_outputs(
     path: str | os.PathLike, companions: Callable[[Path], list[Path]] = lambda p: []
 ) -> list[Path]:
     """Every file a run staged at ``path`` (``Staging``) may write besides ``path`` itself:
-    its companions, and the partial table it would take now and the first run's, with
-    theirs: what a command must not be given as an input."""
-    tables = dict.fromkeys([partial_path(path), next_partial(path, companions)])
-    return [*companions(Path(path)), *(f for t in tables for f in (t, *companions(t)))]
+    its companions, and the partial table it would take now (or the one after, where it sets
+    an unfinished run's output aside under the first) and the first run's, with theirs: what
+    a command must not be given as an input."""
+    path = Path(path)
+    runs = _partial_runs(path)
+    first = _next_run(path, runs, companions)
+    after = _after(path, [*runs, first], companions)
+    tables = dict.fromkeys([partial_path(path), partial_path(path, first), after])
+    return [*companions(path), *(f for t in tables for f in (t, *companions(t)))]
 
 
 class Staging:
@@ -240,15 +260,22 @@ class Staging:
     partial file an earlier unfinished run left is never overwritten or dropped: the new run
     takes the next name (``p.partial.2.csv``), and ``kept`` names both.
 
+    An unfinished run that found nothing at the output left its rows in the output itself.
+    Where ``unfinished`` says the older output is such a run's, a finished run keeps it: the
+    partial name is reserved for it (``aside``; this run writes to the next one), and
+    ``set_aside`` puts the older files there before the finished run replaces them.
+
     Args:
         path: the output the run was asked to write.
         companions: a function from an output path to the files written with it.
+        unfinished: whether the file at an output path holds an unfinished run's rows.
     """
 
     def __init__(
         self,
         path: str | os.PathLike,
         companions: Callable[[Path], list[Path]] = lambda p: [],
+        unfinished: Callable[[Path], bool] = lambda p: False,
     ) -> None:
         self.final = Path(path)
         self.companions = companions
@@ -257,7 +284,28 @@ class Staging:
         # an earlier unfinished run's rows, kept: this run writes beside them, never over them
         runs = _partial_runs(self.final)  # one look at the folder for both
         self.earlier = [partial_path(self.final, n) for n in runs]
+        self.aside: Path | None = None  # where an unfinished run's rows at the output go
+        self.set = False  # whether they went there (``set_aside``)
+        if self.older and unfinished(self.final):
+            taken = _next_run(self.final, runs, companions)
+            self.aside = partial_path(self.final, taken)
+            runs = [*runs, taken]
         self.working = _after(self.final, runs, companions) if self.older else self.final
+
+    def set_aside(self) -> None:
+        """The run finished: before its write replaces ``final``, give the unfinished run's
+        files there a second name, ``aside`` (a hard link, or a copy where the file system has
+        none); ``note`` says where they are from then on. Nothing to do without one."""
+        if self.aside is None:
+            return
+        for src, dst in zip(
+            (self.final, *self.companions(self.final)),
+            (self.aside, *self.companions(self.aside)),
+            strict=True,
+        ):
+            if os.path.lexists(src):
+                _second_name(src, dst)
+        self.set = True
 
     def finish(self) -> None:
         """The run completed and its result is written to ``final``: drop its partial files
@@ -270,15 +318,19 @@ class Staging:
     def note(self) -> str:
         """Where an earlier unfinished run's rows still are ('' when none): 'an earlier
         unfinished run's rows stay in p.partial.csv', '2 earlier unfinished runs' rows stay
-        in p.partial.csv, p.partial.2.csv'."""
-        if not self.earlier:
-            return ""
-        runs = (
-            "an earlier unfinished run's"
-            if len(self.earlier) == 1
-            else f"{len(self.earlier)} earlier unfinished runs'"
-        )
-        return f"{runs} rows stay in " + ", ".join(str(p) for p in self.earlier)
+        in p.partial.csv, p.partial.2.csv', and once ``set_aside``: 'the unfinished run's rows
+        that p.csv held are now in p.partial.csv'."""
+        said = []
+        if self.set:
+            said.append(f"the unfinished run's rows that {self.final} held are now in {self.aside}")
+        if self.earlier:
+            runs = (
+                "an earlier unfinished run's"
+                if len(self.earlier) == 1
+                else f"{len(self.earlier)} earlier unfinished runs'"
+            )
+            said.append(f"{runs} rows stay in " + ", ".join(str(p) for p in self.earlier))
+        return "; ".join(said)
 
     def kept(self) -> str:
         """Where an unfinished run's rows are, for the message: 'in p.partial.csv; p.csv is as

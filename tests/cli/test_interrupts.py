@@ -350,15 +350,42 @@ def test_a_second_interrupted_profile_keeps_the_first_ones_partial_rows(tmp_path
     assert "an earlier unfinished run's rows stay in p.partial.csv" in last, last
 
     # a run that finishes replaces p.csv and drops only its own partial files
-    done = subprocess.run(
-        [SRIFTY, "profile", "--model", "mlp", "--batch-sizes", "4", "--max-seconds", "2",
-         "--target-precision", "0.5", "--quiet", "--out", "p.csv"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=BUDGET_S,
-    )  # fmt: skip
+    done = _finished_profile(tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_text() != OLD and first.read_bytes() == kept and second.is_file()
     assert not (tmp_path / "p.partial.3.csv").exists()
     assert "runs' rows stay in p.partial.csv, p.partial.2.csv" in done.stderr, done.stderr
+
+
+def _finished_profile(folder: Path) -> subprocess.CompletedProcess:
+    """``srifty profile --out p.csv`` run to its end (a short one)."""
+    return subprocess.run(
+        [SRIFTY, "profile", "--model", "mlp", "--batch-sizes", "4", "--max-seconds", "2",
+         "--target-precision", "0.5", "--quiet", "--out", "p.csv"],
+        cwd=folder, capture_output=True, text=True, timeout=BUDGET_S,
+    )  # fmt: skip
+
+
+def test_a_finished_profile_keeps_the_rows_an_interrupted_one_left_in_its_output(tmp_path):
+    out, facts = tmp_path / "p.csv", tmp_path / "p.facts.json"
+    assert "are in p.csv" in _interrupted_profile(tmp_path)  # nothing was there: rows in p.csv
+    rows, said = out.read_bytes(), facts.read_bytes()
+
+    done = _finished_profile(tmp_path)  # the same command again, to its end
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert validate_measurements(read_table(out))["run"].nunique() == 1  # its own run only
+    assert (tmp_path / "p.partial.csv").read_bytes() == rows  # the interrupted run's, kept
+    assert (tmp_path / "p.partial.facts.json").read_bytes() == said
+    assert not (tmp_path / "p.partial.2.csv").exists()  # where it worked: dropped
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "the unfinished run's rows that p.csv held are now in p.partial.csv", last
+
+    again = _finished_profile(tmp_path)  # a finished run's p.csv is replaced, as before
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "p.partial.csv").read_bytes() == rows
+    assert not (tmp_path / "p.partial.2.csv").exists()
+    last = again.stderr.strip().splitlines()[-1]
+    assert last == "an earlier unfinished run's rows stay in p.partial.csv", last
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])

@@ -4,7 +4,17 @@ unfinished run's partial file."""
 from __future__ import annotations
 
 from srifty_kit.errors import counted
-from srifty_kit.tables.files import Staging, earlier_partials, next_partial, partial_path
+from srifty_kit.tables.files import (
+    Staging,
+    atomic_write,
+    earlier_partials,
+    next_partial,
+    partial_path,
+)
+
+
+def write_text(path, text):
+    atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def _facts(p):
@@ -39,6 +49,25 @@ def test_a_finished_run_drops_only_its_own_partial_files(tmp_path):
     assert not stage.working.exists()
     assert (tmp_path / "p.partial.csv").read_text() == "run 1"
     assert (tmp_path / "p.partial.2.facts.json").is_file()
+
+
+def test_an_unfinished_runs_output_is_set_aside_before_a_finished_run_replaces_it(tmp_path):
+    out = tmp_path / "p.csv"
+    out.write_text("unfinished rows")
+    _facts(out)[0].write_text('{"finished": false}')
+    stage = Staging(out, _facts, unfinished=lambda p: True)
+    assert stage.aside == tmp_path / "p.partial.csv"  # kept for them; the run works after it
+    assert stage.working == tmp_path / "p.partial.2.csv"
+    stage.working.write_text("this run, so far")
+    stage.set_aside()
+    write_text(out, "finished rows")  # the finished run's own write replaces p.csv
+    stage.finish()
+    assert out.read_text() == "finished rows"
+    assert (tmp_path / "p.partial.csv").read_text() == "unfinished rows"
+    assert (tmp_path / "p.partial.facts.json").read_text() == '{"finished": false}'
+    assert not stage.working.exists()
+    assert stage.note() == f"the unfinished run's rows that {out} held are now in {stage.aside}"
+    assert Staging(out, _facts).aside is None  # a finished output is replaced, as before
 
 
 def test_earlier_runs_are_counted_in_the_note_singular_or_plural(tmp_path):
