@@ -5,6 +5,9 @@ A GPU filter (the panel's GPU models, ``srifty search --gpu``) can land on insta
 model cannot reach: never measured there, and the catalog holds no figures of their GPU to
 carry a measured step time by (A10G: no vendor publishes them). ``check_gpu_figures`` says so
 in one line, with the catalog's reason and what to do, instead of a search that finds nothing.
+A family whose every type is retired in the catalog's region (p3 in us-east-1) is said the same
+way, naming families on offer there (``offered_types``); a panel marks it in its family control
+(``families_not_offered``).
 """
 
 from __future__ import annotations
@@ -173,6 +176,104 @@ def check_gpu_figures(
     )
 
 
+def _offered(rows: pd.DataFrame) -> pd.Series:
+    """Whether each row's type is still offered in its region, as the search reads the catalog's
+    ``offered_in_region`` (an empty cell, or no such column, counts as offered)."""
+    if "offered_in_region" not in rows:
+        return pd.Series(True, index=rows.index)
+    return rows["offered_in_region"].fillna(True).astype(bool)
+
+
+def families_not_offered(catalog: pd.DataFrame) -> dict[str, tuple[str, ...]]:
+    """The GPU families none of whose types is offered any more where the catalog lists them
+    (p3 in us-east-1): {family: the regions it is listed in}. A search that enumerates the
+    catalog leaves their types out, so a panel marks them."""
+    rows = _gpu_rows(catalog)
+    family = instance_family(rows["instance_type"]).to_numpy()
+    offered = _offered(rows).to_numpy()
+    regions = rows["region"].astype(str).to_numpy()
+    return {
+        str(f): tuple(sorted(set(regions[family == f])))
+        for f in sorted(set(family))
+        if not offered[family == f].any()
+    }
+
+
+def _suggested_families(
+    catalog: pd.DataFrame,
+    like: pd.DataFrame,
+    model: StepTimeModel | None,
+    workload: str | None,
+    n: int = 2,
+) -> list[str]:
+    """Up to ``n`` GPU families with a type on offer that a prediction reaches, as a phrase each:
+    first those with the GPUs of ``like`` (the rows asked for), then those ``workload`` was
+    measured on, then by name."""
+    rows = _gpu_rows(catalog)
+    rows = rows[_offered(rows).to_numpy()]
+    if "accelerator_kind" in rows:
+        rows = rows[rows["accelerator_kind"].fillna("GPU").astype(str) == "GPU"]
+    asked = set(instance_family(like["instance_type"]))
+    gpus = set(like["gpu_model"].dropna().astype(str))
+    measured = {t for m, t in getattr(model, "groups_", {}) if m == workload}
+    ranked = []
+    for family, part in rows.groupby(instance_family(rows["instance_type"]), sort=True):
+        types = tuple(part["instance_type"].astype(str))
+        missing = gpus_without_figures(catalog, types, model, workload)
+        if family in asked or len({t for ts, _ in missing.values() for t in ts}) == len(types):
+            continue  # asked for already, or nothing in it can be predicted
+        same = sorted(gpus & set(part["gpu_model"].dropna().astype(str)))
+        if same:
+            phrase = f"{family} (the same {' and '.join(same)} GPUs)"
+        elif measured & set(types):
+            phrase = f"{family} ({workload} was measured there)"
+        else:
+            phrase = family
+        ranked.append(((not same, not measured & set(types), family), phrase))
+    return [phrase for _, phrase in sorted(ranked)[:n]]
+
+
+def offered_types(
+    catalog: pd.DataFrame,
+    instance_types: tuple[str, ...] | list[str],
+    asked: str,
+    model: StepTimeModel | None = None,
+    workload: str | None = None,
+) -> tuple[str, ...]:
+    """Of the types a panel's filter selects, those still offered in their region (the ones a
+    search of the catalog enumerates).
+
+    Args:
+        catalog: the catalog searched.
+        instance_types: the types the filter selects (its families' or GPU models' types).
+        asked: how the filter reads in the message ("families p3").
+        model, workload: the fitted model and training model, to suggest families a
+            prediction reaches (one ``workload`` was measured on before others).
+
+    Raises:
+        InputError: none of them is offered: one sentence naming the families, the region and
+            one or two families on offer there to choose instead.
+    """
+    rows = catalog[catalog["instance_type"].astype(str).isin(set(map(str, instance_types)))]
+    kept = tuple(dict.fromkeys(rows.loc[_offered(rows).to_numpy(), "instance_type"].astype(str)))
+    if kept or rows.empty:
+        return kept
+    families = " and ".join(dict.fromkeys(instance_family(rows["instance_type"])))
+    regions = " and ".join(sorted(set(rows["region"].astype(str))))
+    names = tuple(dict.fromkeys(rows["instance_type"].astype(str)))
+    listed = ", ".join(names) if len(names) <= 4 else f"{names[0]} ... {names[-1]}"
+    others = _suggested_families(catalog, rows, model, workload)
+    raise InputError(
+        f"{asked}: every {families} type ({listed}) is retired in {regions}, no longer "
+        "offered there, so there is nothing to search",
+        fix=(
+            f"choose a family on offer there, e.g. {' or '.join(others)}"
+            if others
+            else "choose a family on offer there"
+        ),
+    )
+
+
 def search_choices(model: StepTimeModel, catalog: pd.DataFrame) -> dict[str, list[str]]:
     """The training models the fitted model knows, and the instance families and GPU models
     of the catalog's GPU types (what the search considers without naming types)."""
@@ -199,19 +300,26 @@ def panel_constraints(
     workload: str | None = None,
 ) -> Constraints:
     """The constraints a panel's settings mean. Empty ``families`` or ``gpu_models`` mean all;
-    GPU models become the catalog's instance types with those GPUs (in those families).
+    GPU models become the catalog's instance types with those GPUs (in those families) that
+    are still offered in their region (``offered_types``: the V100 is the p3dn's, not the
+    retired p3's).
 
     With ``model`` and ``workload``, GPU models none of whose types can be predicted (never
     measured, no figures in the catalog) are refused in one line (``check_gpu_figures``).
 
     Raises:
-        InputError: no instance type has those GPUs, or none of them can be predicted.
+        InputError: no instance type has those GPUs, none of them is offered, or none of them
+            can be predicted.
     """
     types = None
     if gpu_models:
         types = gpu_instance_types(catalog, tuple(gpu_models), tuple(families))
+        asked = f"GPU models {', '.join(gpu_models)}"
+        if families:
+            asked += f" in families {', '.join(families)}"
+        # a retired type is searched only when named: the GPU models name none of them
+        types = offered_types(catalog, types, asked, model, workload)
         if model is not None and workload is not None:
-            asked = f"GPU models {', '.join(gpu_models)}"
             check_gpu_figures(catalog, types, model, workload, asked)
     return Constraints(
         deadline_h=deadline_h,

@@ -25,7 +25,9 @@ import pandas as pd
 from srifty_kit.catalog.query import instance_family
 from srifty_kit.decide.choices import (
     check_gpu_figures,
+    families_not_offered,
     left_out_lines,
+    offered_types,
     panel_constraints,
     search_choices,
 )
@@ -120,6 +122,18 @@ def data_attributes(values: dict[str, Any]) -> str:
     return " ".join(
         f'data-{k.replace("_", "-")}="{html.escape(text(v))}"' for k, v in values.items()
     )
+
+
+def family_options(
+    families: list[str], not_offered: dict[str, tuple[str, ...]]
+) -> list[tuple[str, str]]:
+    """The family control's (label, value) options: a family with no type on offer in its
+    region (``choices.families_not_offered``) says so in its label ("p3 (retired in
+    us-east-1)"), so the control shows before a search that it leads nowhere."""
+    return [
+        (f"{f} (retired in {', '.join(not_offered[f])})" if f in not_offered else f, f)
+        for f in families
+    ]
 
 
 def error_html(err: Exception) -> str:
@@ -360,7 +374,7 @@ class SearchPanel:
             "spot": w.Checkbox(value=c.spot, description="spot allowed", indent=False),
             "mixes": w.Checkbox(value=c.mixes, description="two-type mixes", indent=False),
             "families": w.SelectMultiple(
-                options=choices["families"],
+                options=family_options(choices["families"], families_not_offered(self.catalog)),
                 value=tuple(c.families or ()),
                 description="families",
                 rows=5,
@@ -471,12 +485,14 @@ class SearchPanel:
             workload=job.model,
         )
         if v["families"] and not v["gpus"]:
-            # families none of whose GPUs can be predicted (g5: the A10G has no figures) are
-            # refused in one line, as `srifty search --families` does, not by a search that
-            # lists every type it could not reach
+            # families whose every type is retired in the region (p3), or none of whose GPUs
+            # can be predicted (g5: the A10G has no figures), are refused in one line, as
+            # `srifty search --families` does, not by a search that lists every type it could
+            # not reach and advises filters the panel does not have
             names = self.catalog["instance_type"].astype(str)
             types = tuple(names[instance_family(names).isin(list(v["families"])).to_numpy()])
             asked = f"families {', '.join(v['families'])}"
+            types = offered_types(self.catalog, types, asked, self.model, job.model)
             check_gpu_figures(self.catalog, types, self.model, job.model, asked)
         return job, constraints, str(v["objective"])
 

@@ -252,3 +252,26 @@ def test_the_reason_nothing_fits_is_said_once(panel):
     panel.controls["deadline"].value = panel.controls["deadline"].options[0][1]
     assert not panel.result.feasible and "deadline binds" in panel.message.value
     assert "deadline binds" not in panel.why.value
+
+
+def test_a_family_retired_in_the_region_is_marked_and_said_in_one_sentence(panel, catalog):
+    # every p3 type is retired in us-east-1: the family control says so before any search, and
+    # choosing it says why nothing is searched with the panel's own controls, not "widen
+    # instance types, memory or the vCPU quota" (the panel has none of those)
+    labels = dict((v, label) for label, v in panel.controls["families"].options)
+    assert labels["p3"] == "p3 (retired in us-east-1)" and labels["p3dn"] == "p3dn"
+    panel.controls["families"].value = ("p3",)
+    assert isinstance(panel.error, InputError) and panel.result is None
+    text = str(panel.error)
+    assert "every p3 type" in text and "retired in us-east-1" in text
+    assert "nothing to search" in text and "p3dn (the same V100 GPUs)" in text
+    for absent in ("instance types", "memory", "vCPU"):
+        assert absent not in text
+    assert html.escape(text) in panel.message.value and len(panel.marks["cloud"].x) == 0
+    # the V100 is the p3dn's and the p3's: the GPU filter searches only the one on offer
+    panel.controls["families"].value = ()
+    panel.controls["gpus"].value = ("V100",)
+    assert panel.error is None
+    assert set(panel.result.sample(n=100_000)["instance_type"]) == {"p3dn.24xlarge"}
+    panel.controls["families"].value = ("p3",)
+    assert "GPU models V100 in families p3: every p3 type" in str(panel.error)
