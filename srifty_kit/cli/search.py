@@ -312,19 +312,16 @@ def _run(args: argparse.Namespace) -> int:
                 "JSON/CSV); cost_hi_usd: the cost at the confidence"
             )
             print()
+            from srifty_kit.decide.pareto import FRONT_COST, FRONT_TIME
+
+            # in the front's own coordinates (the panel's and notebook 03's figure draw it so)
             front = result.pareto[
-                [
-                    "instance_type",
-                    "num_nodes",
-                    "num_workers",
-                    "local_bsz",
-                    "pricing",
-                    "time_hi_h",
-                    "cost_hi_usd",
-                ]
-            ]
+                ["instance_type", "num_nodes", "num_workers", "local_bsz", "pricing"]
+                + [FRONT_TIME, FRONT_COST]
+            ].rename(columns=_HEADERS)
             print(
-                f"Pareto front ({len(front)} of {result.n_feasible:,} feasible, "
+                f"Pareto front of the time at the confidence and the expected cost "
+                f"({len(front)} of {result.n_feasible:,} feasible, "
                 f"{result.n_candidates:,} evaluated):"
             )
             print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))

@@ -1,5 +1,10 @@
 """The cost-time tradeoff: Pareto front (paretoset), its knee and the front worth showing.
 
+The front is over (time at the confidence, expected cost): ``FRONT_TIME`` and ``FRONT_COST``,
+the columns the search, the panel's figure, notebook 03's figure and ``srifty search`` draw or
+list it in, so the cost objective's pick (the least expected cost within the deadline) is
+always on it.
+
 The exact front keeps a point that is faster by any amount, however small: a configuration
 0.003% faster at 2.4x the cost is on it. Such a margin is far inside what the model knows
 (run-to-run noise alone is about 3% of a step), so the front a reader sees keeps a faster
@@ -11,6 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+# the front's coordinates, the search's and every figure's of it: the time to finish at the
+# confidence (what a deadline is held to) and the expected cost (what the cost objective
+# ranks by). The front is then the pick for each deadline: its point left of a deadline and
+# lowest is what a search with that deadline picks by cost.
+FRONT_TIME = "time_hi_h"
+FRONT_COST = "cost_mean_usd"
 _BINS = 512
 # the noise floor of a time on the shown front: a point must be this much (relative) faster
 # than the next cheaper point shown to be shown (the reference clusters' run-to-run spread)

@@ -5,7 +5,8 @@
 deadline and budget is at least the confidence under the model's joint belief
 (``model.posterior``; P is exact under it, ``candidates.meet_probability``), ranks them by the
 objective (for cost and time: the expectation), and returns the ranked table, the Pareto front
-of (time, cost) at the confidence (as shown, without the points less than 3% faster than a
+of the time at the confidence and the expected cost (``pareto.FRONT_TIME``, ``FRONT_COST``: the
+cost objective's pick is on it; as shown, without the points less than 3% faster than a
 cheaper one shown: ``pareto.distinct_mask``), its knee, the pick, and why the pick beats the
 cheapest instance per hour. Infeasible constraints give an empty result that says which constraint
 binds and the nearest feasible point; they never raise.
@@ -33,7 +34,7 @@ from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
-from srifty_kit.decide.pareto import distinct_mask, knee_index, pareto_mask
+from srifty_kit.decide.pareto import FRONT_COST, FRONT_TIME, distinct_mask, knee_index, pareto_mask
 from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_said
 from srifty_kit.tables.contracts import (
     CANDIDATES,
@@ -53,9 +54,10 @@ MIX_POOL = 4  # mixes pair the best few types alone, by cost and by time (up to 
 class SearchResult:
     """What ``search`` found: ranked table, Pareto front, knee, pick and the reasoning.
 
-    ``pareto`` is the front as shown (CLI, JSON, panel, report): fastest first, a point only
-    when it is at least ``pareto.FRONT_NOISE`` (3%) faster than the next cheaper one shown, the
-    knee always; ``pareto_all`` is the exact front, every non-dominated point.
+    ``pareto`` is the front as shown (CLI, JSON, panel, report) over the time at the
+    confidence and the expected cost (``pareto.FRONT_TIME``, ``FRONT_COST``): fastest first, a
+    point only when it is at least ``pareto.FRONT_NOISE`` (3%) faster than the next cheaper one
+    shown, the knee always; ``pareto_all`` is the exact front, every non-dominated point.
     """
 
     ranked: pd.DataFrame
@@ -416,11 +418,12 @@ def _rank(
         keys = (k, c["time_mean_h"][idx])
     elif objective == "throughput-per-dollar":
         keys = (k, -c["goodput"][idx] / c["usd_per_hr"][idx])
-    else:  # knee: t + c scaled over the front, the quantity the knee minimises
-        ft, fk = t[front], k[front]
-        st = (t - ft.min()) / max(ft.max() - ft.min(), 1e-300)
-        sk = (k - fk.min()) / max(fk.max() - fk.min(), 1e-300)
-        keys = (k, st + sk)
+    else:  # knee: t + c scaled over the front (in its coordinates), what the knee minimises
+        ft, fk = c[FRONT_TIME][idx], c[FRONT_COST][idx]
+        front_t, front_k = ft[front], fk[front]
+        st = (ft - front_t.min()) / max(front_t.max() - front_t.min(), 1e-300)
+        sk = (fk - front_k.min()) / max(front_k.max() - front_k.min(), 1e-300)
+        keys = (fk, st + sk)
     primary = keys[-1]
     m = min(len(idx), max(top * 8, 64))
     near = np.argpartition(primary, m - 1)[:m] if m < len(idx) else np.arange(len(idx))
@@ -551,15 +554,15 @@ def select(
         why = explain(c, None, job, constraints, objective)
         empty = cand.to_frame(_empty(c))
         return SearchResult(empty, empty.copy(), None, None, why, pareto_all=empty.copy(), **common)
-    front = pareto_mask(c["time_hi_h"][idx], c["cost_hi_usd"][idx])
+    front = pareto_mask(c[FRONT_TIME][idx], c[FRONT_COST][idx])
     ranked_pos = _rank(c, idx, front, objective, top)
     ranked = cand.to_frame(c, idx[ranked_pos])
     front_idx = idx[front]
-    exact = cand.to_frame(c, front_idx).sort_values("time_hi_h", ignore_index=True)
-    at = knee_index(exact["time_hi_h"], exact["cost_hi_usd"])
+    exact = cand.to_frame(c, front_idx).sort_values(FRONT_TIME, ignore_index=True)
+    at = knee_index(exact[FRONT_TIME], exact[FRONT_COST])
     knee = exact.iloc[at]
     # the front shown: a point within the noise floor of a cheaper one's time is left out
-    shown = exact[distinct_mask(exact["time_hi_h"].to_numpy(), keep=at)].reset_index(drop=True)
+    shown = exact[distinct_mask(exact[FRONT_TIME].to_numpy(), keep=at)].reset_index(drop=True)
     pick = ranked.iloc[0]
     why = explain(c, int(idx[ranked_pos[0]]), job, constraints, objective)
     return SearchResult(ranked, shown, knee, pick, why, pareto_all=exact, **common)

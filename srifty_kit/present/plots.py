@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import instance_family
+from srifty_kit.decide.pareto import FRONT_COST, FRONT_TIME
 
 
 def _axes(ax: Any) -> Any:
@@ -249,6 +250,23 @@ def allreduce_times(collectives: pd.DataFrame, ax: Any = None) -> Any:
     return ax
 
 
+def cost_time_axes(level: float) -> dict[str, tuple[str, str]]:
+    """The cost-time figure's coordinates, the search's front's own (``pareto.FRONT_TIME``,
+    ``FRONT_COST``): {"x": (column, axis label), "y": (column, axis label)}. Every drawing
+    of a search (``cost_time_front``, the panel's figure) places its cloud, front, knee, pick
+    and nearest point by these columns and says them in these words."""
+    return {
+        "x": (FRONT_TIME, f"time to finish at {level:.0%} (h)"),
+        "y": (FRONT_COST, "expected cost to finish (USD)"),
+    }
+
+
+def budget_label(level: float) -> str:
+    """The budget line's legend: the budget is held to the cost at the confidence, which the
+    expected-cost axis does not draw (a configuration under the line can still break it)."""
+    return f"budget (on the cost at {level:.0%})"
+
+
 def cost_time_front(
     candidates: pd.DataFrame,
     pareto: pd.DataFrame,
@@ -257,20 +275,24 @@ def cost_time_front(
     deadline_h: float | None = None,
     budget_usd: float | None = None,
     ax: Any = None,
+    level: float = 0.9,
 ) -> Any:
-    """Time against cost to finish (upper ends) of searched configurations, with the Pareto
-    front, its knee, the pick, and the deadline and budget lines (log-log)."""
+    """Searched configurations' time to finish at the confidence ``level`` against their
+    expected cost (``cost_time_axes``: the front's coordinates, in which the cost objective's
+    pick lies on the front), with the Pareto front, its knee, the pick, and the deadline and
+    budget lines (log-log)."""
     import seaborn as sns
 
     ax = _axes(ax)
+    (x, x_label), (y, y_label) = cost_time_axes(level).values()
     data = candidates.assign(
         status=np.where(candidates.get("feasible", True), "meets constraints", "fails"),
         family=instance_family(candidates["instance_type"]),
     )
     sns.scatterplot(
         data=data,
-        x="time_hi_h",
-        y="cost_hi_usd",
+        x=x,
+        y=y,
         hue="family",
         style="status",
         style_order=["meets constraints", "fails"],
@@ -279,20 +301,13 @@ def cost_time_front(
         linewidth=0,
         ax=ax,
     )
-    front = pareto.sort_values("time_hi_h")
-    ax.step(
-        front["time_hi_h"],
-        front["cost_hi_usd"],
-        where="post",
-        color="black",
-        lw=1.2,
-        label="Pareto front",
-    )
+    front = pareto.sort_values(x)
+    ax.step(front[x], front[y], where="post", color="black", lw=1.2, label="Pareto front")
     for row, marker, label in ((knee, "D", "knee"), (pick, "*", "pick")):
         if row is not None:
             ax.scatter(
-                [row["time_hi_h"]],
-                [row["cost_hi_usd"]],
+                [row[x]],
+                [row[y]],
                 marker=marker,
                 s=140,
                 color="crimson" if label == "pick" else "gold",
@@ -303,11 +318,11 @@ def cost_time_front(
     if deadline_h is not None:
         ax.axvline(deadline_h, color="0.4", ls="--", lw=1, label="deadline")
     if budget_usd is not None:
-        ax.axhline(budget_usd, color="0.4", ls=":", lw=1, label="budget")
+        ax.axhline(budget_usd, color="0.4", ls=":", lw=1, label=budget_label(level))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("time to finish, upper end (h)")
-    ax.set_ylabel("cost to finish, upper end (USD)")
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
     ax.set_title("Cost-time tradeoff of the searched configurations")
     ax.legend(fontsize=7, ncols=2, loc="best")
     return ax

@@ -4,8 +4,10 @@
 constraints (``planner.evaluate``: enumeration, predictions with intervals, prices) and keeps
 the last few evaluations; moving the deadline, the budget or the objective only re-filters and
 re-ranks those arrays (``planner.select``). The bqplot figure is updated in place: its marks
-get new data, nothing is redrawn from scratch. Errors in what the user set (``InputError``)
-and "nothing meets the constraints" are shown in the panel as a message.
+get new data, nothing is redrawn from scratch; it draws in the search front's coordinates, the
+time at the confidence across and the expected cost up (``plots.cost_time_axes``, as notebook
+03's static figure does), so the pick by cost lies on the front. Errors in what the user set
+(``InputError``) and "nothing meets the constraints" are shown in the panel as a message.
 
 Every control and output carries a stable CSS class (``CLASSES``) for browser tests and
 styling; the table carries the inputs it was computed for as ``data-*`` attributes.
@@ -35,6 +37,7 @@ from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
 from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.present.plots import budget_label, cost_time_axes
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -68,7 +71,6 @@ MARKS = (
     # right of the deadline, shaded with the deadline as its dashed edge: what misses it (one
     # mark, so a deadline move sends one message for it; updated last)
     "deadline",
-    "over",  # shade above the budget: what breaks it
     "front",
     "front_dots",
     "knee",
@@ -80,10 +82,12 @@ CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is insta
 CLOUD_POINTS = 2000  # candidates drawn in the scatter (a fixed sample per evaluation)
 NUMBER = "{:.4g}"  # how the table writes numbers
 FIGURE_CAPTION = (
-    "Dots: a sample of every configuration searched (blue on-demand, orange spot). Black "
-    "steps: the Pareto front; gold diamond: its knee; red square: the pick; orange cross: the "
-    "nearest configuration when nothing fits. Shaded: misses the deadline (dashed) or breaks "
-    "the budget (dotted). Both axes are upper ends at the confidence level."
+    "Across: the time to finish at the confidence (what the deadline is held to); up: the "
+    "expected cost (what the cost objective ranks by). Dots: a sample of every configuration "
+    "searched (blue on-demand, orange spot). Black steps: the Pareto front, whose cheapest "
+    "point is the pick by cost; gold diamond: its knee; red square: the pick; orange cross: the "
+    "nearest configuration when nothing fits. Shaded: misses the deadline (dashed edge). "
+    "Dotted: the budget, held to the cost at the confidence (a dot under it can still break it)."
 )
 STYLE = """<style>
 .srifty-ranked { border-collapse: collapse; font-size: 12px; }
@@ -505,10 +509,12 @@ class SearchPanel:
         c = ev.candidates
         rng = np.random.default_rng(0)
         idx = np.sort(rng.choice(len(c), min(CLOUD_POINTS, len(c)), replace=False))
+        axes = cost_time_axes(constraints.confidence)  # the front's coordinates, and their words
         view = {
             "cloud": idx,
-            "x": log_bounds(c["time_hi_h"]) if len(c) else (0.1, 10.0),
-            "y": log_bounds(c["cost_hi_usd"]) if len(c) else (0.1, 10.0),
+            "axes": axes,
+            "x": log_bounds(c[axes["x"][0]]) if len(c) else (0.1, 10.0),
+            "y": log_bounds(c[axes["y"][0]]) if len(c) else (0.1, 10.0),
         }
         self._cache[key] = (ev, view)
         while len(self._cache) > CACHED_EVALUATIONS:
@@ -598,12 +604,11 @@ class SearchPanel:
             ),
             "deadline": _shade(
                 sc,
-                labels=["misses the deadline / breaks the budget"],
+                labels=["misses the deadline"],
                 colors=["#555555"],
                 stroke_width=1.5,
                 line_style="dashed",
             ),
-            "over": _shade(sc),
             "front": bq.Lines(
                 x=[],
                 y=[],
@@ -624,17 +629,13 @@ class SearchPanel:
                 scales=sc,
                 colors=["#555555"],
                 line_style="dotted",
-                labels=["budget"],
+                labels=[budget_label(0.9)],
             ),
         }
+        start = cost_time_axes(0.9)  # each evaluation says its own confidence (_draw)
         axes = [
-            bq.Axis(scale=xs, label="time to finish, upper end (h)", tick_format=".3~g"),
-            bq.Axis(
-                scale=ys,
-                label="cost to finish, upper end (USD)",
-                side="left",
-                tick_format="~s",
-            ),
+            bq.Axis(scale=xs, label=start["x"][1], tick_format=".3~g"),
+            bq.Axis(scale=ys, label=start["y"][1], side="left", tick_format="~s"),
         ]
         fig = bq.Figure(
             marks=[marks[name] for name in MARKS],
@@ -652,21 +653,25 @@ class SearchPanel:
         self, ev: Evaluated, view: dict, result: SearchResult, constraints: Constraints
     ) -> None:
         m, c = self.marks, ev.candidates
+        # every mark in the front's coordinates (``plots.cost_time_axes``): the pick by cost
+        # is the front's cheapest point, never off it
+        (x, x_label), (y, y_label) = view["axes"].values()
         if self._drawn is not ev:  # a new evaluation: new cloud and axes, nothing else redrawn
             idx = view["cloud"]
             for axis in ("x", "y"):
                 with self.scales[axis].hold_sync():
                     self.scales[axis].min, self.scales[axis].max = view[axis]
-            set_data(
-                m["cloud"],
-                c["time_hi_h"][idx],
-                c["cost_hi_usd"][idx],
-                color=c["spot"][idx].astype(float),
-            )
+            for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
+                if axis.label != label:  # the confidence is in the time's label
+                    axis.label = label
+            budget = budget_label(constraints.confidence)
+            if m["budget"].labels != [budget]:
+                m["budget"].labels = [budget]
+            set_data(m["cloud"], c[x][idx], c[y][idx], color=c["spot"][idx].astype(float))
             self._drawn = ev
         front = result.pareto
-        set_data(m["front"], front["time_hi_h"], front["cost_hi_usd"])
-        set_data(m["front_dots"], front["time_hi_h"], front["cost_hi_usd"])
+        set_data(m["front"], front[x], front[y])
+        set_data(m["front_dots"], front[x], front[y])
         for name, row in (
             ("knee", result.knee),
             ("pick", result.pick),
@@ -675,12 +680,12 @@ class SearchPanel:
             if row is None:
                 set_data(m[name], [], [])
             else:
-                set_data(m[name], [row["time_hi_h"]], [row["cost_hi_usd"]])
-        # what fails the constraints is shaded: right of the deadline, above the budget (the
-        # cloud keeps its colours, so a move redraws a few shapes, not thousands of points)
+                set_data(m[name], [row[x]], [row[y]])
+        # what misses the deadline is shaded right of it (the cloud keeps its colours, so a
+        # move redraws a few shapes, not thousands of points); the budget is a dotted line, not
+        # a shade: it is held to the cost at the confidence, which this axis does not draw
         (x0, x1), (y0, y1) = view["x"], view["y"]
         d, b = constraints.deadline_h, constraints.budget_usd
-        set_data(m["over"], [x0, x1, x1, x0] if b else [], [b, b, y1, y1] if b else [])
         set_data(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
         # the last mark: its left edge, from (d, y0) up, is the deadline
         set_data(m["deadline"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])

@@ -19,6 +19,7 @@ from srifty_kit import Constraints, Job, StepTimeModel, load_catalog, search
 from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.planner import evaluate
+from srifty_kit.present.plots import cost_time_axes
 from srifty_kit.present.widgets import MARKS, log_bounds
 from tests.builders import (
     REPO,
@@ -147,8 +148,10 @@ def _assert_panel_shows(page, result) -> None:
     ]
     assert table["rows"] == want
     fig = page.evaluate(FIGURE_JS, "srifty-figure")
-    (x0, x1) = log_bounds(result.candidates["time_hi_h"])
-    (y0, y1) = log_bounds(result.candidates["cost_hi_usd"])
+    # the front's coordinates, which every drawing of a search uses (plots.cost_time_axes)
+    (x, _), (y, _) = cost_time_axes(result.constraints.confidence).values()
+    (x0, x1) = log_bounds(result.candidates[x])
+    (y0, y1) = log_bounds(result.candidates[y])
 
     def pixel(t: float, c: float) -> tuple[float, float]:
         px = fig["width"] * np.log(t / x0) / np.log(x1 / x0)
@@ -158,19 +161,12 @@ def _assert_panel_shows(page, result) -> None:
     mark = {name: i for i, name in enumerate(MARKS)}
     front = [_xy(p) for p in fig["points"][mark["front_dots"]]]
     assert len(front) == len(result.pareto)
-    want_front = [
-        pixel(t, c)
-        for t, c in zip(result.pareto["time_hi_h"], result.pareto["cost_hi_usd"], strict=True)
-    ]
+    want_front = [pixel(t, c) for t, c in zip(result.pareto[x], result.pareto[y], strict=True)]
     assert np.allclose(sorted(front), sorted(want_front), atol=0.5)
     pick = [_xy(p) for p in fig["points"][mark["pick"]]]
-    assert np.allclose(
-        pick, [pixel(result.pick["time_hi_h"], result.pick["cost_hi_usd"])], atol=0.5
-    )
+    assert np.allclose(pick, [pixel(result.pick[x], result.pick[y])], atol=0.5)
     knee = [_xy(p) for p in fig["points"][mark["knee"]]]
-    assert np.allclose(
-        knee, [pixel(result.knee["time_hi_h"], result.knee["cost_hi_usd"])], atol=0.5
-    )
+    assert np.allclose(knee, [pixel(result.knee[x], result.knee[y])], atol=0.5)
     deadline_x = float(re.match(r"M([-\d.e]+),", fig["lines"][mark["deadline"]]).group(1))
     assert deadline_x == pytest.approx(pixel(result.why.deadline_h, y0)[0], abs=0.5)
     # the count is the message's, right above the figure (a fixed title: one update less)

@@ -275,3 +275,37 @@ def test_a_family_retired_in_the_region_is_marked_and_said_in_one_sentence(panel
     assert set(panel.result.sample(n=100_000)["instance_type"]) == {"p3dn.24xlarge"}
     panel.controls["families"].value = ("p3",)
     assert "GPU models V100 in families p3: every p3 type" in str(panel.error)
+
+
+def test_the_figures_draw_the_pick_on_the_front_in_the_words_of_their_axes(model, catalog):
+    # one batch of 8: the pick by expected cost is less sure than a dearer point; drawn at its
+    # 90% ends it sat above the front, which was over the 90% ends too. The panel and notebook
+    # 03's figure (srifty demo's report) now draw in the front's coordinates and say which
+    import matplotlib.pyplot as plt
+
+    from srifty_kit.decide.pareto import FRONT_COST, FRONT_TIME
+    from srifty_kit.present.plots import cost_time_front
+
+    panel = SearchPanel(model, catalog, replace(JOB, local_bsz=(8,)), Constraints(max_nodes=8))
+    result, marks = panel.result, panel.marks
+    pick = (result.pick[FRONT_TIME], result.pick[FRONT_COST])
+    assert (marks["pick"].x.tolist(), marks["pick"].y.tolist()) == ([pick[0]], [pick[1]])
+    assert (marks["front_dots"].x[-1], marks["front_dots"].y[-1]) == pick  # its cheapest point
+    words = ["time to finish at 90% (h)", "expected cost to finish (USD)"]
+    assert [axis.label for axis in panel.figure.axes] == words
+    panel.controls["confidence"].value = 0.8
+    assert panel.figure.axes[0].label == "time to finish at 80% (h)"
+    result = panel.result
+    fig, ax = plt.subplots()
+    try:
+        cost_time_front(
+            result.sample(200), result.pareto, result.knee, result.pick, ax=ax, level=0.8
+        )
+        assert [ax.get_xlabel(), ax.get_ylabel()] == [a.label for a in panel.figure.axes]
+        drawn = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+        assert drawn["pick"] == [[marks["pick"].x[0], marks["pick"].y[0]]]
+        front = next(line for line in ax.lines if line.get_label() == "Pareto front")
+        assert front.get_xdata().tolist() == marks["front"].x.tolist()
+        assert front.get_ydata().tolist() == marks["front"].y.tolist()
+    finally:
+        plt.close(fig)
