@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import instance_family
@@ -272,6 +273,17 @@ def offered_types(
             else "choose a family on offer there"
         ),
     )
+
+
+def profiled_batches(model: StepTimeModel, workload: str) -> tuple[int, ...]:
+    """The local batches ``workload`` was measured at, on any type, smallest first: the
+    batches a panel searches when the workload is chosen (empty when the fit keeps none)."""
+    found: set[int] = set()
+    for (name, _), fit in getattr(model, "groups_", {}).items():
+        runs = getattr(fit, "measured", None)  # rows of (nodes, workers, local_bsz, log step)
+        if name == workload and runs is not None and len(runs):
+            found |= {int(b) for b in np.asarray(runs)[:, 2]}
+    return tuple(sorted(found))
 
 
 def search_choices(model: StepTimeModel, catalog: pd.DataFrame) -> dict[str, list[str]]:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections import OrderedDict
+from contextlib import ExitStack
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +33,7 @@ from srifty_kit.decide.choices import (
     left_out_lines,
     offered_types,
     panel_constraints,
+    profiled_batches,
     search_choices,
 )
 from srifty_kit.decide.explanation import config_phrase
@@ -47,6 +50,9 @@ CLASSES = {
     "panel": "srifty-search-panel",
     "workload": "srifty-workload",
     "samples": "srifty-samples",
+    "batches": "srifty-batches",
+    "noise_on": "srifty-noise-on",
+    "noise": "srifty-noise",
     "deadline_on": "srifty-deadline-on",
     "deadline": "srifty-deadline",
     "budget_on": "srifty-budget-on",
@@ -126,6 +132,20 @@ def data_attributes(values: dict[str, Any]) -> str:
     return " ".join(
         f'data-{k.replace("_", "-")}="{html.escape(text(v))}"' for k, v in values.items()
     )
+
+
+NOISE_START = 1000.0  # where the noise scale slider rests while no noise scale is known
+
+
+def noise_choices(noise: float | None) -> list[tuple[str, float]]:
+    """The noise scale slider's stops, 10 to 10^7 samples, ``noise`` among them exactly."""
+    return log_choices(noise or NOISE_START, 10.0, 1e7, per_decade=20, label="{:.3g}")
+
+
+def batch_options(own: Any) -> list[int]:
+    """The local batch control's options: powers of two up to 1024 (the search's default
+    batches reach there) and every workload's own batches (``own``: (batches, noise) pairs)."""
+    return sorted({2**k for k in range(11)} | {int(b) for batches, _ in own for b in batches})
 
 
 def family_options(
@@ -235,6 +255,7 @@ def _check_panel(
     constraints: object,
     objective: str,
     top: object,
+    noise_scales: object = None,
 ) -> Constraints:
     """The panel's arguments checked before any widget is made (a widget would refuse a
     value outside its options with a TraitError): one InputError naming the argument."""
@@ -274,6 +295,26 @@ def _check_panel(
             )
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. top=10")
+    if noise_scales is not None and not isinstance(noise_scales, dict):
+        raise InputError(
+            f"noise_scales must be a dict, got {type(noise_scales).__name__}",
+            fix="noise_scales={'workload': its noise scale} (its profile facts' noise_scale)",
+        )
+    for workload, value in (noise_scales or {}).items():
+        if workload not in choices["workloads"]:
+            raise InputError(
+                f"noise_scales names workload {workload!r}, which is not in the model"
+                + did_you_mean(str(workload), choices["workloads"]),
+                fix="name workloads among " + ", ".join(choices["workloads"]),
+            )
+        ok = value is None or (
+            isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        )
+        if not ok or (value is not None and not math.isfinite(value)):
+            raise InputError(
+                f"noise_scales[{workload!r}] must be a number > 0 or None, got {value!r}",
+                fix="give the profile facts' noise_scale, or None to assume perfect scaling",
+            )
     return constraints
 
 
@@ -283,11 +324,20 @@ class SearchPanel:
     Args:
         model: a fitted ``StepTimeModel``.
         catalog: the EC2 catalog (default: the embedded one).
-        job: the training job; the panel's workload and samples controls replace its model
-            and its samples to the target (its other fields are kept).
+        job: the training job; the panel's workload, samples, local batches and noise scale
+            controls replace its model, its samples to the target, its ``local_bsz`` and its
+            ``noise_scale`` (its other fields are kept).
         constraints: the starting deadline, budget, confidence, nodes, spot, mixes, families.
         objective: the starting objective (``planner.OBJECTIVES``).
         top: rows in the table.
+        noise_scales: each workload's gradient noise scale (its profile facts'
+            ``noise_scale``), or None where it was not measured.
+
+    Choosing another workload sets the local batches to the batches it was profiled at
+    (``choices.profiled_batches``; the job's own for the job's workload) and the noise scale to
+    its own (``noise_scales``, the job's for the job's workload; none, perfect scaling, when
+    unknown), in one update, before it searches; the deadline, budget, confidence, pricing and
+    the other controls stay as the user set them.
 
     ``panel.widget`` is the ipywidgets box (JupyterLab displays the panel itself);
     ``panel.result`` is the current ``SearchResult``, ``panel.error`` the current error and
@@ -303,6 +353,7 @@ class SearchPanel:
         *,
         objective: str = "cost",
         top: int = 10,
+        noise_scales: dict[str, float | None] | None = None,
     ) -> None:
         import ipywidgets as w
 
@@ -311,7 +362,9 @@ class SearchPanel:
         if job is None:
             raise InputError("the panel needs a Job", fix="SearchPanel(model, catalog, Job(...))")
         catalog = load_catalog() if catalog is None else catalog
-        c = _check_panel(model, catalog, job, constraints or Constraints(), objective, top)
+        c = _check_panel(
+            model, catalog, job, constraints or Constraints(), objective, top, noise_scales
+        )
         self.model = model
         self.catalog = catalog
         self.job = job
@@ -322,7 +375,15 @@ class SearchPanel:
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         self._drawn: Evaluated | None = None
         choices = search_choices(model, self.catalog)
+        # each workload's own batches and noise scale: what choosing it sets those controls to
+        self._own = {
+            name: (profiled_batches(model, name), (noise_scales or {}).get(name))
+            for name in choices["workloads"]
+        }
+        self._own[job.model] = (job.local_bsz or (), job.noise_scale)
+        self._quiet = False  # while a workload switch sets the controls it owns
         samples = job.work.samples
+        noise = job.noise_scale
         wide = {"description_width": "90px"}
         self.controls = {
             "workload": w.Dropdown(
@@ -334,6 +395,25 @@ class SearchPanel:
                 description="samples",
                 continuous_update=False,
                 style=wide,
+            ),
+            "batches": w.SelectMultiple(
+                options=batch_options(self._own.values()),
+                value=tuple(job.local_bsz or ()),
+                description="local batches",
+                rows=4,
+                style=wide,
+            ),
+            "noise_on": w.Checkbox(
+                value=noise is not None,
+                description="noise scale",
+                indent=False,
+                layout=w.Layout(width="100px"),
+            ),
+            "noise": w.SelectionSlider(
+                options=noise_choices(noise),
+                value=noise or NOISE_START,
+                description="samples",
+                continuous_update=False,
             ),
             "deadline_on": w.Checkbox(
                 value=c.deadline_h is not None,
@@ -420,6 +500,8 @@ class SearchPanel:
             [
                 ctl["workload"],
                 ctl["samples"],
+                ctl["batches"],
+                w.HBox([ctl["noise_on"], ctl["noise"]]),
                 w.HBox([ctl["deadline_on"], ctl["deadline"]]),
                 w.HBox([ctl["budget_on"], ctl["budget"]]),
                 ctl["confidence"],
@@ -470,8 +552,10 @@ class SearchPanel:
         """The job, constraints and objective the controls set now."""
         v = {name: control.value for name, control in self.controls.items()}
         job = self.job
-        if v["workload"] != job.model:
-            job = replace(job, model=v["workload"])
+        batches = tuple(int(b) for b in v["batches"]) or None  # none ticked: the default ones
+        noise = float(v["noise"]) if v["noise_on"] else None
+        if (v["workload"], batches, noise) != (job.model, job.local_bsz, job.noise_scale):
+            job = replace(job, model=v["workload"], local_bsz=batches, noise_scale=noise)
         if float(v["samples"]) != job.work.samples:
             job = replace(job, samples=float(v["samples"]), steps=None, epochs=None)
         constraints = panel_constraints(
@@ -522,13 +606,38 @@ class SearchPanel:
         return ev, view
 
     def _changed(self, change: dict) -> None:
-        for name in ("deadline", "budget"):
+        if self._quiet:
+            return  # a workload switch setting its controls: it searches once, when done
+        if change["owner"] is self.controls["workload"]:
+            self._switch_workload(change["new"])
+            return
+        for name in ("deadline", "budget", "noise"):
             box = self.controls[f"{name}_on"]
             if change["owner"] is self.controls[name] and not box.value:
-                # moving a deadline or a budget asks for one: a slider left off would move
-                # while nothing else did (the box's own observer searches again)
+                # moving a deadline, a budget or a noise scale asks for one: a slider left off
+                # would move while nothing else did (the box's own observer searches again)
                 box.value = True
                 return
+        self.refresh()
+
+    def _switch_workload(self, workload: str) -> None:
+        """Set the controls a workload owns to its own values (its profiled batches, its noise
+        scale or none) in one batched update per control, then search once; every other
+        control keeps what the user set."""
+        batches, noise = self._own[workload]
+        ctl = self.controls
+        self._quiet = True
+        try:
+            with ExitStack() as held:
+                for name in ("batches", "noise", "noise_on"):
+                    held.enter_context(ctl[name].hold_sync())
+                ctl["batches"].value = tuple(batches)
+                if noise is not None:
+                    ctl["noise"].options = noise_choices(noise)
+                    ctl["noise"].value = noise
+                ctl["noise_on"].value = noise is not None
+        finally:
+            self._quiet = False
         self.refresh()
 
     def refresh(self) -> SearchResult | None:

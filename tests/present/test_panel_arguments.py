@@ -21,8 +21,19 @@ JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bs
         ({"constraints": {"max_nodes": 8}}, "constraints must be Constraints"),
         ({"job": "resnet"}, "job must be a Job"),
         ({"top": 0}, "top must be a whole number"),
+        ({"noise_scales": {"resnett": 4096}}, "noise_scales names workload 'resnett'"),
+        ({"noise_scales": {"resnet": -1.0}}, r"noise_scales\['resnet'\] must be a number > 0"),
     ],
-    ids=["workload", "objective", "family", "constraints-dict", "job-str", "top"],
+    ids=[
+        "workload",
+        "objective",
+        "family",
+        "constraints-dict",
+        "job-str",
+        "top",
+        "noise",
+        "noise<0",
+    ],
 )
 def test_a_panel_argument_it_cannot_show_is_one_input_error(model, change, words):
     args = {"job": JOB, "constraints": Constraints(max_nodes=8), "objective": "cost", "top": 10}

@@ -309,3 +309,51 @@ def test_the_figures_draw_the_pick_on_the_front_in_the_words_of_their_axes(model
         assert front.get_ydata().tolist() == marks["front"].y.tolist()
     finally:
         plt.close(fig)
+
+
+@pytest.fixture(scope="module")
+def profiled():
+    """The packaged profiles (mlp, cnn, transformer on this project's own runs), fitted, and
+    their facts' noise scales: a model with several workloads, as notebook 03 gets one."""
+    import json
+    import warnings
+
+    from srifty_kit import StepTimeModel
+    from tests.builders import REPO
+
+    parts = [pd.read_csv(REPO / "data" / f"sample_profile_{k}.csv") for k in ("single", "dist")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(pd.concat(parts, ignore_index=True))
+    facts = json.loads((REPO / "data" / "sample_profile_facts.json").read_text())
+    return model, {name: f["noise_scale"] for name, f in facts.items()}
+
+
+def test_switching_the_workload_takes_its_own_batches_and_noise_scale(profiled, catalog):
+    model, noise = profiled
+    job = Job("mlp", samples=1e9, reference_bsz=64, noise_scale=noise["mlp"], local_bsz=(8, 32))
+    start = Constraints(deadline_h=2.0, budget_usd=50.0, confidence=0.8, spot=True)
+    panel = SearchPanel(model, catalog, job, start, noise_scales={"cnn": noise["cnn"]})
+    ctl = panel.controls
+    assert ctl["batches"].value == (8, 32) and ctl["noise"].value == noise["mlp"]
+    ctl["max_nodes"].value = 4  # a setting of the user's, kept across the switch
+    evaluations = len(panel._cache)
+    ctl["workload"].value = "cnn"  # profiled at 4-32, its own noise scale
+    assert ctl["batches"].value == (4, 8, 16, 32) and ctl["noise"].value == noise["cnn"]
+    assert ctl["noise_on"].value is True
+    searched = panel.result.job
+    assert (searched.model, searched.local_bsz, searched.noise_scale) == (
+        "cnn",
+        (4, 8, 16, 32),
+        noise["cnn"],
+    )
+    assert len(panel._cache) == evaluations + 1  # one search, with every control switched
+    kept = panel.result.constraints
+    assert (kept.deadline_h, kept.budget_usd, kept.confidence, kept.spot) == (2.0, 50.0, 0.8, True)
+    assert kept.max_nodes == 4
+    assert 'data-budget="50.0"' in panel.table.value
+    ctl["workload"].value = "transformer"  # no noise scale given: none, not cnn's
+    assert ctl["noise_on"].value is False and panel.result.job.noise_scale is None
+    assert panel.result.job.local_bsz == (4, 8, 16, 32)
+    ctl["workload"].value = "mlp"  # back: the job's own values
+    assert panel.result.job == replace(job)
