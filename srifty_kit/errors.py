@@ -105,20 +105,22 @@ def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: float, digits: int = 3) -> str:
     """A duration as people say it, in the unit that fits it: '40 ms', '1.01 s', '12 min',
-    '53.7 min', '2.5 h', '1,234 h' (never '1.01e+03 ms'). The one formatter of the kit's
-    messages and lessons."""
+    '53.7 min', '2.5 h', '1,234 h' (never '1.01e+03 ms'), to ``digits`` significant digits
+    (4: '202.6 ms', '14.76 s', where two close times must read apart). The one formatter of
+    the kit's messages and lessons."""
     s = float(seconds)
-    shown = float(f"{s:.3g}")  # the unit of the value as shown: 0.9996 s is '1 s', not '1e+03 ms'
+    g = f".{int(digits)}g"
+    shown = float(format(s, g))  # the unit of the value as shown: 0.9996 s is '1 s', not '1e+03 ms'
     if shown >= 3600:
         hours = s / 3600
-        return f"{hours:,.0f} h" if hours >= 100 else f"{hours:.3g} h"
+        return f"{hours:,.0f} h" if hours >= 100 else f"{format(hours, g)} h"
     if shown >= 60:
-        return f"{s / 60:.3g} min"
+        return f"{format(s / 60, g)} min"
     if shown >= 1:
-        return f"{s:.3g} s"
-    return f"{s * 1000:.3g} ms"
+        return f"{format(s, g)} s"
+    return f"{format(s * 1000, g)} ms"
 
 
 def hours(h: float) -> str:

@@ -26,7 +26,7 @@ from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
-from srifty_kit.errors import InputError, hours
+from srifty_kit.errors import InputError, duration, hours
 from srifty_kit.model.efficiency import efficiency
 from srifty_kit.model.intervals import two_sided_z
 
@@ -821,11 +821,9 @@ class ControllerLesson:
         if len(self.lines):
             seen = []
             for _, r in self.lines.iterrows():
-                one = (
-                    f"{r['basis']}: one worker at batch {start} takes {r['model_s'] * 1000:.3g} ms"
-                )
+                one = f"{r['basis']}: one worker at batch {start} takes {duration(r['model_s'])}"
                 if np.isfinite(r["measured_s"]):
-                    one += f" (measured {r['measured_s'] * 1000:.3g} ms)"
+                    one += f" (measured {duration(r['measured_s'])})"
                 seen.append(one + self._beside(str(r["instance_type"])))
             t0, t1 = self.lines["model_s"].to_numpy(float)[:2]
             inside = abs(t0 / t1 - 1) <= self.deadband
@@ -836,14 +834,17 @@ class ControllerLesson:
                 + f" the controller's +-{self.deadband:.0%} deadband"
                 + (": it has nothing to balance." if inside else ".")
             )
-        ms = 1000
+
+        def step(seconds: float) -> str:  # four digits: settled and re-settled read apart
+            return duration(seconds, 4)
+
         lines.append(
-            f"Even split (local {start} each): {s['even_step_s'] * ms:.4g} ms per step (the "
+            f"Even split (local {start} each): {step(s['even_step_s'])} per step (the "
             "faster type waits). "
             + (
                 f"The controller settles by step {s['settled_at']} at "
-                f"{s['settled_step_s'] * ms:.4g} ms, local batches "
-                + ", ".join(f"{t} {v:.3g}" for t, v in by_type.items())
+                f"{step(s['settled_step_s'])}, local batches "
+                + ", ".join(f"{t} {v:.0f}" for t, v in by_type.items())
                 + f" ({1 - s['settled_step_s'] / s['even_step_s']:.0%} faster per step)."
                 if s["settled_at"] > 0
                 else "Every worker is already inside the deadband: the controller changes nothing."
@@ -854,15 +855,14 @@ class ControllerLesson:
         if self.slow_factor != 1:
             lines.append(
                 f"Worker 0 ({a}) turns {self.slow_factor:.3g}x slower at step {self.slow_at}: "
-                f"the step jumps to {s['slowed_step_s'] * ms:.4g} ms; "
+                f"the step jumps to {step(s['slowed_step_s'])}; "
                 + (
                     f"the controller re-settles by step {s['resettled_at']} "
                     f"({s['resettled_at'] - self.slow_at} steps later) at "
-                    f"{s['final_step_s'] * ms:.4g} ms, where keeping the old split would "
-                    f"stay at {s['slowed_step_s'] * ms:.4g} ms per step."
+                    f"{step(s['final_step_s'])}, where keeping the old split would "
+                    f"stay at {step(s['slowed_step_s'])} per step."
                     if s["resettled_at"] >= 0
-                    else f"by the last step it is at {s['final_step_s'] * ms:.4g} ms "
-                    "(not yet settled)."
+                    else f"by the last step it is at {step(s['final_step_s'])} (not yet settled)."
                 )
             )
         return "\n".join(lines)

@@ -151,6 +151,15 @@ def test_a_duration_is_said_in_the_unit_that_fits_it(seconds, said):
     assert duration(seconds) == said
 
 
+def test_a_duration_keeps_the_digits_asked_for_without_exponents():
+    from srifty_kit.errors import duration
+
+    assert duration(0.2026, 4) == "202.6 ms"
+    assert duration(14.76, 4) == "14.76 s"
+    assert duration(1189e-3, 4) == "1.189 s"
+    assert duration(0.99996, 4) == "1 s"
+
+
 @pytest.mark.parametrize(
     "ratio, said",
     [(1.3, "1.3"), (0.77, "0.77"), (2.0, "2"), (1.04, "1.04"), (0.996, "0.996"), (1.0, "1")],

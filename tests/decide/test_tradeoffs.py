@@ -248,6 +248,19 @@ def test_the_controller_says_when_two_types_are_too_alike_to_balance(model, cata
     assert "inside the controller's +-5% deadband: it has nothing to balance" in lesson.text()
 
 
+def test_the_controller_says_steps_of_seconds_in_seconds_and_batches_whole(model, catalog):
+    """At batch 1024 a step takes seconds: the answer says '4.056 s', never '4056 ms' or
+    '4.06e+03 ms', and the settled batches as whole samples (never '1.25e+03')."""
+    lesson = tradeoffs.controller_lesson(model, catalog, JOB, local_bsz=1024, slow_factor=2.0)
+    text = lesson.text()
+    assert lesson.summary["even_step_s"] > 1
+    assert "e+" not in text and " ms" not in text
+    assert f"{lesson.summary['even_step_s']:.4g} s per step" in text
+    settled = lesson.trace[lesson.trace["step"] == lesson.slow_at - 1]
+    for name, batch in settled.groupby("instance_type")["local_bsz"].mean().items():
+        assert f"{name} {batch:.0f}" in text
+
+
 @pytest.mark.parametrize("bad", [{"slow_at": 0}, {"slow_at": 40}, {"slow_factor": 0.0}])
 def test_controller_lesson_says_what_is_wrong(model, catalog, bad):
     with pytest.raises(InputError):
