@@ -26,7 +26,7 @@ from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
-from srifty_kit.errors import InputError, duration, hours
+from srifty_kit.errors import InputError, counted, duration, hours
 from srifty_kit.model.efficiency import efficiency
 from srifty_kit.model.intervals import two_sided_z
 
@@ -858,7 +858,7 @@ class ControllerLesson:
                 f"the step jumps to {step(s['slowed_step_s'])}; "
                 + (
                     f"the controller re-settles by step {s['resettled_at']} "
-                    f"({s['resettled_at'] - self.slow_at} steps later) at "
+                    f"({counted(s['resettled_at'] - self.slow_at, 'step')} later) at "
                     f"{step(s['final_step_s'])}, where keeping the old split would "
                     f"stay at {step(s['slowed_step_s'])} per step."
                     if s["resettled_at"] >= 0

@@ -248,6 +248,15 @@ def test_the_controller_says_when_two_types_are_too_alike_to_balance(model, cata
     assert "inside the controller's +-5% deadband: it has nothing to balance" in lesson.text()
 
 
+def test_the_controller_says_one_step_later_in_the_singular(model, catalog):
+    """At batch 1024 the controller re-settles the step after the slowdown's first."""
+    lesson = tradeoffs.controller_lesson(model, catalog, JOB, local_bsz=1024, slow_factor=2.0)
+    assert lesson.summary["resettled_at"] == lesson.slow_at + 1
+    text = lesson.text()
+    assert f"re-settles by step {lesson.slow_at + 1} (1 step later)" in text
+    assert "1 steps" not in text
+
+
 def test_the_controller_says_steps_of_seconds_in_seconds_and_batches_whole(model, catalog):
     """At batch 1024 a step takes seconds: the answer says '4.056 s', never '4056 ms' or
     '4.06e+03 ms', and the settled batches as whole samples (never '1.25e+03')."""
