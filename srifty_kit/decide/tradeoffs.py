@@ -423,8 +423,8 @@ class SpotTradeoff:
                 else ""
             )
             + f"); this one costs {above:.1%} more. Young/Daly's sqrt(2 c M) = sqrt(2 x "
-            f"{self.write_h:.3g} h x {mtbf:.3g} h) = {hours(self.young_daly_h)}. Shorter "
-            "intervals pay for writing checkpoints, longer ones for re-doing lost work.",
+            f"{self.write_h:.3g} h x {_hours_number(mtbf)} h) = {hours(self.young_daly_h)}. "
+            "Shorter intervals pay for writing checkpoints, longer ones for re-doing lost work.",
             f"Deadline {hours(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "
             "on-demand " + ("meets it." if od["time_h"] <= self.deadline_h else "misses it too."),
         ]
@@ -434,6 +434,12 @@ class SpotTradeoff:
                 "it on every run: the writes alone pass the deadline."
             )
         return "\n".join(lines)
+
+
+def _hours_number(h: float) -> str:
+    """A number of hours inside a formula as ``hours`` says it beside it: '683', '3,604'
+    (never '3.6e+03'), '47.4'."""
+    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
 
 
 class _OnDemand:

@@ -170,6 +170,18 @@ def test_the_cheapest_interval_is_young_dalys_and_inside_the_grid(spot_case):
     assert "Young/Daly" in spot_case.text() and "on-demand: on-demand" not in spot_case.text()
 
 
+def test_young_dalys_formula_says_a_long_mtbf_as_the_answer_says_it(model, catalog):
+    """At the rarest reclaims 8 nodes see one every 3,604 h: the formula says '3,604 h' too,
+    not '3.6e+03 h'."""
+    r = tradeoffs.spot_tradeoff(model, catalog, JOB, "g4dn.12xlarge", 8, 32, bucket="<5%", runs=50)
+    mtbf = 1 / r.cluster_hazard
+    assert mtbf > 1000
+    text = r.text()
+    assert "e+" not in text
+    assert f"a reclaim every {mtbf:,.0f} h" in text
+    assert f"sqrt(2 x {r.write_h:.3g} h x {mtbf:,.0f} h) = " in text
+
+
 def test_young_daly_has_no_optimum_without_reclaims_or_writes():
     from srifty_kit.decide.spot import young_daly_interval
 
