@@ -1056,12 +1056,27 @@ class Judgement:
                 )
             )
         if {"point", "upper"} <= rows.keys():
-            more = rows["upper"]["cost_usd"] / rows["point"]["cost_usd"] - 1
-            lines.append(
-                f"The upper end's pick costs {more:+.0%} against the point estimate's, "
-                "for that difference in misses."
-            )
+            if self.same_pick:
+                lines.append(
+                    "Both rules pick the same configuration: its upper end meets the deadline "
+                    "too, so here the promise costs nothing more."
+                )
+            else:
+                more = rows["upper"]["cost_usd"] / rows["point"]["cost_usd"] - 1
+                lines.append(
+                    f"The upper end's pick costs {more:+.0%} against the point estimate's, "
+                    "for that difference in misses."
+                )
         return "\n".join(lines)
+
+    @property
+    def same_pick(self) -> bool:
+        """Whether both rules picked one configuration (False where either has no pick)."""
+        if not {"point", "upper"} <= set(self.table.get("rule", ())):
+            return False
+        table = self.table.set_index("rule")
+        key = [c for c in PICK_KEY if c in table.columns]
+        return table.loc["point", key].astype(str).equals(table.loc["upper", key].astype(str))
 
 
 # the columns that name a configuration: two picks alike in them are the same pick
@@ -1132,13 +1147,9 @@ def disagreeing_deadline(
     best, gap = None, -np.inf
     for d in deadlines_h:
         j = deadline_judgement(evaluated, float(d), runs=runs, seed=seed)
-        if not {"point", "upper"} <= set(j.table.get("rule", ())):
-            continue
-        table = j.table.set_index("rule")
-        key = [c for c in PICK_KEY if c in table.columns]
-        if table.loc["point", key].astype(str).equals(table.loc["upper", key].astype(str)):
-            continue  # one configuration: nothing to compare
-        share = table["miss_share"]
+        if not {"point", "upper"} <= set(j.table.get("rule", ())) or j.same_pick:
+            continue  # one rule has no pick, or both have one configuration: nothing to compare
+        share = j.table.set_index("rule")["miss_share"]
         if share["point"] - share["upper"] > gap:
             best, gap = float(d), share["point"] - share["upper"]
     return best

@@ -326,6 +326,24 @@ def test_the_upper_end_pick_is_the_search_pick_and_rarely_misses(
     assert edges[0] <= min(t.min() for t in j.runs.values())
 
 
+def test_a_deadline_both_rules_pick_alike_says_so_not_a_difference(model, catalog):
+    """On one measured type, far past its slowest configuration, both rules pick the cheapest
+    one: the answer says they agree, not that the upper end's pick costs '+0% against the
+    point estimate's, for that difference in misses'."""
+    one = catalog[catalog["instance_type"] == "g4dn.12xlarge"]
+    evaluated = evaluate(model, one, JOB, Constraints(confidence=0.9, max_nodes=8))
+    c = evaluated.candidates
+    deadline = 2 * float(c["time_hi_h"][~c["spot"]].max())
+    j = tradeoffs.deadline_judgement(evaluated, deadline, runs=500)
+    point, upper = (j.table.set_index("rule").loc[r] for r in ("point", "upper"))
+    key = ["instance_type", "num_nodes", "local_bsz"]
+    assert point[key].tolist() == upper[key].tolist()
+    text = j.text()
+    assert "for that difference in misses" not in text
+    assert "Both rules pick the same configuration" in text
+    assert j.same_pick
+
+
 def test_judging_needs_on_demand_candidates_and_a_positive_deadline(model, catalog, evaluated):
     with pytest.raises(InputError, match="on-demand"):
         tradeoffs.deadline_judgement(
