@@ -427,11 +427,13 @@ def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
 def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 5)) -> list[float]:
     """Readable ticks for a log axis from ``low`` to ``high``: 1-2-5 (``steps``) times powers of
     ten inside the range, plus ``extra`` (a deadline, a marked value), sorted, each once; a
-    regular tick within 20% of an extra one gives way to it.
+    regular tick within 20% of an extra one gives way to it, and so does an extra one within
+    20% of an earlier extra one (their labels would print into one another: '5.5' and '6'
+    read '5.56').
 
     Args:
         low, high: the axis' ends (> 0).
-        extra: values that must carry a tick.
+        extra: values that must carry a tick, the first first where two are close.
         steps: the mantissas to tick in each decade.
 
     Returns:
@@ -441,7 +443,10 @@ def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 
         return sorted({float(f"{v:.3g}") for v in extra})
     decades = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
     ticks = {float(f"{m * 10.0**d:.3g}") for d in decades for m in steps}
-    marked = {float(f"{v:.3g}") for v in extra if low <= v <= high}
+    marked: set[float] = set()
+    for v in (float(f"{v:.3g}") for v in extra if low <= v <= high):
+        if all(v == m or abs(np.log(v / m)) > 0.2 for m in marked):
+            marked.add(v)
     # a regular tick this close to a marked one would print over its label
     ticks = {t for t in ticks if low <= t <= high and all(abs(np.log(t / v)) > 0.2 for v in marked)}
     return sorted(ticks | marked)

@@ -357,3 +357,20 @@ def test_switching_the_workload_takes_its_own_batches_and_noise_scale(profiled, 
     assert panel.result.job.local_bsz == (4, 8, 16, 32)
     ctl["workload"].value = "mlp"  # back: the job's own values
     assert panel.result.job == replace(job)
+
+
+def test_the_spot_lessons_marked_intervals_never_print_over_each_other(model, catalog):
+    """At the question's stop, 6 h, the cheapest interval (Young/Daly's, 5.51 h) and the chosen
+    one each asked for an x tick: '5.5' and '6' printed into one another ('5.56'). Of marked
+    values closer than 20% only the first keeps its tick."""
+    import numpy as np
+
+    from srifty_kit.present.lessons import SpotLesson
+
+    lesson = SpotLesson(model, catalog, replace(LESSON_JOB, samples=2e9), runs=50)
+    for stop in [v for _, v in lesson.controls["checkpoint_interval"].options]:
+        lesson.controls["checkpoint_interval"].value = stop
+        ticks = np.log(np.asarray(lesson.axes["x"].tick_values, float))
+        assert np.diff(ticks).min() > 0.2, (stop, lesson.axes["x"].tick_values)
+    best = float(f"{lesson.refresh().best['interval_h']:.3g}")
+    assert best in lesson.axes["x"].tick_values  # the cheapest interval keeps its tick
