@@ -7,10 +7,12 @@ week, its files named by that week.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import logging
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -133,7 +135,9 @@ def run_report(
     fails (a cell raises, the kernel dies, the timeout or Ctrl-C) keeps what it executed for
     inspection (papermill saves the notebook cell by cell) under ``failed_name`` (default
     ``NAME.failed``), never over the last good report, which stays in place; a later good run
-    removes it. An ``InputError`` raised inside the notebook comes back as one.
+    removes it. An ``InputError`` raised inside the notebook comes back as one; a cell that
+    raised as ``ReportFailed``, a kernel that died or a cell that ran past ``timeout_s`` as
+    ``ReportStopped`` (each one line; the command exits 1).
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -146,24 +150,29 @@ def run_report(
     running = out / f".{stem}.running.ipynb"
     failed = out / f"{failed_name or stem + '.failed'}.ipynb"
     try:
-        papermill.execute_notebook(
-            str(source),
-            _scrubbed(running),  # redacted at every save
-            parameters=parameters,
-            kernel_name=kernel_name,
-            cwd=str(out),
-            progress_bar=progress,
-            execution_timeout=timeout_s,
-            kernel_manager_class=_quiet_kernel_manager(),
-        )
+        with _said_once():
+            papermill.execute_notebook(
+                str(source),
+                _scrubbed(running),  # redacted at every save
+                parameters=parameters,
+                kernel_name=kernel_name,
+                cwd=str(out),
+                progress_bar=progress,
+                execution_timeout=timeout_s,
+                kernel_manager_class=_quiet_kernel_manager(),
+            )
     except PapermillExecutionError as err:
         os.replace(running, failed)
         if err.ename == "InputError":
             raise InputError(f"{err.evalue} (executed notebook kept at {failed})") from err
         raise ReportFailed(err, failed) from err
-    except BaseException:  # a dead kernel, a timeout, Ctrl-C: keep what ran, if anything did
-        if running.exists():
+    except BaseException as err:  # a dead kernel, a timeout, Ctrl-C: keep what ran, if any
+        kept = running.exists()
+        if kept:
             os.replace(running, failed)
+        stopped = _stopped(err, timeout_s, failed if kept else None)
+        if stopped is not None:  # one line, as a failing cell's, not nbclient's traceback
+            raise stopped from err
         raise
     os.replace(running, executed)
     failed.unlink(missing_ok=True)  # an earlier failure of this report is now stale
@@ -173,6 +182,48 @@ def run_report(
         text = _html_of(executed, exclude_input)
         atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
     return Report(notebook=executed, html=page)
+
+
+def _stopped(
+    err: BaseException, timeout_s: float | None, kept: Path | None
+) -> ReportStopped | None:
+    """The one-line failure of a run whose kernel died (killed, out of memory; as it started
+    or while a cell ran) or whose cell ran past ``timeout_s``; None for anything else (Ctrl-C,
+    a bug), which goes on as it is."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    where = f" (executed notebook kept at {kept})" if kept else ""
+    if isinstance(err, DeadKernelError):
+        return ReportStopped(
+            f"the notebook's kernel died while a cell ran (killed, or out of memory){where}",
+            kept,
+        )
+    if isinstance(err, RuntimeError) and str(err).startswith("Kernel died"):  # jupyter_client's
+        return ReportStopped(f"the notebook's kernel died as it started ({err}){where}", kept)
+    if isinstance(err, CellTimeoutError):
+        limit = f"{timeout_s:g} s" if timeout_s else "its time limit"
+        return ReportStopped(f"a cell ran longer than {limit} and was stopped{where}", kept)
+    return None
+
+
+class _KernelDeathSaid(logging.Filter):
+    """Drops nbclient's own records of a dead kernel: ``ReportStopped`` says it, in its line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for nbclient's record of a dead kernel, True for every other."""
+        return "Kernel died" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _said_once() -> Iterator[None]:
+    """While papermill runs: a dead kernel is said once, by the failure's line."""
+    logger = logging.getLogger("papermill")  # the logger papermill hands to nbclient
+    said = _KernelDeathSaid()
+    logger.addFilter(said)
+    try:
+        yield
+    finally:
+        logger.removeFilter(said)
 
 
 def _quiet_kernel_manager() -> type:
@@ -203,6 +254,15 @@ class ReportFailed(CommandFailed):
         where = f"cell [{cell}] " if cell is not None else "a cell "
         first = evalue[0] if evalue else ""
         super().__init__(f"{where}raised {ename}: {first} (executed notebook kept at {notebook})")
+
+
+class ReportStopped(CommandFailed):
+    """A report stopped by no cell's exception: its kernel died (killed, out of memory) or a
+    cell ran past the timeout. One line, and where the executed notebook is kept (if any)."""
+
+    def __init__(self, message: str, notebook: Path | None) -> None:
+        self.notebook = notebook
+        super().__init__(message)
 
 
 def tagged_outputs(notebook: str | os.PathLike) -> dict[str, list[dict[str, Any]]]:

@@ -11,6 +11,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.builders import (
     AWS_SECRETS,
     LEDGER_WEEK,
     REPO,
+    SRIFTY,
     athena_result,
     fake_aws_env,
     jobs_ledger_frame,
@@ -137,6 +139,48 @@ def test_a_week_without_usage_is_a_no_usage_report_not_an_error(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "No usage in the week of" in (out / "weekly_cost_2026-06-01.html").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["as it starts", "while a cell runs"])
+def test_a_kernel_killed_mid_report_is_one_line_and_exit_1(tmp_path, when):
+    """The kernel killed (the OOM killer, an operator): one line, exit 1, the executed
+    notebook kept, last week's report as it was."""
+    import psutil
+
+    out = tmp_path / "weekly"
+    out.mkdir()
+    (out / "weekly_cost_2026-11-23.html").write_bytes(b"the last good report\n")
+    run = subprocess.Popen(
+        [SRIFTY, "report", "weekly", "--week", "2026-11-23", "--ledger", str(SAMPLE),
+         "--out", str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    killed = False
+    while run.poll() is None and not killed:
+        kernels = [
+            child
+            for child in psutil.Process(run.pid).children(recursive=True)
+            if "ipykernel" in " ".join(child.cmdline())
+        ]
+        running = out / ".weekly_cost_2026-11-23.running.ipynb"
+        # papermill marks a cell "running" in the notebook it saves when the cell starts
+        if kernels and (
+            when == "as it starts" or (running.exists() and '"running"' in running.read_text())
+        ):
+            kernels[0].kill()
+            killed = True
+        time.sleep(0.05)
+    stdout, stderr = run.communicate(timeout=300)
+    assert killed, stderr
+    assert run.returncode == 1, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith("srifty report weekly: error: the notebook's kernel died")
+    if when == "while a cell runs":
+        assert "weekly_cost_2026-11-23.failed.ipynb" in lines[0]
+        assert (out / "weekly_cost_2026-11-23.failed.ipynb").exists()
+    assert (out / "weekly_cost_2026-11-23.html").read_bytes() == b"the last good report\n"
 
 
 def test_help_shows_the_schedule_the_deploy_files_hold():

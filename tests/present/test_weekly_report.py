@@ -18,7 +18,7 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.savings import recommend
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
-from srifty_kit.present.reports import ReportFailed, run_report, run_weekly_report
+from srifty_kit.present.reports import ReportFailed, ReportStopped, run_report, run_weekly_report
 from srifty_kit.present.spend import MIN_DAYS, forecast_next_week
 from srifty_kit.present.weekly import last_full_week, parse_week, week_note
 from srifty_kit.tables.usage_sql import OTHER_USAGE, TAX
@@ -410,6 +410,21 @@ def test_a_failing_cell_keeps_its_notebook_and_the_last_good_report(tmp_path):
     again = run_report(nb, {"x": 4}, out, name="r", failed_name="r.failed", progress=False)
     assert "2.5" in again.html.read_text() and not (out / "r.failed.ipynb").exists()
     assert sorted(p.name for p in out.iterdir()) == ["r.html", "r.ipynb"]
+
+
+@pytest.mark.slow
+def test_a_cell_past_the_timeout_is_one_line_keeping_the_last_good_report(tmp_path):
+    nb = failing_notebook(tmp_path / "r.ipynb", "import time\nif x:\n    time.sleep(600)")
+    out = tmp_path / "out"
+    good = run_report(nb, {"x": 0}, out, name="r", progress=False)
+    first = good.html.read_bytes()
+    with pytest.raises(ReportStopped) as e:
+        run_report(nb, {"x": 1}, out, name="r", progress=False, timeout_s=2)
+    message = str(e.value)
+    assert "ran longer than 2 s and was stopped" in message and "\n" not in message
+    assert e.value.notebook == out.resolve() / "r.failed.ipynb"
+    assert "kept before the failure" in e.value.notebook.read_text()
+    assert good.html.read_bytes() == first
 
 
 @pytest.mark.slow
