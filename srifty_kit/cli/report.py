@@ -15,8 +15,8 @@ from srifty_kit.cli.flags import (
 
 # what deploy/ holds; tests/cli/test_report.py checks the files say the same
 CRON_LINE = (
-    "0 6 * * 1  cd /srv/srifty && .venv/bin/srifty report weekly --ledger /data/cur "
-    "--out reports/weekly >> reports/weekly/cron.log 2>&1"
+    "0 6 * * 1  cd /srv/srifty && mkdir -p reports/weekly && .venv/bin/srifty report weekly "
+    "--quiet --ledger /data/cur --out reports/weekly >> reports/weekly/cron.log 2>&1"
 )
 SCHEDULING = f"""\
 scheduling: every Monday at 06:00, for the week before (the default week)

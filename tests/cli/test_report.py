@@ -194,7 +194,11 @@ def test_help_shows_the_schedule_the_deploy_files_hold():
     assert line == CRON_LINE
     minute, hour, _, _, weekday, *command = line.split()
     assert (minute, hour, weekday) == ("0", "6", "1")  # Mondays at 06:00
-    argv = shlex.split(" ".join(command).split("&&", 1)[1].split(">>")[0])
+    *steps, last = " ".join(command).split("&&")
+    # the log's folder exists before the shell opens the log for the command's output
+    assert [shlex.split(step) for step in steps[1:]] == [["mkdir", "-p", "reports/weekly"]]
+    assert last.split(">>")[1].split()[0] == "reports/weekly/cron.log"
+    argv = shlex.split(last.split(">>")[0])
     assert argv[0].endswith("srifty")
     assert build_parser().parse_args(argv[1:]).report == "weekly"
 
