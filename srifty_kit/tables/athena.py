@@ -5,7 +5,8 @@ get_query_results paginator). Only the small aggregated results travel back.
 Every AWS failure a user can fix (credentials missing, rejected or expired, access denied, an
 unknown workgroup, a query that failed or was cancelled) is one ``InputError`` whose text names
 the AWS error code and the fix; one the user cannot (a server error, throttling past the
-retries, an answer botocore cannot use) is a ``CommandFailed``. AWS's messages are redacted
+retries, an answer botocore cannot use, a query still running at the polling timeout, which
+is stopped) is a ``CommandFailed``. AWS's messages are redacted
 (``srifty_kit.tables.redact``): credentials never appear in either.
 """
 
@@ -164,11 +165,11 @@ class AthenaLedger:
                     "workgroup can read it (the query's text is in the Athena console)",
                 )
         client.stop_query_execution(QueryExecutionId=execution_id)
-        raise InputError(
-            f"the Athena query did not finish within {self.backoff.timeout_s:.0f} s and was "
-            f"stopped (query {execution_id})",
-            source=self.label,
-            fix="try again later or raise the timeout",
+        # nothing the user gave is wrong: Athena was slow or queued (exit 1, not 2)
+        raise CommandFailed(
+            f"{self.label}: the Athena query did not finish within "
+            f"{self.backoff.timeout_s:.0f} s and was stopped (query {execution_id}); to fix: "
+            "try again later (the workgroup's other queries may hold its capacity)"
         )
 
 

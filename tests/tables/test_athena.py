@@ -15,7 +15,7 @@ import boto3
 import pandas as pd
 import pytest
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import CommandFailed, InputError
 from srifty_kit.tables.athena import AthenaLedger, Backoff
 from srifty_kit.tables.ledger import weekly_usage
 from srifty_kit.tables.usage_sql import (
@@ -166,8 +166,11 @@ def test_a_query_that_never_finishes_is_stopped_at_the_timeout(aws):
     hold_queries(aws, 10**6)
     sleeps = Sleeps()
     athena = AthenaLedger("billing", "cur", OUTPUT, sleep=sleeps, backoff=Backoff(1, 2, 4, 20))
-    with pytest.raises(InputError, match="did not finish within 20 s and was stopped"):
+    # Athena being slow is no fault of the command line: exit 1 (CommandFailed), not 2
+    with pytest.raises(CommandFailed, match="did not finish within 20 s and was stopped") as e:
         athena.query("SELECT 1")
+    assert not isinstance(e.value, InputError) and "try again later" in str(e.value)
+    assert "athena:billing.cur" in str(e.value) and "\n" not in str(e.value)
     assert sum(sleeps) <= 20
     client = boto3.client("athena", region_name="us-east-1")
     (query_id,) = client.list_query_executions()["QueryExecutionIds"]
