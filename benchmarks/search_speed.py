@@ -16,7 +16,10 @@ API (``StepTimeModel.predict_belief``, one call per type), then ``DataFrame.appl
 scalar arithmetic (scipy's Poisson quantile for spot) and ``paretoset`` on the feasible rows.
 It is timed on a random subsample of the same candidates and extrapolated linearly to the full
 count — generous to it, since its Pareto step grows faster than linearly. Both must agree on
-the subsample (time, cost, their upper ends, feasibility, the front) or the run fails.
+the subsample (time, cost, their upper ends, feasibility, and the front of the upper ends that
+``pareto_mask`` and paretoset each find) or the run fails. The search's own front is over the
+time at the confidence and the expected cost (``pareto.FRONT_TIME``, ``FRONT_COST``); the
+check is of the front-finding, which the coordinates do not change.
 
 The model is fitted on the real EC2 measurements in ../shared/reference/measurements (or
 $SRIFTY_SHARED); without them, on a small synthetic table. Run from the repository root:
