@@ -137,7 +137,9 @@ def run_report(
     ``NAME.failed``), never over the last good report, which stays in place; a later good run
     removes it. An ``InputError`` raised inside the notebook comes back as one; a cell that
     raised as ``ReportFailed``, a kernel that died or a cell that ran past ``timeout_s`` as
-    ``ReportStopped`` (each one line; the command exits 1).
+    ``ReportStopped`` (each one line; the command exits 1). Two runs of one report into one
+    folder (a scheduled run and a rerun by hand) would write the same files: the second is
+    refused (``ReportBusy``) while the first runs.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -146,42 +148,90 @@ def run_report(
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stem = name or source.stem
-    executed = out / f"{stem}.ipynb"
-    running = out / f".{stem}.running.ipynb"
-    failed = out / f"{failed_name or stem + '.failed'}.ipynb"
-    try:
-        with _said_once():
-            papermill.execute_notebook(
-                str(source),
-                _scrubbed(running),  # redacted at every save
-                parameters=parameters,
-                kernel_name=kernel_name,
-                cwd=str(out),
-                progress_bar=progress,
-                execution_timeout=timeout_s,
-                kernel_manager_class=_quiet_kernel_manager(),
-            )
-    except PapermillExecutionError as err:
-        os.replace(running, failed)
-        if err.ename == "InputError":
-            raise InputError(f"{err.evalue} (executed notebook kept at {failed})") from err
-        raise ReportFailed(err, failed) from err
-    except BaseException as err:  # a dead kernel, a timeout, Ctrl-C: keep what ran, if any
-        kept = running.exists()
-        if kept:
+    with _one_run_at_a_time(out, stem):  # no other run of this report writes here now
+        executed = out / f"{stem}.ipynb"
+        running = out / f".{stem}.running.ipynb"
+        failed = out / f"{failed_name or stem + '.failed'}.ipynb"
+        try:
+            with _said_once():
+                papermill.execute_notebook(
+                    str(source),
+                    _scrubbed(running),  # redacted at every save
+                    parameters=parameters,
+                    kernel_name=kernel_name,
+                    cwd=str(out),
+                    progress_bar=progress,
+                    execution_timeout=timeout_s,
+                    kernel_manager_class=_quiet_kernel_manager(),
+                )
+        except PapermillExecutionError as err:
             os.replace(running, failed)
-        stopped = _stopped(err, timeout_s, failed if kept else None)
-        if stopped is not None:  # one line, as a failing cell's, not nbclient's traceback
-            raise stopped from err
-        raise
-    os.replace(running, executed)
-    failed.unlink(missing_ok=True)  # an earlier failure of this report is now stale
-    page = None
-    if html:
-        page = out / f"{stem}.html"
-        text = _html_of(executed, exclude_input)
-        atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
-    return Report(notebook=executed, html=page)
+            if err.ename == "InputError":
+                raise InputError(f"{err.evalue} (executed notebook kept at {failed})") from err
+            raise ReportFailed(err, failed) from err
+        except BaseException as err:  # a dead kernel, a timeout, Ctrl-C: keep what ran, if any
+            kept = running.exists()
+            if kept:
+                os.replace(running, failed)
+            stopped = _stopped(err, timeout_s, failed if kept else None)
+            if stopped is not None:  # one line, as a failing cell's, not nbclient's traceback
+                raise stopped from err
+            raise
+        os.replace(running, executed)
+        failed.unlink(missing_ok=True)  # an earlier failure of this report is now stale
+        page = None
+        if html:
+            page = out / f"{stem}.html"
+            text = _html_of(executed, exclude_input)
+            atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
+        return Report(notebook=executed, html=page)
+
+
+_held_locks: set[Path] = set()  # the report locks this process holds (a lock nests in it)
+
+
+@contextlib.contextmanager
+def _one_run_at_a_time(out: Path, stem: str) -> Iterator[None]:
+    """Hold ``out/.STEM.lock`` (an advisory ``flock``, released by the system when the process
+    ends, however it ends) while a run of report ``stem`` writes in ``out``; the file is removed
+    when the run is done. Within one process it nests: a caller that holds it (the weekly
+    report, around its run and its summary) lets ``run_report`` through.
+
+    Raises:
+        ReportBusy: another process holds it: its run of the same report is writing there.
+    """
+    path = out / f".{stem}.lock"
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks outside POSIX: runs are not kept apart there
+        fcntl = None
+    if fcntl is None or path in _held_locks:  # held by this process already: its caller's
+        yield
+        return
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ReportBusy(stem, out, holder) from None
+        try:  # the run that held it may have removed the file between our open and lock
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    _held_locks.add(path)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        _held_locks.discard(path)
+        path.unlink(missing_ok=True)  # while still held: no other run can be inside
+        os.close(fd)
 
 
 def _stopped(
@@ -254,6 +304,18 @@ class ReportFailed(CommandFailed):
         where = f"cell [{cell}] " if cell is not None else "a cell "
         first = evalue[0] if evalue else ""
         super().__init__(f"{where}raised {ename}: {first} (executed notebook kept at {notebook})")
+
+
+class ReportBusy(CommandFailed):
+    """Another run of the same report is writing in the same folder now (a scheduled run and
+    one by hand): this one did not start, and nothing of the other's was touched."""
+
+    def __init__(self, stem: str, out: Path, holder: str = "") -> None:
+        who = f" (process {holder})" if holder.isdigit() else ""
+        super().__init__(
+            f"another run of {stem} is writing in {out} now{who}; this one did not start, "
+            "and that run's files are untouched: wait for it to end, or write elsewhere (--out)"
+        )
 
 
 class ReportStopped(CommandFailed):
@@ -459,16 +521,20 @@ def run_weekly_report(
     from srifty_kit.present.weekly import parse_week
 
     name = weekly_report_name(parse_week(params["week_start"]))
-    report = run_report(
-        WEEKLY_NOTEBOOK,
-        params,
-        out_dir,
-        name=name,
-        exclude_input=True,
-        progress=progress,
-        timeout_s=timeout_s,
-    )
-    _write_weekly_summary(report, Path(out_dir) / f"{name}.json")
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    # the summary is read from this run's notebook: no other run may replace it meanwhile
+    with _one_run_at_a_time(out, name):
+        report = run_report(
+            WEEKLY_NOTEBOOK,
+            params,
+            out,
+            name=name,
+            exclude_input=True,
+            progress=progress,
+            timeout_s=timeout_s,
+        )
+        _write_weekly_summary(report, out / f"{name}.json")
     return report
 
 

@@ -346,3 +346,33 @@ def test_infinite_and_huge_costs_give_a_readable_report(tmp_path):
     assert "cost cell is not a finite number" in text and "missing or unparseable cost" in text
     summary = json.loads((out / f"weekly_cost_{LEDGER_WEEK}.json").read_text())
     assert all(r["billed_cost"] is not None for r in summary["reconciliation"])
+
+
+def test_a_second_run_of_the_same_week_is_refused_while_the_first_writes(tmp_path):
+    """A scheduled run and one by hand, at once, into one folder: the second must not start
+    (it would save over the first's notebook), and must say so in one line with exit 1."""
+    import fcntl
+
+    out = tmp_path / "weekly"
+    out.mkdir()
+    last_week = out / "weekly_cost_2026-11-23.html"
+    last_week.write_text("last good report")
+    # the first run, as srifty holds it: an exclusive flock on the report's lock file
+    with open(out / ".weekly_cost_2026-11-23.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242")
+        held.flush()
+        done = run_srifty(
+            "report", "weekly", "--week", "2026-11-23", "--ledger", str(SAMPLE), "--out",
+            str(out), "--quiet", timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "another run of weekly_cost_2026-11-23 is writing in" in lines[0]
+    assert "(process 4242)" in lines[0] and "did not start" in lines[0]
+    assert last_week.read_text() == "last good report"
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".weekly_cost_2026-11-23.lock",
+        "weekly_cost_2026-11-23.html",
+    ]

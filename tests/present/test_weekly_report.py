@@ -18,7 +18,13 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.savings import recommend
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
-from srifty_kit.present.reports import ReportFailed, ReportStopped, run_report, run_weekly_report
+from srifty_kit.present.reports import (
+    ReportBusy,
+    ReportFailed,
+    ReportStopped,
+    run_report,
+    run_weekly_report,
+)
 from srifty_kit.present.spend import MIN_DAYS, forecast_next_week
 from srifty_kit.present.weekly import last_full_week, parse_week, week_note
 from srifty_kit.tables.usage_sql import OTHER_USAGE, TAX
@@ -393,6 +399,15 @@ def failing_notebook(path, body: str):
     return path
 
 
+def last_good_report(tmp_path, body: str, x: int = 0):
+    """A report ``r`` run once to its end in ``tmp_path/out`` from a notebook whose last cell is
+    ``body``: (the notebook, the folder, the report, its HTML's bytes)."""
+    nb = failing_notebook(tmp_path / "r.ipynb", body)
+    out = tmp_path / "out"
+    good = run_report(nb, {"x": x}, out, name="r", progress=False)
+    return nb, out, good, good.html.read_bytes()
+
+
 @pytest.mark.slow
 def test_a_failing_cell_keeps_its_notebook_and_the_last_good_report(tmp_path):
     nb = failing_notebook(tmp_path / "r.ipynb", "print(10 / x)")
@@ -413,11 +428,27 @@ def test_a_failing_cell_keeps_its_notebook_and_the_last_good_report(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_report_being_written_is_not_run_again_into_its_folder_meanwhile(tmp_path):
+    import fcntl
+
+    nb, out, good, first = last_good_report(tmp_path, "print(10 / x)", x=2)
+    with open(out / ".r.lock", "w") as held:  # another process's run of r, writing now
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(ReportBusy) as e:
+            run_report(nb, {"x": 4}, out, name="r", progress=False)
+        # another report into the same folder is not held up
+        run_report(nb, {"x": 5}, out, name="other", progress=False)
+    assert "another run of r is writing in" in str(e.value) and "\n" not in str(e.value)
+    assert good.html.read_bytes() == first
+    # once it is done, a run goes ahead and leaves no lock file behind
+    again = run_report(nb, {"x": 4}, out, name="r", progress=False)
+    assert "2.5" in again.html.read_text()
+    assert not (out / ".r.lock").exists() and not (out / ".other.lock").exists()
+
+
+@pytest.mark.slow
 def test_a_cell_past_the_timeout_is_one_line_keeping_the_last_good_report(tmp_path):
-    nb = failing_notebook(tmp_path / "r.ipynb", "import time\nif x:\n    time.sleep(600)")
-    out = tmp_path / "out"
-    good = run_report(nb, {"x": 0}, out, name="r", progress=False)
-    first = good.html.read_bytes()
+    nb, out, good, first = last_good_report(tmp_path, "import time\nif x:\n    time.sleep(600)")
     with pytest.raises(ReportStopped) as e:
         run_report(nb, {"x": 1}, out, name="r", progress=False, timeout_s=2)
     message = str(e.value)
