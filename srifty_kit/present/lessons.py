@@ -61,6 +61,11 @@ DEADLINE_SEARCH_H = tuple(
 )
 
 BLUE, ORANGE, RED, GREY = "#4c78a8", "#f58518", "#d62728", "#999999"
+# the tick labels of every axis of hours or milliseconds (d3-format, as bqplot takes it):
+# decimal notation, never an exponent ('1,200', not '1.2e+3'), to 6 significant digits with
+# trailing zeros dropped, so a marked tick (log_ticks rounds it to 3) reads as the answer says
+# it: Young/Daly's 12.7 h as '12.7', not '13'
+TICKS = ",~r"
 
 # the caption under each lesson's figure: what each mark is
 CAPTIONS = {
@@ -295,6 +300,13 @@ def _dropdown(options: list, value: Any, description: str) -> Any:
     )
 
 
+def _apart(low: float, high: float) -> float:
+    """How far apart (|log(a / b)|) two ticks of a lesson's log axis from ``low`` to ``high``
+    must be for their labels to stay apart: a twelfth of the axis (35 of the 420 pixels a
+    lesson's plot is wide), 20% at least."""
+    return max(0.2, float(np.log(high / low)) / 12)
+
+
 def _log_range(scale: Any, axis: Any, values: Any, extra: tuple = (), margin: float = 1.15):
     """Fit a log scale around ``values`` (and ``extra``) and tick it 1-2-5 plus ``extra``."""
     v = np.asarray([*np.ravel(values), *extra], float)
@@ -302,14 +314,15 @@ def _log_range(scale: Any, axis: Any, values: Any, extra: tuple = (), margin: fl
     if v.size == 0:
         return
     low, high = float(v.min() / margin), float(v.max() * margin)
-    ticks = log_ticks(low, high, extra)
+    near = _apart(low, high)
+    ticks = log_ticks(low, high, extra, near=near)
     if len(ticks) > 9:
-        ticks = log_ticks(low, high, extra, steps=(1,))
+        ticks = log_ticks(low, high, extra, steps=(1,), near=near)
     for finer in ((1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8)):
         if len(ticks) >= 4:
             break
         # a range under a decade: 1-2-5 leaves one tick or two
-        ticks = log_ticks(low, high, extra, steps=finer)
+        ticks = log_ticks(low, high, extra, steps=finer, near=near)
     with scale.hold_sync():
         scale.min, scale.max = low, high
     ticks = np.asarray(ticks, float)
@@ -391,7 +404,7 @@ class ScalingLesson(Lesson):
         }  # fmt: skip
         self.axes = {
             "x": bq.Axis(scale=xs, label="workers", tick_format="d"),
-            "y": bq.Axis(scale=ys, label="hours to the target", side="left", tick_format=".3~g"),
+            "y": bq.Axis(scale=ys, label="hours to the target", side="left", tick_format=TICKS),
         }
         figure = _figure(list(self.marks.values()), list(self.axes.values()), "Time to the target")
         self.scales = sc
@@ -502,7 +515,7 @@ class SpotLesson(Lesson):
             "now": point_mark(sc, "diamond", BLUE, "this interval", 140, stroke="black"),
         }  # fmt: skip
         self.axes = {
-            "x": bq.Axis(scale=xs, label="checkpoint interval (h)", tick_format=".2~g"),
+            "x": bq.Axis(scale=xs, label="checkpoint interval (h)", tick_format=TICKS),
             "y": bq.Axis(
                 scale=ys, label="cost above the cheapest plan", side="left", tick_format=".0%",
                 tick_values=np.linspace(0, 0.2, 5),
@@ -556,7 +569,12 @@ class SpotLesson(Lesson):
         yd = result.young_daly_h if np.isfinite(result.young_daly_h) else None
         _log_range(self.scales["x"], self.axes["x"], x, margin=1.0)
         self.axes["x"].tick_values = np.asarray(
-            log_ticks(x.min(), x.max(), tuple(v for v in marked if v) + ((yd,) if yd else ())),
+            log_ticks(
+                x.min(),
+                x.max(),
+                tuple(v for v in marked if v) + ((yd,) if yd else ()),
+                near=_apart(x.min(), x.max()),
+            ),
             float,
         )
         set_data(m["spot"], x, grid["above_best"])
@@ -629,7 +647,7 @@ class ControllerLesson(Lesson):
             [self.marks["step"], self.marks["kept"]],
             [
                 bq.Axis(scale=xs, label="step", tick_format="d"),
-                bq.Axis(scale=ts, label="step time (ms)", side="left", tick_format=".3~g"),
+                bq.Axis(scale=ts, label="step time (ms)", side="left", tick_format=TICKS),
             ],
             "Step time (the slowest worker's)",
             height=240,
@@ -674,7 +692,7 @@ class ControllerLesson(Lesson):
             list(self.line_marks.values()),
             [
                 bq.Axis(scale=lx, label="local batch (samples per worker)", tick_format="d"),
-                bq.Axis(scale=ly, label="one worker's step (ms)", side="left", tick_format="d"),
+                bq.Axis(scale=ly, label="one worker's step (ms)", side="left", tick_format=TICKS),
             ],
             "One worker's step against its batch",
             height=420,
@@ -796,9 +814,7 @@ class VarianceLesson(Lesson):
             "deadline": _line(sc, "black", "deadline", line_style="dashed"),
         }
         self.axes = {
-            "x": bq.Axis(
-                scale=xs, label="hours to the target (simulated runs)", tick_format=".3~g"
-            ),
+            "x": bq.Axis(scale=xs, label="hours to the target (simulated runs)", tick_format=TICKS),
             "y": bq.Axis(scale=ys, label="share of runs", side="left", tick_format=".0%"),
         }
         self.scales = sc

@@ -424,17 +424,22 @@ def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
     return ax
 
 
-def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 5)) -> list[float]:
+def log_ticks(
+    low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 5), near: float = 0.2
+) -> list[float]:
     """Readable ticks for a log axis from ``low`` to ``high``: 1-2-5 (``steps``) times powers of
     ten inside the range, plus ``extra`` (a deadline, a marked value), sorted, each once; a
-    regular tick within 20% of an extra one gives way to it, and so does an extra one within
-    20% of an earlier extra one (their labels would print into one another: '5.5' and '6'
-    read '5.56').
+    regular tick within ``near`` (in log units; 0.2: 20%) of an extra one gives way to it, and
+    so does an extra one as near an earlier extra one (their labels would print into one
+    another: '5.5' and '6' read '5.56').
 
     Args:
         low, high: the axis' ends (> 0).
         extra: values that must carry a tick, the first first where two are close.
         steps: the mantissas to tick in each decade.
+        near: how close (|log(a / b)|) two ticks may not be; an axis of several decades
+            needs more than 20% (12.7 is 27% past 10, yet on a 3-decade axis 400 pixels
+            wide their labels print into one another: '1012.7').
 
     Returns:
         The tick values (floats, three significant digits).
@@ -445,8 +450,10 @@ def log_ticks(low: float, high: float, extra: tuple = (), steps: tuple = (1, 2, 
     ticks = {float(f"{m * 10.0**d:.3g}") for d in decades for m in steps}
     marked: set[float] = set()
     for v in (float(f"{v:.3g}") for v in extra if low <= v <= high):
-        if all(v == m or abs(np.log(v / m)) > 0.2 for m in marked):
+        if all(v == m or abs(np.log(v / m)) > near for m in marked):
             marked.add(v)
     # a regular tick this close to a marked one would print over its label
-    ticks = {t for t in ticks if low <= t <= high and all(abs(np.log(t / v)) > 0.2 for v in marked)}
+    ticks = {
+        t for t in ticks if low <= t <= high and all(abs(np.log(t / v)) > near for v in marked)
+    }
     return sorted(ticks | marked)

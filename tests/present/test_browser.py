@@ -433,3 +433,74 @@ def test_the_controller_lesson_draws_each_types_measured_steps(
         assert [counts[names.index(m)] for m in ("measured_a", "measured_b")] == want
 
     _eventually(page, dots_drawn)
+
+
+# every axis of a panel's figures: its label and the text of its tick labels, as drawn (bqplot
+# also draws an empty g.axis, with neither)
+TICK_LABELS_JS = """
+(cls) => Array.from(document.querySelectorAll('.' + cls + ' g.axis')).map((a) => ({
+  label: (a.querySelector('text.axislabel') || {}).textContent || '',
+  ticks: Array.from(a.querySelectorAll('g.tick text')).map((t) => t.textContent),
+  boxes: Array.from(a.querySelectorAll('g.tick text')).map((t) => {
+    const r = t.getBoundingClientRect();
+    return [r.left, r.right, r.top, r.bottom];
+  }),
+})).filter((a) => a.label || a.ticks.length)
+"""
+
+
+def test_the_lessons_ticks_read_as_people_write_them(page, fitted, reference_measurements):
+    """On the reference fit, the spot lesson at the Spot Advisor's '<5%' (Young/Daly's
+    interval past 10 h) and the controller lesson at batch 1,024 with worker 0 slowed 4x
+    (steps past 1 s): every tick label is a plain decimal, never an exponent ('1.2e+3'), and
+    the Young/Daly tick reads as the answer states it, in three digits ('12.7', not '13'),
+    clear of its neighbours' labels (not '1012.7')."""
+    root, _ = fitted
+    nb = load_notebook_node(str(REPO / "notebooks" / "05_tradeoffs.ipynb"))
+    nb = parameterize_notebook(
+        nb, {"lessons": "bc", "controller_bsz": 1024, "runs": 200, "interactive": True}
+    )
+    nbformat.write(nb, root / "05_ticks.ipynb")
+    run_notebook_in_lab(
+        page, page.lab, "05_ticks.ipynb", ".srifty-lesson-controller .srifty-answer"
+    )
+    spot, controller = "srifty-lesson-spot", "srifty-lesson-controller"
+    page.locator(f".{spot} .srifty-bucket select").select_option(label="<5% of capacity a month")
+    slider_press(page, f"{controller} .srifty-slow-factor", "ArrowRight", 4)  # 1x -> 4x
+    for panel, path, value in ((spot, "bucket", "<5%"), (controller, "slow_factor", 4.0)):
+        page.wait_for_function(
+            "([cls, key, value]) => { const a = document.querySelector("
+            "'.' + cls + ' .srifty-answer'); return !!a && JSON.parse(a.dataset.inputs)[key]"
+            " === value; }",
+            arg=[panel, path, value],
+            timeout=120_000,
+        )
+    said = page.evaluate(ANSWER_JS, spot)["text"]
+    young_daly = re.search(r"Young/Daly's .* = ([\d.]+) h\.", said).group(1)
+    # the case the defect was found in: three digits past 10, which '.2~g' cut to two
+    assert float(young_daly) > 10 and len(young_daly.replace(".", "")) == 3, young_daly
+
+    def plain_ticks():
+        drawn = {panel: page.evaluate(TICK_LABELS_JS, panel) for panel in (spot, controller)}
+        axes = {panel: {a["label"]: a["ticks"] for a in drawn[panel]} for panel in drawn}
+        for panel, every in drawn.items():
+            for a in every:  # no two labels of one axis overlap
+                boxes = a["boxes"]
+                for i, (l0, r0, t0, b0) in enumerate(boxes):
+                    for j, (l1, r1, t1, b1) in enumerate(boxes[:i]):
+                        apart = r0 <= l1 or r1 <= l0 or b0 <= t1 or b1 <= t0
+                        assert apart, (panel, a["label"], a["ticks"][j], a["ticks"][i])
+        for panel, by_label in axes.items():
+            for label, ticks in by_label.items():
+                assert ticks, (panel, label)
+                bad = [
+                    t for t in ticks if not re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?%?", t)
+                ]
+                assert not bad, (panel, label, ticks)
+        assert young_daly in axes[spot]["checkpoint interval (h)"]
+        steps = [float(t.replace(",", "")) for t in axes[controller]["step time (ms)"]]
+        assert max(steps) >= 1000, steps  # the slowed step passes 1 s: the case is drawn
+
+    _eventually(page, plain_ticks)
+    page.locator(f".{spot}").screenshot(path=str(SCREENSHOTS / "05_spot_ticks.png"))
+    page.locator(f".{controller}").screenshot(path=str(SCREENSHOTS / "05_controller_ticks.png"))
