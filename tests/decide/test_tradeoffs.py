@@ -344,6 +344,25 @@ def test_a_deadline_both_rules_pick_alike_says_so_not_a_difference(model, catalo
     assert j.same_pick
 
 
+def test_two_picks_that_miss_alike_are_not_said_to_differ_in_misses(model, catalog):
+    """With a type the model never measured (g6e.xlarge, carried from g6.12xlarge) and a
+    deadline far past every configuration, the rules pick different configurations that both
+    miss 0.0%: the answer says the promise buys no fewer misses, not 'for that difference in
+    misses'."""
+    two = catalog[catalog["instance_type"].isin(["g6e.xlarge", "g6.12xlarge"])]
+    evaluated = evaluate(model, two, JOB, Constraints(confidence=0.9, max_nodes=8))
+    c = evaluated.candidates
+    deadline = 2 * float(c["time_hi_h"][~c["spot"]].max())
+    j = tradeoffs.deadline_judgement(evaluated, deadline, runs=500)
+    assert not j.same_pick
+    assert j.table["miss_share"].tolist() == [0.0, 0.0]
+    text = j.text()
+    assert "for that difference in misses" not in text
+    assert "both miss the deadline in 0.0% of the runs" in text
+    assert "the promise buys no fewer misses" in text
+    assert j.same_misses
+
+
 def test_judging_needs_on_demand_candidates_and_a_positive_deadline(model, catalog, evaluated):
     with pytest.raises(InputError, match="on-demand"):
         tradeoffs.deadline_judgement(
