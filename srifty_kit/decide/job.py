@@ -13,7 +13,9 @@ from srifty_kit.decide.spot import SpotPolicy
 from srifty_kit.errors import InputError, plain
 from srifty_kit.model.efficiency import Work
 
-CHECKPOINT_WRITE_GBPS = 0.125  # EBS gp3 baseline throughput, 125 MiB/s (AWS EBS volume types)
+# how fast a checkpoint is written: EBS gp3's baseline throughput, 125 MiB/s ("Amazon EBS General
+# Purpose SSD volumes": 3,000 IOPS and 125 MiB/s included), in GB/s of checkpoint_gb (10^9 bytes)
+CHECKPOINT_WRITE_GBPS = 125 * 2**20 / 1e9  # 0.131 GB/s
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Job:
     local_bsz: tuple[int, ...] | None = None  # per-worker batches to consider (default 1..1024)
     memory_per_sample_gib: float | None = None  # GPU memory: model + b * per-sample <= GPU's
     model_memory_gib: float = 0.0
-    checkpoint_gb: float = 0.0  # size of one checkpoint
+    checkpoint_gb: float = 0.0  # size of one checkpoint, GB (10^9 bytes)
     checkpoint_interval_h: float = 1.0  # tau: work between checkpoints
     restart_h: float = 0.1  # R: replacing reclaimed spot nodes and reloading (6 min)
     spot_fallback_after: int | None = None  # k: go on-demand after k reclaims; None: never
@@ -85,7 +87,7 @@ class Job:
 
     @property
     def checkpoint_write_h(self) -> float:
-        """c: hours to write one checkpoint at the gp3 baseline throughput."""
+        """c: hours to write one checkpoint at the gp3 baseline throughput (125 MiB/s)."""
         return self.checkpoint_gb / CHECKPOINT_WRITE_GBPS / 3600.0
 
     @property
