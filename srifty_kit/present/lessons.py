@@ -28,7 +28,7 @@ from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import evaluate
 from srifty_kit.errors import InputError, hours
 from srifty_kit.present.plots import log_ticks
-from srifty_kit.present.widgets import STYLE, error_html, point_mark, set_data, tag
+from srifty_kit.present.widgets import STYLE, TICKS, error_html, point_mark, set_data, tag
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -61,11 +61,6 @@ DEADLINE_SEARCH_H = tuple(
 )
 
 BLUE, ORANGE, RED, GREY = "#4c78a8", "#f58518", "#d62728", "#999999"
-# the tick labels of every axis of hours or milliseconds (d3-format, as bqplot takes it):
-# decimal notation, never an exponent ('1,200', not '1.2e+3'), to 6 significant digits with
-# trailing zeros dropped, so a marked tick (log_ticks rounds it to 3) reads as the answer says
-# it: Young/Daly's 12.7 h as '12.7', not '13'
-TICKS = ",~r"
 
 # the caption under each lesson's figure: what each mark is
 CAPTIONS = {

@@ -95,6 +95,13 @@ FIGURE_CAPTION = (
     "nearest configuration when nothing fits. Shaded: misses the deadline (dashed edge). "
     "Dotted: the budget, held to the cost at the confidence (a dot under it can still break it)."
 )
+
+# the tick labels of every axis of hours, dollars or milliseconds (d3-format, as bqplot takes
+# it): decimal notation, never an exponent or an SI prefix ('1,200', not '1.2e+3'; '0.5', not
+# '500m'), to 6 significant digits with trailing zeros dropped, so a marked tick (log_ticks
+# rounds it to 3) reads as the answer says it: Young/Daly's 12.7 h as '12.7', not '13'
+TICKS = ",~r"
+
 STYLE = """<style>
 .srifty-ranked { border-collapse: collapse; font-size: 12px; }
 .srifty-ranked caption { text-align: left; font-weight: bold; padding: 4px 0; }
@@ -743,8 +750,8 @@ class SearchPanel:
         }
         start = cost_time_axes(0.9)  # each evaluation says its own confidence (_draw)
         axes = [
-            bq.Axis(scale=xs, label=start["x"][1], tick_format=".3~g"),
-            bq.Axis(scale=ys, label=start["y"][1], side="left", tick_format="~s"),
+            bq.Axis(scale=xs, label=start["x"][1], tick_format=TICKS),
+            bq.Axis(scale=ys, label=start["y"][1], side="left", tick_format=TICKS),
         ]
         fig = bq.Figure(
             marks=[marks[name] for name in MARKS],

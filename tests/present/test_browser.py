@@ -208,6 +208,9 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     first = page.evaluate(TABLE_JS, "srifty-table")["data"]
     assert float(first["deadline"]) == NOTEBOOK_03["deadline_h"] and first["spot"] == "false"
     _eventually(page, _assert_panel_shows, page, _expected(first, model, catalog))
+    # the cost-time figure's ticks read as people write them: '0.5', never '500m' or '1e+3'
+    ticks = [t for a in page.evaluate(TICK_LABELS_JS, "srifty-search-panel") for t in a["ticks"]]
+    assert ticks and all(_plain_decimal(t) for t in ticks), ticks
 
     # move the deadline slider five stops to the left: a tighter deadline
     slider_press(page, "srifty-deadline", "ArrowLeft", 5)
@@ -449,6 +452,12 @@ TICK_LABELS_JS = """
 """
 
 
+def _plain_decimal(tick: str) -> bool:
+    """A tick label as people write a number: '0.5', '12.7', '1,200', '40%'; never an exponent
+    ('1.2e+3') or an SI prefix ('500m')."""
+    return re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?%?", tick) is not None
+
+
 def test_the_lessons_ticks_read_as_people_write_them(page, fitted, reference_measurements):
     """On the reference fit, the spot lesson at the Spot Advisor's '<5%' (Young/Daly's
     interval past 10 h) and the controller lesson at batch 1,024 with worker 0 slowed 4x
@@ -493,9 +502,7 @@ def test_the_lessons_ticks_read_as_people_write_them(page, fitted, reference_mea
         for panel, by_label in axes.items():
             for label, ticks in by_label.items():
                 assert ticks, (panel, label)
-                bad = [
-                    t for t in ticks if not re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?%?", t)
-                ]
+                bad = [t for t in ticks if not _plain_decimal(t)]
                 assert not bad, (panel, label, ticks)
         assert young_daly in axes[spot]["checkpoint interval (h)"]
         steps = [float(t.replace(",", "")) for t in axes[controller]["step time (ms)"]]
