@@ -183,11 +183,20 @@ def choose_batch_size(kept: np.ndarray) -> tuple[int, bool]:
     return max(1, n // MIN_BATCHES) if n >= MIN_BATCHES else 1, False
 
 
-def batch_means_estimate(values: np.ndarray, level: float, warmup: bool = True) -> MeanEstimate:
-    """MSER-5 warm-up cut, then the batch-means interval of the mean (module docstring)."""
+def batch_means_estimate(
+    values: np.ndarray, level: float, warmup: bool = True, marked: int | None = None
+) -> MeanEstimate:
+    """MSER-5 warm-up cut, then the batch-means interval of the mean (module docstring).
+
+    ``marked``: the leading steps already marked as warm-up (the profiler's marks), cut
+    instead of MSER's own; whether the warm-up looks over is still MSER's reading of every
+    step, so a profile's rows give back the interval its summary showed.
+    """
     x = np.asarray(values, float)
     n = x.size
     cut, warm_over = mser(x) if warmup else (0, True)
+    if warmup and marked is not None:
+        cut = marked
     kept = x[cut:]
     k = kept.size
     mean = float(kept.mean()) if k else math.nan

@@ -88,7 +88,10 @@ def summarise(
     """The interval of the mean of one configuration's steps (in measurement order).
 
     ``warmup``: the profiler's marks (a boolean per step); without them the warm-up is cut by
-    MSER-5 here. ``interval="iid"`` is Student's t over every step (no cut).
+    MSER-5 here. Marks on the leading steps are cut as marked, and MSER-5 over every step
+    still says whether the warm-up looks over, as it did when the profiler stopped: the
+    interval and ``n_eff`` are the profile summary's. ``interval="iid"`` is Student's t over
+    every step (no cut).
     """
     x = np.asarray(values, dtype=float)
     if interval not in INTERVALS:
@@ -97,6 +100,9 @@ def summarise(
         return iid_estimate(x, level)
     if warmup is None:
         return batch_means_estimate(x, level)
+    cut = int(warmup.sum())
+    if warmup[:cut].all():  # the profiler's marks: a leading run of steps
+        return batch_means_estimate(x, level, marked=cut)
     kept = batch_means_estimate(x[~warmup], level, warmup=False)
     return replace(kept, n=len(x), warmup_steps=int(warmup.sum()))
 

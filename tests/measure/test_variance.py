@@ -11,7 +11,7 @@ from scipy import stats
 
 from srifty_kit import InputError
 from srifty_kit.measure import variance
-from srifty_kit.measure.stopping import batch_means_estimate
+from srifty_kit.measure.stopping import PrecisionTracker, batch_means_estimate
 from tests.builders import ar1_steps as ar1
 
 
@@ -251,3 +251,29 @@ def test_a_few_wild_steps_never_show_a_negative_mean_time():
     row = variance.describe(table, by=["model", "local_bsz"], n_resamples=0).iloc[0]
     assert row["mean_lo"] == 0.0 and row["mean_hi"] == pytest.approx(est.hi)
     assert row["precision"] == pytest.approx(est.precision)  # the stopping rule is unchanged
+
+
+def test_a_profiles_rows_give_back_the_interval_its_summary_showed():
+    # heavy-tailed, correlated CPU steps (a busy machine) whose warm-up MSER-5 does not
+    # call over: the profiler did not take its interval as settled, and widened it
+    rng = np.random.default_rng(13)
+    z = np.zeros(400)
+    for i, e in enumerate(rng.normal(0, 1, 400)):
+        z[i] = 0.3 * z[i - 1] + e if i else e
+    x = 0.01 * np.exp(1.2 * z)
+    tracker = PrecisionTracker(0.95)
+    for v in x:
+        tracker.add(float(v))
+    shown = tracker.estimate()  # what the profile's summary shows
+    assert not shown.settled and shown.warmup_steps > 0
+    marks = np.arange(x.size) < shown.warmup_steps  # as the profiler marks its rows
+    table = _table({8: x}).assign(warmup=marks)
+    for row in (
+        variance.describe(table, n_resamples=0).iloc[0],
+        variance.plan_samples(table).iloc[0],
+    ):
+        assert row["n_eff"] == pytest.approx(shown.n_eff)
+        assert row["precision"] == pytest.approx(shown.precision)
+    again = variance.describe(table, n_resamples=0).iloc[0]
+    assert (again["mean_lo"], again["mean_hi"]) == pytest.approx((shown.lo, shown.hi))
+    assert again["warmup_steps"] == shown.warmup_steps
