@@ -45,3 +45,32 @@ def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path)
     # every held-out step is inside, above or below (each share rounded to a percent)
     assert abs(sum(int(found.group(i)) for i in (2, 3, 4)) - 100) <= 1
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
+
+
+@pytest.mark.slow
+def test_a_profile_of_one_machine_is_scored_in_sample_not_called_held_out(tmp_path):
+    # what notebook 01 writes: one node, one worker, several batch sizes, every step a row
+    rng = np.random.default_rng(0)
+    steps = [(b, t) for b in (4, 8, 16) for t in 0.01 * b * rng.lognormal(0, 0.05, 60)]
+    pd.DataFrame(steps, columns=["local_bsz", "step_time_s"]).assign(
+        model="mine", instance_type="local-cpu", num_nodes=1, num_workers=1, gpus_per_node=1
+    ).to_csv(tmp_path / "p.csv", index=False)
+    nb = run_notebook(
+        "02_performance_model", tmp_path, measurements_path="p.csv", training_model="mine"
+    )
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "held-out MAPE" not in text
+    assert "nothing held out (no configuration above 1 node)" in text, text
+    assert "in-sample MAPE" in text
+
+
+def test_a_training_model_the_table_lacks_is_named_with_the_ones_it_holds(tmp_path):
+    import papermill
+
+    write_measurements(tmp_path / "m.csv")
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        run_notebook(
+            "02_performance_model", tmp_path, measurements_path="m.csv", training_model="resnt"
+        )
+    assert err.value.ename == "InputError"
+    assert "no rows of training model 'resnt' (did you mean 'resnet'?)" in err.value.evalue
