@@ -104,3 +104,13 @@ def score_line(
         f"which say how well it describes them, not how it predicts larger ones; "
         f"in-sample MAPE {shares}"
     )
+
+
+def middle_batch(configs: pd.DataFrame) -> pd.DataFrame:
+    """The configurations at the middle local batch of ``configs``' rows: their lower median,
+    always a batch that was run (the plain median of rows split evenly between two batches,
+    8 and 16, is 12, which none was). Notebook 02 draws its breakdown there."""
+    if configs.empty:
+        raise InputError("no configurations to break down", fix="give at least one row")
+    bsz = configs["local_bsz"].quantile(0.5, interpolation="lower")
+    return configs[configs["local_bsz"] == bsz]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from srifty_kit.catalog.query import instance_family
 from srifty_kit.decide.pareto import FRONT_COST, FRONT_TIME
+from srifty_kit.errors import plain
 
 
 def _axes(ax: Any) -> Any:
@@ -420,6 +421,9 @@ def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
     )
     ax.set_xticks(x, mean.index)
     ax.set(xlabel="workers", ylabel="seconds per step")
+    batches = explained["local_bsz"].unique() if "local_bsz" in explained else ()
+    if len(batches) == 1:  # the batch the parts are drawn at
+        ax.set_xlabel(f"workers (local batch {plain(batches[0])})")
     ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
     return ax
 

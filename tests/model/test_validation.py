@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from srifty_kit import InputError
-from srifty_kit.model.validation import score_line, split_by_nodes
+from srifty_kit.model.validation import middle_batch, score_line, split_by_nodes
 
 
 def _table(nodes=(1, 2, 3)) -> pd.DataFrame:
@@ -48,3 +48,10 @@ def test_what_cannot_be_split_is_one_line_naming_the_fix(model, cut, says):
 def test_a_cut_below_every_measured_node_count_names_the_fewest():
     with pytest.raises(InputError, match="leaves nothing to fit.*2 nodes at the fewest"):
         split_by_nodes(_table((2, 3)), "m", 1)
+
+
+def test_the_breakdown_is_drawn_at_a_batch_that_was_run():
+    rows = pd.DataFrame({"local_bsz": [8] * 5 + [16] * 5, "num_workers": 1})
+    assert set(middle_batch(rows)["local_bsz"]) == {8}
+    rows = pd.DataFrame({"local_bsz": [4] * 3 + [8] * 2 + [16] * 9})
+    assert set(middle_batch(rows)["local_bsz"]) == {16}

@@ -74,3 +74,19 @@ def test_a_training_model_the_table_lacks_is_named_with_the_ones_it_holds(tmp_pa
         )
     assert err.value.ename == "InputError"
     assert "no rows of training model 'resnt' (did you mean 'resnet'?)" in err.value.evalue
+
+
+@pytest.mark.slow
+def test_two_batch_sizes_of_as_many_steps_each_are_broken_down_at_one_that_ran(tmp_path):
+    # a loose target stops every batch size at the fewest steps: rows split evenly, and
+    # the median of the rows' batch sizes (12) is none that was run
+    rng = np.random.default_rng(1)
+    steps = [(b, t) for b in (8, 16) for t in 0.01 * b * rng.lognormal(0, 0.05, 20)]
+    pd.DataFrame(steps, columns=["local_bsz", "step_time_s"]).assign(
+        model="mine", instance_type="local-cpu", num_nodes=1, num_workers=1, gpus_per_node=1
+    ).to_csv(tmp_path / "p.csv", index=False)
+    nb = run_notebook(
+        "02_performance_model", tmp_path, measurements_path="p.csv", training_model="mine"
+    )
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
