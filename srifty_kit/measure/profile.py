@@ -70,9 +70,20 @@ class ProfileWarning(UserWarning):
     """A batch size could not be measured; the others were."""
 
 
-def check_batch_sizes(batch_sizes: Iterable[int], what: str = "batch sizes") -> list[int]:
-    """Sorted distinct positive integers, or an InputError naming the bad value."""
-    sizes = list(batch_sizes) if not isinstance(batch_sizes, str | bytes) else [batch_sizes]
+def check_batch_sizes(batch_sizes: Iterable[int] | str, what: str = "batch sizes") -> list[int]:
+    """Sorted distinct positive integers, or an InputError naming the bad value.
+
+    A string is the command line's list, ``"4,8,16"`` (brackets allowed: ``"[4, 8, 16]"``):
+    what ``papermill -p batch_sizes 4,8,16`` gives a notebook's parameter.
+    """
+    if isinstance(batch_sizes, bytes):
+        batch_sizes = batch_sizes.decode(errors="replace")
+    if isinstance(batch_sizes, str):
+        text = batch_sizes.strip().strip("[]()")
+        parts = [p.strip() for p in text.split(",")] if text.strip() else []
+        sizes = [int(p) if p.isdigit() else p for p in parts]
+    else:
+        sizes = list(batch_sizes)
     if not sizes:
         raise InputError(f"no {what} given", fix=f"give at least one, e.g. {what} 4,8,16")
     for b in sizes:

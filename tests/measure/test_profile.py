@@ -17,6 +17,7 @@ from srifty_kit.measure.profile import (
     BudgetWarning,
     ProfileWarning,
     budget_note,
+    check_batch_sizes,
     facts_path,
     profile_model,
     profile_spec,
@@ -464,3 +465,15 @@ def test_a_profile_warning_names_the_users_line_not_the_librarys():
         profile_spec(spec, [1, 4], max_seconds=1, **FAST)
     ours = [w for w in said if issubclass(w.category, ProfileWarning)]
     assert ours and all(w.filename == __file__ for w in ours)
+
+
+@pytest.mark.parametrize("given", ["8,4", "[4, 8]", " 4, 8 ,4"])
+def test_batch_sizes_as_the_command_line_writes_them_are_read(given):
+    # papermill -p batch_sizes 4,8 gives notebook 01 this string
+    assert check_batch_sizes(given) == [4, 8]
+
+
+@pytest.mark.parametrize("given, bad", [("4,eight", "'eight'"), ("4,,8", "''"), ("4,-8", "'-8'")])
+def test_a_string_of_batch_sizes_names_the_piece_that_is_no_size(given, bad):
+    with pytest.raises(InputError, match=f"batch size {bad} is not a positive whole number"):
+        check_batch_sizes(given)
