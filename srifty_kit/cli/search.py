@@ -326,19 +326,23 @@ def _run(args: argparse.Namespace) -> int:
             )
             print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
             print()
-    if args.format == "table" or args.out:
-        print(result.explanation)
+    # where the JSON or CSV went to stdout, stdout is that document alone (a script reads it
+    # whole) and the words go to stderr; a negative answer always says why (exit 1)
+    words = sys.stdout if args.format == "table" or out else sys.stderr
+    if args.format == "table" or args.out or not result.feasible:
+        lines = [result.explanation]
         if probes is not None:
-            print(probe_sentence(probes))
-        for line in _batch_beyond(result, model, args.workload):
-            print(line)
-        for line in left_out_lines(result, catalog, model, args.workload, "--catalog FILE"):
-            print(line)
+            lines.append(probe_sentence(probes))
+        lines += _batch_beyond(result, model, args.workload)
+        lines += left_out_lines(result, catalog, model, args.workload, "--catalog FILE")
         if out:
-            print(f"wrote {out}")
+            lines.append(f"wrote {out}")
         elif args.out:
             kept = " (the file there is as it was)" if os.path.lexists(args.out) else ""
-            print(f"nothing written to {args.out}: no configuration meets the constraints{kept}")
+            lines.append(
+                f"nothing written to {args.out}: no configuration meets the constraints{kept}"
+            )
+        print("\n".join(lines), file=words)
     return 0 if result.feasible else 1
 
 
@@ -354,7 +358,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the ranked table, the Pareto front and why the pick beats the cheapest instance per "
         "hour; --suggest-probes K adds the short runs worth measuring to decide.",
         epilog="Exit status: 0 with a pick, 1 when no configuration meets the constraints "
-        "(the reason and the nearest configuration are printed), 2 on bad input.",
+        "(the reason and the nearest configuration are printed; with --format json or csv "
+        "and no file written, stdout holds the document alone and these lines go to "
+        "stderr), 2 on bad input.",
     )
     p.add_argument(
         "--model", required=True, type=input_file, help="model file written by srifty fit"

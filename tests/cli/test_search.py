@@ -275,8 +275,15 @@ def test_a_step_of_a_second_or_more_is_said_in_seconds(tmp_path):
     assert "e+" not in said
 
 
-@pytest.mark.slow
-def test_infeasible_deadline_exits_1_with_the_reason(synthetic_model, tmp_path):
+@pytest.mark.parametrize(
+    ("fmt", "out"), [("json", None), ("json", "r.json"), ("csv", None), ("csv", "r.csv")]
+)
+def test_a_negative_answer_on_stdout_is_the_document_alone_and_says_why(
+    synthetic_model, tmp_path, fmt, out
+):
+    # a script reads stdout whole, so the sentences saying why go to stderr; with --out, a
+    # negative answer leaves the file alone and prints the document instead
+    more = ("--out", str(tmp_path / out)) if out else ()
     done = srifty(
         "search",
         "--model",
@@ -287,13 +294,22 @@ def test_infeasible_deadline_exits_1_with_the_reason(synthetic_model, tmp_path):
         "--deadline-h",
         "0.001",
         "--format",
-        "json",
+        fmt,
+        *more,
         cwd=tmp_path,
     )
     assert done.returncode == 1
+    assert "Infeasible: the deadline binds" in done.stderr
+    assert not (out and (tmp_path / out).exists())
+    if fmt == "csv":
+        (header,) = done.stdout.splitlines()  # the ranked table's columns, no rows
+        assert header.startswith("instance_type,") and "p_meet" in header
+        return
     doc = json.loads(done.stdout)
     assert not doc["feasible"] and doc["binding"] == "deadline" and doc["pick"] is None
-    assert doc["nearest"]["time_hi_h"] > 0.001 and doc["infeasible_reason"]
+    assert doc["nearest"]["time_hi_h"] > 0.001
+    assert doc["infeasible_reason"].startswith("Infeasible")
+    assert doc["infeasible_reason"] in done.stderr
 
 
 @pytest.mark.slow
