@@ -26,7 +26,13 @@ from srifty_kit.cli.flags import (
 from srifty_kit.decide.choices import left_out_lines
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
 from srifty_kit.errors import InputError, did_you_mean
-from srifty_kit.tables.files import read_table, write_json, write_table
+from srifty_kit.tables.files import (
+    json_records,
+    json_safe,
+    read_table,
+    write_json,
+    write_table,
+)
 
 # columns shown on the terminal (the files carry all of them); the cost shown is the expected
 # one, what the ranking minimises, under a header that says so
@@ -215,7 +221,7 @@ def _batch_beyond(result, model, workload: str) -> list[str]:
 
 def _document(result) -> dict:
     def rows(frame: pd.DataFrame) -> list[dict]:
-        return json.loads(frame.to_json(orient="records"))
+        return json_records(frame)  # the numbers of the CSV and the API, not rounded
 
     def row(series: pd.Series | None) -> dict | None:
         return None if series is None else rows(series.to_frame().T)[0]
@@ -290,12 +296,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc = _document(result)
         if probes is not None:
-            doc["probes"] = json.loads(probes.to_json(orient="records"))
+            doc["probes"] = json_records(probes)
             doc["probe_sentence"] = probe_sentence(probes)
         if out:
             write_json(doc, out)
         else:  # also when a negative answer leaves --out alone: the answer reaches the user
-            print(json.dumps(doc, indent=1))
+            print(json.dumps(json_safe(doc), indent=1, allow_nan=False))
     elif args.format == "csv":
         if out:
             write_table(result.ranked, out)

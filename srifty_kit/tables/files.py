@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from srifty_kit.errors import InputError
@@ -423,7 +424,7 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
     writers: dict[str, Callable[[Path], None]] = {
         ".csv": lambda p: table.to_csv(p, index=False),
         ".parquet": lambda p: table.to_parquet(p, index=False),
-        ".json": lambda p: table.to_json(p, orient="records", indent=1),
+        ".json": lambda p: p.write_text(json.dumps(json_records(table), indent=1, allow_nan=False)),
     }
     if suffix not in writers:
         raise InputError(
@@ -433,6 +434,19 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
         )
     atomic_write(path, writers[suffix])
     return path
+
+
+def json_records(table: pd.DataFrame) -> list[dict]:
+    """A table's rows as JSON-ready dicts, one per row: every float exactly as the table holds
+    it (pandas' ``to_json`` keeps 10 decimals, so a JSON result disagreed with the same
+    result's CSV and with the Python API), missing values and infinities as null, other
+    values as ``to_json`` writes them."""
+    records = json.loads(table.to_json(orient="records"))
+    for record, row in zip(records, table.itertuples(index=False, name=None), strict=True):
+        for key, value in zip(list(record), row, strict=True):
+            if isinstance(value, float | np.floating):
+                record[key] = float(value) if math.isfinite(value) else None
+    return records
 
 
 def write_json(obj: object, path: str | os.PathLike) -> Path:

@@ -391,6 +391,50 @@ def test_search_among_a_candidates_file_writes_the_pick_with_its_probability(
     assert doc["n_candidates"] == 6
 
 
+def test_json_csv_and_the_api_give_the_same_numbers(synthetic_model, tmp_path):
+    # a program reading the JSON gets the CSV's numbers and the Python API's, not 10 decimals
+    from srifty_kit import Constraints, Job, StepTimeModel, load_catalog, search
+
+    json_out, csv_out = tmp_path / "r.json", tmp_path / "r.csv"
+    for fmt, out in (("json", json_out), ("csv", csv_out)):
+        done = _decide(synthetic_model, tmp_path, "60", "--suggest-probes", "1", "--format", fmt)
+        assert done.returncode == 0, done.stderr
+        out.write_text(done.stdout)
+    doc = json.loads(json_out.read_text())
+    table = pd.read_csv(csv_out)
+    api = search(
+        StepTimeModel.load(synthetic_model),
+        load_catalog(),
+        Job("resnet", samples=2e8),
+        Constraints(deadline_h=60),
+        candidates=pd.read_csv(_candidates_file(tmp_path)),
+    ).ranked
+    floats = [c for c in api.columns if api[c].dtype.kind == "f"]
+    assert "cost_mean_usd" in floats and "p_meet" in floats
+    assert len(doc["ranked"]) == len(table) == len(api) > 1
+    for got, row, want in zip(doc["ranked"], table.itertuples(), api.itertuples(), strict=True):
+        for column in floats:
+            assert got[column] == getattr(row, column) == getattr(want, column), column
+    assert doc["pick"] == doc["ranked"][0]
+    # the probe's figures are the unrounded ones too: 15 or more digits, as Python writes them
+    assert any(len(repr(v)) > 13 for v in doc["probes"][0].values() if isinstance(v, float))
+
+
+def test_predictions_written_as_json_hold_the_csvs_numbers(synthetic_model, tmp_path):
+    configs = tmp_path / "configs.csv"
+    configs.write_text(
+        "model,instance_type,num_nodes,num_workers,local_bsz\nresnet,g4dn.12xlarge,3,12,48\n"
+    )
+    for out in ("p.json", "p.csv"):
+        args = ("--model", str(synthetic_model), "--configs", str(configs), "--out", out)
+        done = srifty("predict", *args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    (record,) = json.loads((tmp_path / "p.json").read_text())
+    row = pd.read_csv(tmp_path / "p.csv").iloc[0]
+    for column in ("step_time_s", "step_time_lo", "step_time_hi"):
+        assert record[column] == row[column]
+
+
 def test_a_configuration_listed_twice_is_ranked_once_and_the_repeat_is_said(
     synthetic_model, tmp_path
 ):

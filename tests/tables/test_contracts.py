@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from hypothesis import given
@@ -218,6 +220,24 @@ def test_write_table_is_atomic_and_round_trips(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
     with pytest.raises(InputError, match=r"\.xlsx"):
         write_table(measurements(), tmp_path / "m.xlsx")
+
+
+def test_a_json_table_keeps_every_float_and_writes_no_nan(tmp_path):
+    table = pd.DataFrame(
+        {
+            "name": ["a", "b", "c"],
+            "tiny": [1.2345678901234567e-13, float("nan"), float("inf")],
+            "n": pd.array([1, None, 3], dtype="Int64"),
+        }
+    )
+    path = write_table(table, tmp_path / "t.json")
+
+    def refuse(token):
+        raise AssertionError(f"{token} is not JSON")
+
+    records = json.loads(path.read_text(), parse_constant=refuse)
+    assert [r["tiny"] for r in records] == [1.2345678901234567e-13, None, None]
+    assert [r["n"] for r in records] == [1, None, 3]
 
 
 def test_a_rewrite_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
