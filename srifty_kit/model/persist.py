@@ -175,6 +175,10 @@ def load(path: str | os.PathLike) -> tuple[dict, Learned]:
         doc = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as err:
         raise InputError(f"not a JSON model file ({err})", source=src, fix=FIX) from err
+    except RecursionError as err:  # nested deeper than Python's parser goes: no model file
+        raise InputError(
+            "not a model file: JSON nested too deep to read", source=src, fix=FIX
+        ) from err
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError("not a srifty_kit StepTimeModel file", source=src, fix=FIX)
     if doc.get("version") not in READS:

@@ -40,6 +40,19 @@ def test_the_old_file_is_one_line_through_the_cli(tmp_path):
     assert not out.exists()
 
 
+def test_a_json_file_nested_too_deep_is_one_line_through_the_cli(tmp_path):
+    # a foreign JSON document deeper than Python's parser goes is no model: one line, no trace
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    out = tmp_path / "pred.csv"
+    configs = str(DATA / "configs_before_layout.csv")
+    done = run_srifty("predict", "--model", str(deep), "--configs", configs, "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "deep.json: not a model file" in line and "srifty fit" in line
+    assert not out.exists()
+
+
 def test_save_then_load_predicts_and_draws_the_same(model, tmp_path):
     model.save(tmp_path / "again.json")
     again = StepTimeModel.load(tmp_path / "again.json")
