@@ -221,7 +221,11 @@ def _bad_params(params: object) -> str | None:
             return f"parameter {name} is {value!r}, not a number"
         low, high = BOUNDS.get(name, (-np.inf, np.inf))
         high = high if name == "share" else np.inf  # upper bounds moved between releases
-        if not np.isfinite(value) or not low <= value <= high:
+        try:  # numpy's isfinite raises on an integer past int64 (10**30), math's past float64
+            finite = math.isfinite(value)
+        except OverflowError:
+            finite = False
+        if not finite or not low <= value <= high:
             return f"parameter {name} is {value!r}, outside [{low:g}, {high:g}]"
     if not params.get("alpha_c", 0) + params.get("beta_c", 0) > 0:
         return "alpha_c + beta_c is not > 0 (a step that takes no time)"

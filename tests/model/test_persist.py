@@ -166,6 +166,22 @@ def test_a_group_claiming_a_version_it_cannot_predict_as_is_refused(model, tmp_p
         StepTimeModel.load(edited)
 
 
+@pytest.mark.parametrize("value", [10**30, 10**400])
+def test_a_constant_too_large_for_a_float_is_refused_with_how_to_refit(model, tmp_path, value):
+    # JSON integers have no size limit; numpy's isfinite raised a TypeError on 10**30
+    model.save(tmp_path / "m.json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["groups"][0]["params"]["lat_inter"] = value
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({**body, "sha256": persist._checksum(body)}))
+    if value < 10**300:  # as big as a float holds: a physical, if absurd, latency
+        StepTimeModel.load(edited)
+    else:
+        with pytest.raises(InputError, match="lat_inter.*srifty fit"):
+            StepTimeModel.load(edited)
+
+
 def test_a_file_with_unsigned_scores_is_refused_with_how_to_refit(tmp_path):
     # no version this release reads wrote magnitudes (version 4 and older did): one that
     # claims them was edited by hand, and would be read as signed scores if loaded
