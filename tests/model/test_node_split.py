@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from srifty_kit import InputError
-from srifty_kit.model.validation import middle_batch, score_line, split_by_nodes
+from srifty_kit.model.holdout import middle_batch, score_line, split_by_nodes
 
 
 def _table(nodes=(1, 2, 3)) -> pd.DataFrame:
