@@ -700,23 +700,73 @@ def _between_sd(between: pd.DataFrame | None, kind: str) -> pd.Series:
     return between.set_index("instance_type")["between_sd"]
 
 
+def _within_sd(between: pd.DataFrame | None) -> pd.Series:
+    """One step's spread about its run's mean (log sd) per instance type, where the fitted
+    table told runs apart (``run_variance``'s ``within_sd``); empty where none was measured."""
+    if between is None or "within_sd" not in between:
+        return pd.Series(dtype=float)
+    return between.set_index("instance_type")["within_sd"]
+
+
+def with_step_noise(
+    point: np.ndarray, lo: np.ndarray, hi: np.ndarray, level: float, step_sd: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval of one step rather than of a run's mean: each end's log distance from the
+    point and one step's spread about its run's mean (``step_sd``, log) at ``level`` added in
+    quadrature, each side its own (NaN sd: nothing to add),
+
+        h_lo' = sqrt(h_lo**2 + (z * s)**2),   h_hi' = sqrt(h_hi**2 + (z * s)**2)
+
+    The belief is of a run's mean step, which a run's many steps average; a single step
+    strays from that mean by what its run's steps showed (a CPU profile's by 10%, a GPU's
+    by a few percent)."""
+    s = two_sided_z(level) * np.nan_to_num(np.asarray(step_sd, float), nan=0.0)
+    point = np.asarray(point, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h_lo = np.log(point / np.asarray(lo, float))
+        h_hi = np.log(np.asarray(hi, float) / point)
+    return point * np.exp(-np.sqrt(h_lo**2 + s**2)), point * np.exp(np.sqrt(h_hi**2 + s**2))
+
+
+def _of_one_step(
+    point: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    level: float,
+    within: float | np.ndarray,
+    between_sd: float | np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A run mean's interval made one step's (``with_step_noise``) and, for a new run
+    (``between_sd`` given), widened by the between-run spread (``widen``)."""
+    lo, hi = with_step_noise(point, lo, hi, level, within)
+    if between_sd is not None:
+        lo, hi = widen(point, lo, hi, level, between_sd)
+    return lo, hi
+
+
 def apply_kind(
     pred: pd.DataFrame, kind: str, level: float, between: pd.DataFrame | None
 ) -> pd.DataFrame:
     """``pred`` with its interval for ``kind``, an ``interval_kind`` column saying which and,
     for new runs, the ``between_run_sd`` added (NaN: none measured for that type, none added).
+    Either kind is of one step: one step's spread about its run's mean, where the fitted
+    table measured it (``_within_sd``), widens the belief's interval of the mean
+    (``with_step_noise``).
     """
     check_kind(kind)
     out = pred
-    if kind == "new_run":
-        sd = out["instance_type"].astype(str).map(_between_sd(between, kind)).to_numpy(float)
-        out["step_time_lo"], out["step_time_hi"] = widen(
-            out["step_time_s"].to_numpy(),
-            out["step_time_lo"].to_numpy(),
-            out["step_time_hi"].to_numpy(),
-            level,
-            sd,
-        )
+    types = out["instance_type"].astype(str)
+    within = types.map(_within_sd(between)).to_numpy(float)
+    sd = types.map(_between_sd(between, kind)).to_numpy(float) if kind == "new_run" else None
+    out["step_time_lo"], out["step_time_hi"] = _of_one_step(
+        out["step_time_s"].to_numpy(),
+        out["step_time_lo"].to_numpy(),
+        out["step_time_hi"].to_numpy(),
+        level,
+        within,
+        sd,
+    )
+    if sd is not None:
         out["between_run_sd"] = sd
     out["interval_kind"] = kind
     out.attrs["interval_kind"] = kind
@@ -731,11 +781,14 @@ def apply_kind_arrays(
     between: pd.DataFrame | None,
 ) -> dict[str, np.ndarray]:
     """``apply_kind`` for the estimator's array predictions of one instance type."""
-    if kind == "step":
-        return pred
     check_kind(kind)
-    sd = _between_sd(between, kind).get(str(instance_type), math.nan)
-    lo, hi = widen(pred["step_time_s"], pred["step_time_lo"], pred["step_time_hi"], level, sd)
+    within = _within_sd(between).get(str(instance_type), math.nan)
+    sd = _between_sd(between, kind).get(str(instance_type), math.nan) if kind == "new_run" else None
+    if not (np.isfinite(within) and within > 0) and sd is None:
+        return pred  # a step's interval with no step spread measured: the search's hot path
+    lo, hi = _of_one_step(
+        pred["step_time_s"], pred["step_time_lo"], pred["step_time_hi"], level, within, sd
+    )
     return {**pred, "step_time_lo": lo, "step_time_hi": hi}
 
 
