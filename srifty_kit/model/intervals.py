@@ -708,6 +708,14 @@ def _within_sd(between: pd.DataFrame | None) -> pd.Series:
     return between.set_index("instance_type")["within_sd"]
 
 
+def _of_type(between: pd.DataFrame | None, column: str, instance_type: str) -> float:
+    """``column`` of ``instance_type``'s row of ``run_variance``'s table (NaN: none)."""
+    if between is None or column not in between:
+        return math.nan
+    hit = between[column].to_numpy(float)[between["instance_type"].to_numpy() == instance_type]
+    return float(hit[0]) if hit.size else math.nan
+
+
 def with_step_noise(
     point: np.ndarray, lo: np.ndarray, hi: np.ndarray, level: float, step_sd: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -738,7 +746,8 @@ def _of_one_step(
 ) -> tuple[np.ndarray, np.ndarray]:
     """A run mean's interval made one step's (``with_step_noise``) and, for a new run
     (``between_sd`` given), widened by the between-run spread (``widen``)."""
-    lo, hi = with_step_noise(point, lo, hi, level, within)
+    if np.any(np.asarray(within, float) > 0):  # NaN compares False: no step spread measured
+        lo, hi = with_step_noise(point, lo, hi, level, within)
     if between_sd is not None:
         lo, hi = widen(point, lo, hi, level, between_sd)
     return lo, hi
@@ -782,10 +791,9 @@ def apply_kind_arrays(
 ) -> dict[str, np.ndarray]:
     """``apply_kind`` for the estimator's array predictions of one instance type."""
     check_kind(kind)
-    within = _within_sd(between).get(str(instance_type), math.nan)
+    # one type's row, read without building an index: this runs per type in every search
+    within = _of_type(between, "within_sd", instance_type)
     sd = _between_sd(between, kind).get(str(instance_type), math.nan) if kind == "new_run" else None
-    if not (np.isfinite(within) and within > 0) and sd is None:
-        return pred  # a step's interval with no step spread measured: the search's hot path
     lo, hi = _of_one_step(
         pred["step_time_s"], pred["step_time_lo"], pred["step_time_hi"], level, within, sd
     )
