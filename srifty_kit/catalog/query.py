@@ -133,6 +133,15 @@ def instance_family(instance_type: pd.Series) -> pd.Series:
     return instance_type.astype(str).str.split(".", n=1).str[0]
 
 
+def offered(rows: pd.DataFrame) -> pd.Series:
+    """Whether each catalog row's type is still offered in its region (``offered_in_region``;
+    an empty cell, or a catalog without the column, counts as offered): what a search of the
+    catalog enumerates, and what a panel marks as retired where a family has none."""
+    if "offered_in_region" not in rows:
+        return pd.Series(True, index=rows.index)
+    return rows["offered_in_region"].fillna(True).astype(bool)
+
+
 def _as_list(value: str | Iterable[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 

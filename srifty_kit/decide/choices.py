@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from srifty_kit.catalog.query import instance_family
+from srifty_kit.catalog.query import instance_family, offered
 from srifty_kit.decide.job import Constraints
 from srifty_kit.errors import InputError, counted, did_you_mean
 
@@ -177,26 +177,18 @@ def check_gpu_figures(
     )
 
 
-def _offered(rows: pd.DataFrame) -> pd.Series:
-    """Whether each row's type is still offered in its region, as the search reads the catalog's
-    ``offered_in_region`` (an empty cell, or no such column, counts as offered)."""
-    if "offered_in_region" not in rows:
-        return pd.Series(True, index=rows.index)
-    return rows["offered_in_region"].fillna(True).astype(bool)
-
-
 def families_not_offered(catalog: pd.DataFrame) -> dict[str, tuple[str, ...]]:
     """The GPU families none of whose types is offered any more where the catalog lists them
     (p3 in us-east-1): {family: the regions it is listed in}. A search that enumerates the
     catalog leaves their types out, so a panel marks them."""
     rows = _gpu_rows(catalog)
     family = instance_family(rows["instance_type"]).to_numpy()
-    offered = _offered(rows).to_numpy()
+    on_offer = offered(rows).to_numpy()
     regions = rows["region"].astype(str).to_numpy()
     return {
         str(f): tuple(sorted(set(regions[family == f])))
         for f in sorted(set(family))
-        if not offered[family == f].any()
+        if not on_offer[family == f].any()
     }
 
 
@@ -211,7 +203,7 @@ def _suggested_families(
     first those with the GPUs of ``like`` (the rows asked for), then those ``workload`` was
     measured on, then by name."""
     rows = _gpu_rows(catalog)
-    rows = rows[_offered(rows).to_numpy()]
+    rows = rows[offered(rows).to_numpy()]
     if "accelerator_kind" in rows:
         rows = rows[rows["accelerator_kind"].fillna("GPU").astype(str) == "GPU"]
     asked = set(instance_family(like["instance_type"]))
@@ -256,7 +248,7 @@ def offered_types(
             one or two families on offer there to choose instead.
     """
     rows = catalog[catalog["instance_type"].astype(str).isin(set(map(str, instance_types)))]
-    kept = tuple(dict.fromkeys(rows.loc[_offered(rows).to_numpy(), "instance_type"].astype(str)))
+    kept = tuple(dict.fromkeys(rows.loc[offered(rows).to_numpy(), "instance_type"].astype(str)))
     if kept or rows.empty:
         return kept
     families = " and ".join(dict.fromkeys(instance_family(rows["instance_type"])))

@@ -184,7 +184,7 @@ def _empty(c: cand.Candidates) -> cand.Candidates:
 
 def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.DataFrame, dict]:
     """Catalog rows allowed by the constraints; unknown names are InputErrors."""
-    from srifty_kit.catalog.query import filter_catalog, lookup
+    from srifty_kit.catalog.query import filter_catalog, lookup, offered
 
     skipped: dict[str, str] = {}
     rows = catalog
@@ -218,7 +218,7 @@ def _select_types(catalog: pd.DataFrame, constraints: Constraints) -> tuple[pd.D
             skipped[str(t)] = "not a GPU (a CUDA profile does not carry over); name it to include"
         rows = rows[~other]
     if not named and "offered_in_region" in rows:
-        gone = ~rows["offered_in_region"].fillna(True).astype(bool)
+        gone = ~offered(rows)
         for t in rows.loc[gone, "instance_type"]:
             skipped[str(t)] = "not offered in the region any more; name it to include"
         rows = rows[~gone]
