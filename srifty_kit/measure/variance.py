@@ -414,6 +414,12 @@ def _drift_one(
         said.append("slowing down (throttling?)")
     if row["drift"]:
         said.append(f"level shift ({row['shift']:+.1%} at step {row['shift_at']})")
+    elif len(kept) < MIN_BATCHES:
+        # level_shift did not test these steps: "stable" would claim a check never made
+        said.append(
+            f"too few steps to judge a level shift ({len(kept)} after the warm-up cut, "
+            f"{MIN_BATCHES} needed)"
+        )
     verdict = "; ".join(said) or "stable"
     return {
         **row,
@@ -443,7 +449,15 @@ def detect_drift(
     steps are slower than the rest (one-sided Mann-Whitney U). ``drift`` is the level-shift
     flag of :func:`level_shift` (CUSUM over the steps after the warm-up cut, at
     ``DRIFT_ALPHA``), with ``shift``, ``shift_at`` (step index in the whole series, warm-up
-    counted) and ``shift_p``.
+    counted) and ``shift_p``; with fewer than ``MIN_BATCHES`` steps after the warm-up cut no
+    shift is tested (``drift`` False, ``shift`` NaN) and ``verdict`` says "too few steps to
+    judge a level shift" instead of "stable". ``verdict`` is "too few samples" under 8 steps.
+
+    Args: ``table`` a measurement table (one row per step); ``by`` the columns that make a
+    configuration (default: the configuration keys and ``run``); ``value`` the column timed;
+    ``alpha``, ``warmup_frac``, ``min_change`` as above.
+    Returns one row per configuration. Raises ``InputError`` when ``value`` or a ``by``
+    column is missing.
     """
     keys, groups = _groups(table, by, value)
     rows = [

@@ -159,6 +159,20 @@ def test_drift_tells_warm_up_throttling_and_stable_apart():
     assert row["change"] == pytest.approx(0.3, abs=0.05)
 
 
+def test_drift_says_too_few_steps_where_the_warm_up_cut_left_too_few_to_judge():
+    # 30 steady steps, the profiler marked the first 18 as warm-up: 12 are left, fewer than
+    # a level-shift test needs, so the verdict must not read "stable"
+    rng = np.random.default_rng(3)
+    table = _table({4: rng.normal(0.1, 0.003, 30), 8: rng.normal(0.2, 0.003, 200)})
+    table["warmup"] = (table["local_bsz"] == 4) & (table["repeat"] < 18)
+    out = variance.detect_drift(table).set_index("local_bsz")
+    assert out.loc[4, "verdict"] == (
+        "too few steps to judge a level shift (12 after the warm-up cut, 20 needed)"
+    )
+    assert not out.loc[4, "drift"] and np.isnan(out.loc[4, "shift"])
+    assert out.loc[8, "verdict"] == "stable"  # enough steps: judged, and steady
+
+
 def test_level_shift_is_flagged_and_autocorrelation_alone_is_not():
     from statsmodels.stats.diagnostic import breaks_cusumolsresid
 
