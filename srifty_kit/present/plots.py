@@ -400,30 +400,80 @@ def residuals_by_scale(pred: pd.DataFrame, measured: str = "measured_s", ax: Any
 
 
 def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
-    """Compute and exposed sync per worker count, stacked; hatched: sync hidden by overlap."""
+    """Compute and exposed sync per configuration, stacked; hatched: sync hidden by overlap.
+
+    One bar per node count and worker count: the same workers spread over more nodes sync
+    over a slower network, so averaging across node counts would draw a split no
+    configuration has. Bars are grouped by node count, each group named under the axis (or
+    the one node count named on it). Where one pair was placed several ways (GPUs per node),
+    the bar is their mean and a whisker spans their totals, lowest to highest.
+
+    Args:
+        explained: ``StepTimeModel.explain`` rows (``num_nodes``, ``num_workers``,
+            ``compute_s``, ``sync_s``, ``overlap_s``; ``placement``, ``local_bsz`` optional).
+        ax: the axes to draw on (None: a new figure).
+
+    Returns:
+        The axes.
+    """
     import seaborn as sns
+    from matplotlib.transforms import blended_transform_factory
 
     ax = _axes(ax)
-    mean = explained.groupby("num_workers")[["compute_s", "sync_s", "overlap_s"]].mean()
-    exposed = mean["sync_s"] - mean["overlap_s"]
-    x = np.arange(len(mean))
+    keys = ["num_nodes", "num_workers"]
+    per = explained.groupby([*keys, "placement"] if "placement" in explained else keys)
+    per = per[["compute_s", "sync_s", "overlap_s"]].mean().reset_index()
+    pairs = per.groupby(keys, sort=True)
+    parts = pairs[["compute_s", "sync_s", "overlap_s"]].mean()
+    exposed = parts["sync_s"] - parts["overlap_s"]
+    x = np.arange(len(parts))
     blue, orange = sns.color_palette()[:2]
-    ax.bar(x, mean["compute_s"], label="compute", color=blue)
-    ax.bar(x, exposed, bottom=mean["compute_s"], label="sync (exposed)", color=orange)
+    ax.bar(x, parts["compute_s"], label="compute", color=blue)
+    ax.bar(x, exposed, bottom=parts["compute_s"], label="sync (exposed)", color=orange)
     ax.bar(
         x,
-        mean["overlap_s"],
-        bottom=mean["compute_s"] + exposed,
+        parts["overlap_s"],
+        bottom=parts["compute_s"] + exposed,
         color="none",
         edgecolor=orange,
         hatch="//",
         label="sync hidden by overlap",
     )
-    ax.set_xticks(x, mean.index)
-    ax.set(xlabel="workers", ylabel="seconds per step")
+    total = (per["compute_s"] + per["sync_s"]).groupby([per[k] for k in keys]).agg(["min", "max"])
+    placed = (pairs.size() > 1).to_numpy()
+    if placed.any():
+        top = (parts["compute_s"] + parts["sync_s"]).to_numpy()
+        ax.errorbar(
+            x[placed],
+            top[placed],
+            yerr=[(top - total["min"].to_numpy())[placed], (total["max"].to_numpy() - top)[placed]],
+            fmt="none",
+            ecolor="0.2",
+            elinewidth=0.8,
+            capsize=2,
+        )
+    index = parts.index.to_frame(index=False)
+    ax.set_xticks(x, [plain(w) for w in index["num_workers"]])
+    nodes = index["num_nodes"].unique()
+    xlabel = "workers"
+    if len(nodes) == 1:  # the node count the parts are drawn at, said on the axis
+        xlabel += f" on {plain(nodes[0])} node{'' if nodes[0] == 1 else 's'}"
+    else:  # each node count's bars, named under them and set apart
+        under = blended_transform_factory(ax.transData, ax.transAxes)
+        for k in nodes:
+            at = x[(index["num_nodes"] == k).to_numpy()]
+            ax.text(at.mean(), -0.09, f"{plain(k)} nodes", transform=under, ha="center", va="top")
+            if at[0] > 0:
+                ax.axvline(at[0] - 0.5, color="0.6", linewidth=0.8)
+        xlabel += " (grouped by node count)"
     batches = explained["local_bsz"].unique() if "local_bsz" in explained else ()
     if len(batches) == 1:  # the batch the parts are drawn at
-        ax.set_xlabel(f"workers (local batch {plain(batches[0])})")
+        xlabel += f", local batch {plain(batches[0])}"
+    if placed.any():
+        xlabel += "; whiskers: the range over placements"
+    ax.set(xlabel=xlabel, ylabel="seconds per step")
+    if len(nodes) > 1:
+        ax.xaxis.labelpad = 16  # below the node counts' names
     ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3)
     return ax
 

@@ -1,0 +1,63 @@
+"""Notebook 02's figures: what a bar or a band stands for is one configuration's, not a blend."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from srifty_kit.present.plots import step_breakdown
+
+
+@pytest.fixture
+def ax():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+def _explained(rows) -> pd.DataFrame:
+    return pd.DataFrame(
+        rows, columns=["num_nodes", "num_workers", "compute_s", "sync_s", "overlap_s"]
+    ).assign(local_bsz=8)
+
+
+def _stack_tops(ax) -> list[float]:
+    """Each bar's full height (compute + exposed + hidden sync), left to right."""
+    bars = [c for c in ax.containers if hasattr(c, "patches")]
+    return [sum(c.patches[i].get_height() for c in bars) for i in range(len(bars[0].patches))]
+
+
+def test_breakdown_draws_each_node_count_apart_not_their_average(ax):
+    # 8 workers on 2 nodes sync over a slower network than 8 on 1: two bars, each its own
+    explained = _explained([(1, 8, 0.5, 0.2, 0.1), (2, 8, 0.5, 0.6, 0.1), (2, 16, 0.5, 0.8, 0.1)])
+    step_breakdown(explained, ax)
+    assert _stack_tops(ax) == pytest.approx([0.5 + 0.2, 0.5 + 0.6, 0.5 + 0.8])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "8", "16"]
+    assert {t.get_text() for t in ax.texts} == {"1 nodes", "2 nodes"}
+    assert "grouped by node count" in ax.get_xlabel() and "local batch 8" in ax.get_xlabel()
+
+
+def test_breakdown_at_one_node_count_names_it_on_the_axis(ax):
+    explained = _explained([(4, w, 0.6, 0.1 * w, 0.05) for w in (4, 8, 12)] * 2)  # rows repeat
+    step_breakdown(explained, ax)
+    assert _stack_tops(ax) == pytest.approx([0.6 + 0.1 * w for w in (4, 8, 12)])
+    assert ax.get_xlabel() == "workers on 4 nodes, local batch 8"
+    assert not ax.texts
+
+
+def test_breakdown_spans_the_placements_of_one_worker_count_with_a_whisker(ax):
+    # 6 workers on 2 nodes placed 3+3 and 4+2: one bar at their mean, a whisker over both
+    explained = _explained([(2, 6, 0.5, 0.3, 0.1), (2, 6, 0.5, 0.5, 0.1)]).assign(
+        placement=["33", "42"]
+    )
+    step_breakdown(explained, ax)
+    assert _stack_tops(ax) == pytest.approx([0.9])
+    (whisker,) = [c for c in ax.containers if hasattr(c, "has_yerr") and c.has_yerr]
+    segment = whisker.lines[2][0].get_segments()[0]
+    assert [y for _, y in segment] == pytest.approx([0.8, 1.0])
+    assert "whiskers: the range over placements" in ax.get_xlabel()
