@@ -414,3 +414,33 @@ def middle_batch(configs: pd.DataFrame) -> pd.DataFrame:
         raise InputError("no configurations to break down", fix="give at least one row")
     bsz = configs["local_bsz"].quantile(0.5, interpolation="lower")
     return configs[configs["local_bsz"] == bsz]
+
+
+def fold_error_line(summary: pd.DataFrame) -> str:
+    """What ``StepTimeModel.summary``'s ``held_out_error`` is, in the unit a reader compares.
+
+    It is a fraction (0.42: 42%), ``exp(mean |log(measured / predicted)|) - 1`` over the
+    steps the fit's own scale folds held out: fits on the smaller configurations of the fitted
+    rows predicting their larger ones (``interval_from`` names the folds). It is not the MAPE
+    of notebook 02's held-out line, which scores the final fit on rows it never saw.
+
+    Args:
+        summary: ``StepTimeModel.summary()`` (``model``, ``instance_type``, ``held_out_error``).
+
+    Returns:
+        One line per group, joined by newlines.
+    """
+    lines = []
+    for row in summary.itertuples():
+        error = row.held_out_error
+        name = f"{row.model}/{row.instance_type}"
+        if not np.isfinite(error):
+            lines.append(f"{name}: held_out_error empty: nothing could be held out while fitting")
+            continue
+        lines.append(
+            f"{name}: held_out_error {error:.2f} = {error:.0%}, the typical miss "
+            "(exp(mean |log(measured / predicted)|) - 1) while fitting, when fits on its "
+            "smaller configurations predicted its larger ones (the folds in interval_from); "
+            "not the MAPE of the final fit below"
+        )
+    return "\n".join(lines)

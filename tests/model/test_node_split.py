@@ -1,12 +1,14 @@
-"""Notebook 02's split: fit up to a node count, score above it, and say which it scored."""
+"""Notebook 02's split: fit up to a node count, score above it, and say which it scored and
+what its numbers mean."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from srifty_kit import InputError
-from srifty_kit.model.holdout import middle_batch, score_line, split_by_nodes
+from srifty_kit import InputError, StepTimeModel
+from srifty_kit.model.holdout import fold_error_line, middle_batch, score_line, split_by_nodes
+from tests.builders import configs, measurements
 
 
 def _table(nodes=(1, 2, 3)) -> pd.DataFrame:
@@ -55,3 +57,25 @@ def test_the_breakdown_is_drawn_at_a_batch_that_was_run():
     assert set(middle_batch(rows)["local_bsz"]) == {8}
     rows = pd.DataFrame({"local_bsz": [4] * 3 + [8] * 2 + [16] * 9})
     assert set(middle_batch(rows)["local_bsz"]) == {16}
+
+
+@pytest.fixture(scope="module")
+def fitted_beyond_two_nodes():
+    """A model fitted on synthetic steps up to 2 nodes, its predictions at 3."""
+    table = measurements(3)
+    split = split_by_nodes(table, "resnet", 2)
+    with pytest.warns(UserWarning, match="one multi-node count"):
+        model = StepTimeModel().fit(split.fit)
+    return model, model.predict(configs(split.scored))
+
+
+def test_held_out_error_is_said_as_a_percent_with_what_it_measures(fitted_beyond_two_nodes):
+    model, _ = fitted_beyond_two_nodes
+    error = model.summary()["held_out_error"].iloc[0]
+    line = fold_error_line(model.summary())
+    assert f"held_out_error {error:.2f} = {error:.0%}, the typical miss" in line
+    assert "exp(mean |log(measured / predicted)|) - 1" in line and "not the MAPE" in line
+    one_node = measurements(1).query("num_nodes == 1 and num_workers == 1")
+    with pytest.warns(UserWarning, match="prior width used"):
+        alone = StepTimeModel().fit(one_node)
+    assert "nothing could be held out while fitting" in fold_error_line(alone.summary())

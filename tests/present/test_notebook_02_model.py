@@ -45,6 +45,8 @@ def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path)
     # every held-out step is inside, above or below (each share rounded to a percent)
     assert abs(sum(int(found.group(i)) for i in (2, 3, 4)) - 100) <= 1
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
+    # the fitting error is said in percent, beside what it measures
+    assert re.search(r"held_out_error [\d.]+ = \d+%, the typical miss", text), text
 
 
 @pytest.mark.slow
