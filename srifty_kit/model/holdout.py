@@ -444,3 +444,75 @@ def fold_error_line(summary: pd.DataFrame) -> str:
             "not the MAPE of the final fit below"
         )
     return "\n".join(lines)
+
+
+# the interval's ends, in log step time, differ by more than this factor before it is called
+# lopsided (an interval even in log time reaches further above than below in percent)
+_LOPSIDED = 1.25
+
+
+def interval_line(model, pred: pd.DataFrame, level: float) -> str:
+    """How far the interval reaches below and above the point, and why, read from the fit.
+
+    The reach is the median over ``pred``'s rows of ``1 - step_time_lo / step_time_s`` and
+    ``step_time_hi / step_time_s - 1``. The why is the fit's. Errors are ratios: an interval
+    even in log step time reaches further above than below in percent (+30% and -23% are one
+    factor of 1.3). Beyond that, the ends are the signed split-conformal quantiles of the
+    errors its scale folds made (``intervals.Spread``), so when most of those steps ran
+    faster than predicted the interval reaches further below; and beyond the fitted node
+    counts the network's learned move rate (``NodeMove.centre``) shifts its middle.
+
+    Args:
+        model: a fitted ``StepTimeModel`` (its ``groups_``).
+        pred: its predictions (``model``, ``instance_type``, ``num_nodes``, ``step_time_s``,
+            ``step_time_lo``, ``step_time_hi``).
+        level: the interval's level (for the words only).
+
+    Returns:
+        One line per (model, instance type) of ``pred``, joined by newlines.
+    """
+    lines = []
+    for (m, t), rows in pred.groupby(["model", "instance_type"], sort=True):
+        low = rows["step_time_lo"] / rows["step_time_s"]
+        high = rows["step_time_hi"] / rows["step_time_s"]
+        below, above = float(np.median(1 - low)), float(np.median(high - 1))
+        said = (
+            f"{m}/{t}: the {level:.0%} interval reaches {below:.0%} below the point and "
+            f"{above:.0%} above it (median over these configurations)"
+        )
+        down, up = float(np.median(-np.log(low))), float(np.median(np.log(high)))
+        if max(down, up) > _LOPSIDED * min(down, up):
+            said += f": lopsided, wider {'below' if down > up else 'above'} even in log step time"
+        elif max(below, above) > _LOPSIDED * min(below, above):
+            said += (
+                ": even in log step time (errors are ratios: a factor above is as likely as "
+                "its inverse below), so wider above in percent"
+            )
+        else:
+            said += ": about even"
+        fit = model.groups_.get((m, t))
+        spread = getattr(fit, "spread", None)
+        if spread is None:  # carried to hardware never measured: no folds of its own
+            lines.append(said + "; carried from another instance type's fit")
+            continue
+        if spread.scores.size:
+            faster = float(np.mean(spread.scores < 0))
+            said += (
+                f"; its ends are the signed {(1 - level) / 2:.0%} and {(1 + level) / 2:.0%} "
+                f"quantiles of the errors the fit made predicting its own larger "
+                f"configurations while fitting (interval_from), not mirrored: "
+                f"{faster:.0%} of those {counted(spread.scores.size, 'step')} ran faster than "
+                f"predicted, {1 - faster:.0%} slower"
+            )
+        else:
+            said += "; its width is a prior (too few held-out steps to calibrate on)"
+        node = spread.node
+        if node is not None and node.centre != 0 and (rows["num_nodes"] > fit.max_nodes).any():
+            said += (
+                f"; beyond {counted(fit.max_nodes, 'node')} its middle moves "
+                f"{'up' if node.centre > 0 else 'down'}: the network was found "
+                f"{'slower' if node.centre > 0 else 'faster'} than predicted at each doubling "
+                f"of nodes (NodeMove centre {node.centre:+.2f})"
+            )
+        lines.append(said)
+    return "\n".join(lines)

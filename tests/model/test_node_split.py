@@ -3,11 +3,21 @@ what its numbers mean."""
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pandas as pd
 import pytest
 
 from srifty_kit import InputError, StepTimeModel
-from srifty_kit.model.holdout import fold_error_line, middle_batch, score_line, split_by_nodes
+from srifty_kit.model.holdout import (
+    fold_error_line,
+    interval_line,
+    middle_batch,
+    score_line,
+    split_by_nodes,
+)
+from srifty_kit.tables.files import read_table
 from tests.builders import configs, measurements
 
 
@@ -79,3 +89,45 @@ def test_held_out_error_is_said_as_a_percent_with_what_it_measures(fitted_beyond
     with pytest.warns(UserWarning, match="prior width used"):
         alone = StepTimeModel().fit(one_node)
     assert "nothing could be held out while fitting" in fold_error_line(alone.summary())
+
+
+def _reach(line: str) -> tuple[int, int]:
+    found = re.search(r"interval reaches (\d+)% below the point and (\d+)% above it", line)
+    assert found, line
+    return int(found.group(1)), int(found.group(2))
+
+
+def test_interval_line_reads_its_reach_from_the_bounds_and_its_lean_from_the_folds(
+    fitted_beyond_two_nodes,
+):
+    model, pred = fitted_beyond_two_nodes
+    line = interval_line(model, pred, 0.9)
+    below = np.median(1 - pred["step_time_lo"] / pred["step_time_s"])
+    above = np.median(pred["step_time_hi"] / pred["step_time_s"] - 1)
+    assert _reach(line) == (round(100 * below), round(100 * above))
+    scores = model.groups_[("resnet", "g4dn.12xlarge")].spread.scores
+    faster = np.mean(scores < 0)
+    assert f"{faster:.0%} of those {scores.size} steps ran faster than predicted" in line
+    # the same fit, its bounds pulled down: the line calls the lower side wider
+    lopsided = pred.assign(step_time_lo=pred["step_time_s"] * (1 - 2 * above))
+    assert "lopsided, wider below even in log step time" in interval_line(model, lopsided, 0.9)
+    # one factor each way (1.3) reads +30% and -23%: said to be even in log time, not lopsided
+    even = pred.assign(
+        step_time_lo=pred["step_time_s"] / 1.3, step_time_hi=pred["step_time_s"] * 1.3
+    )
+    line = interval_line(model, even, 0.9)
+    assert _reach(line) == (23, 30) and "even in log step time" in line
+    assert "lopsided" not in line
+
+
+def test_reference_interval_is_said_to_lean_the_way_its_fold_errors_do(reference_measurements):
+    split = split_by_nodes(read_table(reference_measurements), "bert")
+    with pytest.warns(UserWarning):  # the reference fit warns of its in-sample coverage
+        model = StepTimeModel(level=0.9).fit(split.fit)
+    line = interval_line(model, model.predict(configs(split.scored)), 0.9)
+    below, above = _reach(line)
+    faster = int(re.search(r"(\d+)% of those [\d,]+ steps ran faster", line).group(1))
+    # the reference's interval leans below in log time too: the side most of the fit's own
+    # fold errors fell on, and the line says both
+    assert -np.log(1 - below / 100) > 1.25 * np.log(1 + above / 100), line
+    assert "lopsided, wider below even in log step time" in line and faster > 50, line

@@ -47,6 +47,9 @@ def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path)
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 3
     # the fitting error is said in percent, beside what it measures
     assert re.search(r"held_out_error [\d.]+ = \d+%, the typical miss", text), text
+    # and the interval's reach each way, with why it leans
+    assert re.search(r"the 80% interval reaches \d+% below the point and \d+% above it", text)
+    assert "quantiles of the errors the fit made predicting its own larger" in text, text
 
 
 @pytest.mark.slow
