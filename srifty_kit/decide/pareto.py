@@ -2,17 +2,19 @@
 
 The front is over (time at the confidence, expected cost): ``FRONT_TIME`` and ``FRONT_COST``,
 the columns the search, the panel's figure, notebook 03's figure and ``srifty search`` draw or
-list it in, so the cost objective's pick (the least expected cost within the deadline) is
-always on it.
+list it in, and the search ranks every objective in them, so each objective's pick (the cost
+objective's: the least expected cost within the deadline) is always on it.
 
 The exact front keeps a point that is faster by any amount, however small: a configuration
 0.003% faster at 2.4x the cost is on it. Such a margin is far inside what the model knows
 (run-to-run noise alone is about 3% of a step), so the front a reader sees keeps a faster
 point only when it is at least ``FRONT_NOISE`` (3%) faster than the next cheaper point shown
-(``distinct_mask``).
+(``distinct_mask``), or when it is the knee or the pick.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -63,39 +65,72 @@ def pareto_mask(time_h: np.ndarray, cost_usd: np.ndarray) -> np.ndarray:
     return out
 
 
-def knee_index(time_h: np.ndarray, cost_usd: np.ndarray) -> int:
-    """Position of the knee of a front: farthest below the chord joining its two ends.
+def knee_score(
+    time_h: np.ndarray, cost_usd: np.ndarray, front: np.ndarray | None = None
+) -> np.ndarray:
+    """Each point's time plus cost, both scaled to [0, 1] over the front's points.
 
-    Both axes are scaled to [0, 1] over the front, so the chord is t + c = 1 and the knee
-    minimises t + c (the Kneedle idea: Satopaa et al., ICDCS workshops 2011).
+    The chord joining the front's two ends is then score 1 and the knee is the front's point
+    of least score (the Kneedle idea: Satopaa et al., ICDCS workshops 2011).
+
+    Args:
+        time_h: time to finish at the confidence (``FRONT_TIME``) of each point.
+        cost_usd: the expected cost (``FRONT_COST``) of each point.
+        front: which points are the front's (default: all of them).
+
+    Returns:
+        The score of every point, scaled by the front's span on each axis (a front with no
+        span on an axis adds 0 for its points on that axis).
+    """
+    t, c = np.asarray(time_h, float), np.asarray(cost_usd, float)
+    on = np.ones(t.size, bool) if front is None else np.asarray(front, bool)
+
+    def scaled(x: np.ndarray) -> np.ndarray:
+        low, span = x[on].min(), x[on].max() - x[on].min()
+        return (x - low) / span if span > 0 else np.where(x > low, np.inf, 0.0)
+
+    return scaled(t) + scaled(c)
+
+
+def knee_index(time_h: np.ndarray, cost_usd: np.ndarray) -> int:
+    """Position of the knee of a front: the point of least ``knee_score``, farthest below the
+    chord joining the front's two ends; ties go to the cheaper point, then the faster (as
+    every objective of the search breaks them).
+
+    Raises:
+        ValueError: the front is empty.
     """
     t = np.asarray(time_h, float)
     c = np.asarray(cost_usd, float)
     if t.size == 0:
         raise ValueError("an empty front has no knee")
-
-    def scaled(x: np.ndarray) -> np.ndarray:
-        span = x.max() - x.min()
-        return (x - x.min()) / span if span > 0 else np.zeros_like(x)
-
-    return int(np.argmin(scaled(t) + scaled(c)))
+    return int(np.lexsort((t, c, knee_score(t, c)))[0])
 
 
 def distinct_mask(
-    time_h: np.ndarray, keep: int | None = None, rel: float = FRONT_NOISE
+    time_h: np.ndarray, keep: int | Iterable[int] | None = None, rel: float = FRONT_NOISE
 ) -> np.ndarray:
     """Which points of a front, sorted fastest first, are worth showing.
 
     From the slowest (cheapest) point on, a faster point is shown only when its time is at
     least ``rel`` below that of the last point shown: one within the noise floor costs more
-    for a gain the model cannot tell from noise. Position ``keep`` (the knee) is always shown.
-    Every point left out is then within ``rel`` in time of a shown point that costs less.
+    for a gain the model cannot tell from noise. Every point left out is then within ``rel``
+    in time of a shown point that costs less.
+
+    Args:
+        time_h: the front's times, fastest first.
+        keep: positions always shown (the knee, the pick), one or several.
+        rel: the noise floor, relative.
+
+    Returns:
+        A boolean mask over ``time_h``.
     """
     t = np.asarray(time_h, float)
+    kept = set() if keep is None else {int(keep)} if np.ndim(keep) == 0 else set(map(int, keep))
     out = np.zeros(t.size, bool)
     last = np.inf
     for i in range(t.size - 1, -1, -1):
-        if i == keep or t[i] <= last * (1.0 - rel):
+        if i in kept or t[i] <= last * (1.0 - rel):
             out[i] = True
             last = t[i]
     return out

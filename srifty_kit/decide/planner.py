@@ -4,10 +4,11 @@
 (``candidates``), or takes the list given, and keeps those whose probability of meeting the
 deadline and budget is at least the confidence under the model's joint belief
 (``model.posterior``; P is exact under it, ``candidates.meet_probability``), ranks them by the
-objective (for cost and time: the expectation), and returns the ranked table, the Pareto front
-of the time at the confidence and the expected cost (``pareto.FRONT_TIME``, ``FRONT_COST``: the
-cost objective's pick is on it; as shown, without the points less than 3% faster than a
-cheaper one shown: ``pareto.distinct_mask``), its knee, the pick, and why the pick beats the
+objective in the coordinates of the Pareto front (``_rank``), and returns the ranked table, the
+front of the time at the confidence and the expected cost (``pareto.FRONT_TIME``,
+``FRONT_COST``: every objective's pick is a point of it; as shown, without the points less
+than 3% faster than a cheaper one shown, the knee and the pick always:
+``pareto.distinct_mask``), its knee, the pick, and why the pick beats the
 cheapest instance per hour. Infeasible constraints give an empty result that says which constraint
 binds and the nearest feasible point; they never raise.
 
@@ -34,7 +35,14 @@ from srifty_kit.decide import candidates as cand
 from srifty_kit.decide import hetero, spot
 from srifty_kit.decide.explanation import Explanation, explain
 from srifty_kit.decide.job import Constraints, Job
-from srifty_kit.decide.pareto import FRONT_COST, FRONT_TIME, distinct_mask, knee_index, pareto_mask
+from srifty_kit.decide.pareto import (
+    FRONT_COST,
+    FRONT_TIME,
+    distinct_mask,
+    knee_index,
+    knee_score,
+    pareto_mask,
+)
 from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_said
 from srifty_kit.tables.contracts import (
     CANDIDATES,
@@ -57,7 +65,8 @@ class SearchResult:
     ``pareto`` is the front as shown (CLI, JSON, panel, report) over the time at the
     confidence and the expected cost (``pareto.FRONT_TIME``, ``FRONT_COST``): fastest first, a
     point only when it is at least ``pareto.FRONT_NOISE`` (3%) faster than the next cheaper one
-    shown, the knee always; ``pareto_all`` is the exact front, every non-dominated point.
+    shown, the knee and the pick always; ``pareto_all`` is the exact front, every
+    non-dominated point. Every objective's pick is a point of both.
     """
 
     ranked: pd.DataFrame
@@ -410,23 +419,37 @@ def _feasible(c: cand.Candidates, constraints: Constraints) -> np.ndarray:
 def _rank(
     c: cand.Candidates, idx: np.ndarray, front: np.ndarray, objective: str, top: int
 ) -> np.ndarray:
-    """Positions (into ``idx``) of the best ``top`` candidates for the objective, best first."""
-    t, k = c["time_hi_h"][idx], c["cost_hi_usd"][idx]
-    if objective == "cost":  # the expected cost; ties to the surer time
-        keys = (t, c["cost_mean_usd"][idx])
-    elif objective == "time":
-        keys = (k, c["time_mean_h"][idx])
-    elif objective == "throughput-per-dollar":
-        keys = (k, -c["goodput"][idx] / c["usd_per_hr"][idx])
-    else:  # knee: t + c scaled over the front (in its coordinates), what the knee minimises
-        ft, fk = c[FRONT_TIME][idx], c[FRONT_COST][idx]
-        front_t, front_k = ft[front], fk[front]
-        st = (ft - front_t.min()) / max(front_t.max() - front_t.min(), 1e-300)
-        sk = (fk - front_k.min()) / max(front_k.max() - front_k.min(), 1e-300)
-        keys = (fk, st + sk)
+    """Positions (into ``idx``) of the best ``top`` candidates for the objective, best first.
+
+    Every objective ranks in the front's coordinates (``FRONT_TIME``, ``FRONT_COST``), so its
+    pick is a point of the front it is drawn with: "cost" the least expected cost, "time" the
+    least time at the confidence, "knee" the least of the two scaled over the front (what
+    ``knee_index`` minimises), "throughput-per-dollar" the most goodput per dollar-hour among
+    the front's points (the rest follow). Ties go to the lower expected cost, then the shorter
+    time; "cost" ties to the shorter time.
+    """
+    ft, fk = c[FRONT_TIME][idx], c[FRONT_COST][idx]
+    if objective == "cost":
+        return _lexsmallest((ft, fk), top)
+    if objective == "time":
+        return _lexsmallest((fk, ft), top)
+    if objective == "throughput-per-dollar":
+        # a rate says nothing of the belief's spread or of spot reclaims: only the front's
+        # points compete, so a point beaten on both time and expected cost is never picked
+        keys = (ft, fk, -c["goodput"][idx] / c["usd_per_hr"][idx])
+        on, off = np.flatnonzero(front), np.flatnonzero(~front)
+        best = [at[_lexsmallest(tuple(k[at] for k in keys), top)] for at in (on, off)]
+        return np.concatenate(best)[:top]
+    # knee: t + c scaled over the front (in its coordinates), what the knee minimises
+    return _lexsmallest((ft, fk, knee_score(ft, fk, front)), top)
+
+
+def _lexsmallest(keys: tuple[np.ndarray, ...], top: int) -> np.ndarray:
+    """Positions of the ``top`` smallest rows by ``keys`` (the last key first, as
+    ``np.lexsort``), best first; only the rows nearest on the last key are sorted."""
     primary = keys[-1]
-    m = min(len(idx), max(top * 8, 64))
-    near = np.argpartition(primary, m - 1)[:m] if m < len(idx) else np.arange(len(idx))
+    m = min(primary.size, max(top * 8, 64))
+    near = np.argpartition(primary, m - 1)[:m] if m < primary.size else np.arange(primary.size)
     order = np.lexsort(tuple(x[near] for x in keys))
     return near[order][:top]
 
@@ -558,13 +581,17 @@ def select(
     ranked_pos = _rank(c, idx, front, objective, top)
     ranked = cand.to_frame(c, idx[ranked_pos])
     front_idx = idx[front]
-    exact = cand.to_frame(c, front_idx).sort_values(FRONT_TIME, ignore_index=True)
+    front_idx = front_idx[np.argsort(c[FRONT_TIME][front_idx], kind="stable")]  # fastest first
+    exact = cand.to_frame(c, front_idx)
     at = knee_index(exact[FRONT_TIME], exact[FRONT_COST])
     knee = exact.iloc[at]
-    # the front shown: a point within the noise floor of a cheaper one's time is left out
-    shown = exact[distinct_mask(exact[FRONT_TIME].to_numpy(), keep=at)].reset_index(drop=True)
+    picked = int(idx[ranked_pos[0]])
+    # the front shown: a point within the noise floor of a cheaper one's time is left out,
+    # but never the knee nor the pick (every objective's pick is a point of the front drawn)
+    keep = [at, *np.flatnonzero(front_idx == picked)]
+    shown = exact[distinct_mask(exact[FRONT_TIME].to_numpy(), keep=keep)].reset_index(drop=True)
     pick = ranked.iloc[0]
-    why = explain(c, int(idx[ranked_pos[0]]), job, constraints, objective)
+    why = explain(c, picked, job, constraints, objective)
     return SearchResult(ranked, shown, knee, pick, why, pareto_all=exact, **common)
 
 
@@ -586,8 +613,9 @@ def search(
         catalog: the EC2 catalog (default: the embedded one).
         job: the training job.
         constraints: deadline, budget, confidence and what may be enumerated.
-        objective: what the pick minimises among the feasible: "cost" (expected cost),
-            "time" (expected time), "throughput-per-dollar" or "knee".
+        objective: what the pick minimises among the feasible, always a point of the
+            front: "cost" (expected cost), "time" (time at the confidence), "knee", or
+            "throughput-per-dollar" (most goodput per dollar-hour among the front's points).
         top: how many ranked rows to return.
         candidates: decide among exactly these configurations (columns instance_type,
             num_nodes, num_workers, local_bsz; optional pricing, gpus_per_node) instead of

@@ -6,8 +6,9 @@ the last few evaluations; moving the deadline, the budget or the objective only 
 re-ranks those arrays (``planner.select``). The bqplot figure is updated in place: its marks
 get new data, nothing is redrawn from scratch; it draws in the search front's coordinates, the
 time at the confidence across and the expected cost up (``plots.cost_time_axes``, as notebook
-03's static figure does), so the pick by cost lies on the front. Errors in what the user set
-(``InputError``) and "nothing meets the constraints" are shown in the panel as a message.
+03's static figure does), so the pick, by any objective, lies on the front. Errors in what the
+user set (``InputError``) and "nothing meets the constraints" are shown in the panel as a
+message.
 
 Every control and output carries a stable CSS class (``CLASSES``) for browser tests and
 styling; the table carries the inputs it was computed for as ``data-*`` attributes.
@@ -91,7 +92,8 @@ FIGURE_CAPTION = (
     "Across: the time to finish at the confidence (what the deadline is held to); up: the "
     "expected cost (what the cost objective ranks by). Dots: a sample of every configuration "
     "searched (blue on-demand, orange spot). Black steps: the Pareto front, whose cheapest "
-    "point is the pick by cost; gold diamond: its knee; red square: the pick; orange cross: the "
+    "point is the pick by cost; gold diamond: its knee; red square: the pick, a point of the "
+    "front whatever the objective; orange cross: the "
     "nearest configuration when nothing fits. Shaded: misses the deadline (dashed edge). "
     "Dotted: the budget, held to the cost at the confidence (a dot under it can still break it)."
 )
@@ -769,8 +771,8 @@ class SearchPanel:
         self, ev: Evaluated, view: dict, result: SearchResult, constraints: Constraints
     ) -> None:
         m, c = self.marks, ev.candidates
-        # every mark in the front's coordinates (``plots.cost_time_axes``): the pick by cost
-        # is the front's cheapest point, never off it
+        # every mark in the front's coordinates (``plots.cost_time_axes``): the pick, by any
+        # objective, is a point of the front (the search ranks in them), never off it
         (x, x_label), (y, y_label) = view["axes"].values()
         if self._drawn is not ev:  # a new evaluation: new cloud and axes, nothing else redrawn
             idx = view["cloud"]

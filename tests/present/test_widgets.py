@@ -359,6 +359,23 @@ def test_switching_the_workload_takes_its_own_batches_and_noise_scale(profiled, 
     assert panel.result.job == replace(job)
 
 
+def test_every_objective_the_panel_offers_draws_its_pick_on_the_front(profiled, catalog):
+    # on the sample profile's cnn on-demand, the pick by throughput per dollar (ranked by the
+    # hourly rate) was 1 x g6.xlarge, slower and dearer than 1 x g6e.xlarge on the front: the
+    # red square sat off the black steps
+    model, _ = profiled
+    job = Job("cnn", samples=5e7, reference_bsz=64)
+    panel = SearchPanel(model, catalog, job, Constraints(deadline_h=10.0))
+    for objective in panel.controls["objective"].options:
+        panel.controls["objective"].value = objective
+        marks = panel.marks
+        front = marks["front_dots"]
+        drawn = set(zip(front.x.tolist(), front.y.tolist(), strict=True))
+        pick = (marks["pick"].x.tolist()[0], marks["pick"].y.tolist()[0])
+        assert pick in drawn, objective
+        assert config_phrase(panel.result.pick) in panel.table.value
+
+
 def test_the_spot_lessons_marked_intervals_never_print_over_each_other(model, catalog):
     """At the question's stop, 6 h, the cheapest interval (Young/Daly's, 5.51 h) and the chosen
     one each asked for an x tick: '5.5' and '6' printed into one another ('5.56'). Of marked
