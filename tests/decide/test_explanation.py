@@ -108,6 +108,28 @@ def test_the_pick_sentence_quotes_the_expected_cost_it_was_ranked_by(model):
     assert result.ranked["cost_mean_usd"].is_monotonic_increasing
 
 
+def test_an_expected_cost_above_the_median_is_not_said_to_exceed_its_upper_end(model):
+    from srifty_kit.catalog.query import load_catalog
+    from srifty_kit.decide.planner import Constraints, search
+
+    # p4d.24xlarge is never measured: its belief is wide, so its mean cost is 2.4x its median,
+    # and at 50% the sentence read "expected $1,036 (up to $435 at 50%; ...)"
+    full = load_catalog()
+    never = full[full["instance_type"] == "p4d.24xlarge"].reset_index(drop=True)
+    job = Job("resnet", epochs=90, dataset_size=1_281_167, reference_bsz=256, noise_scale=4096)
+    for level in (0.5, 0.9):
+        result = search(model, never, job, Constraints(confidence=level, max_nodes=4))
+        pick, first = result.pick, result.explanation.splitlines()[0]
+        assert f"expected {money(pick['cost_mean_usd'])}" in first
+        if level == 0.5:
+            assert pick["cost_hi_usd"] < pick["cost_mean_usd"] / 2  # the case at hand
+            assert "up to $" not in first and "wide belief" in first
+            assert f"half of runs cost under {money(pick['cost_hi_usd'])}" in first
+        else:  # above the expectation: still its upper end
+            assert pick["cost_hi_usd"] > pick["cost_mean_usd"]
+            assert f"(up to {money(pick['cost_hi_usd'])} at 90%" in first
+
+
 def test_the_printed_efficiency_steps_goodput_and_time_agree(model):
     import re
 
