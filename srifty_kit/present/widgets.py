@@ -195,23 +195,33 @@ def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
     return float(v.min() / margin), float(v.max() * margin)
 
 
-# the table's columns after rank and configuration: (title, result column)
+# the table's columns after rank and configuration: (title, result column); {level} is the
+# confidence: the ends at it are quantiles, below the expected cost at 50% for a wide belief,
+# so they are titled by their level, never "upper"
 TABLE_COLUMNS = (
     ("$/h", "usd_per_hr"),
     ("time h", "time_h"),
-    ("time h (upper)", "time_hi_h"),
+    ("time h at {level}", "time_hi_h"),
     ("expected cost $", "cost_mean_usd"),
-    ("cost $ (upper)", "cost_hi_usd"),
+    ("cost $ at {level}", "cost_hi_usd"),
     ("step s", "step_time_s"),
     ("efficiency", "efficiency"),
 )
 
 
 def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
-    """The ranked configurations as an HTML table carrying ``inputs`` as data attributes."""
-    head = "".join(
-        f"<th>{html.escape(t)}</th>" for t in ("#", "configuration", *(t for t, _ in TABLE_COLUMNS))
-    )
+    """The ranked configurations as an HTML table carrying ``inputs`` as data attributes.
+
+    Args:
+        result: the search to show; its confidence titles the columns of the ends at it.
+        inputs: what it was computed for, written as ``data-*`` attributes.
+
+    Returns:
+        The table's HTML, with its caption (how many configurations meet the constraints).
+    """
+    level = f"{(result.constraints or Constraints()).confidence:.0%}"
+    titles = ("#", "configuration", *(t.format(level=level) for t, _ in TABLE_COLUMNS))
+    head = "".join(f"<th>{html.escape(t)}</th>" for t in titles)
     rows = []
     for i, (_, row) in enumerate(result.ranked.iterrows(), start=1):
         cells = [str(i), html.escape(config_phrase(row))]

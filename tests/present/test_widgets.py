@@ -197,6 +197,23 @@ def test_the_table_shows_the_expected_cost_it_is_ranked_by(model, catalog):
     assert shown == [float(f"{c:.4g}") for c in result.ranked["cost_mean_usd"]]
 
 
+def test_the_tables_ends_are_titled_by_their_confidence_not_as_upper(panel):
+    import re
+
+    # at 50% the end of a wide belief lies below the expected cost: a column titled "cost $
+    # (upper)" beside a larger "expected cost $" read as a bug
+    panel.controls["confidence"].value = 0.5
+    result, table = panel.result, panel.table.value
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    assert "time h at 50%" in heads and "cost $ at 50%" in heads
+    assert not any("upper" in h for h in heads)
+    assert (result.ranked["cost_hi_usd"] < result.ranked["cost_mean_usd"]).any()  # the case
+    column = heads.index("cost $ at 50%")
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    shown = [float(re.findall(r"<td>(.*?)</td>", row)[column]) for row in rows]
+    assert shown == [float(f"{c:.4g}") for c in result.ranked["cost_hi_usd"]]
+
+
 def test_an_error_leaves_nothing_of_the_last_search_in_the_figure(panel):
     drawn = len(panel.marks["cloud"].x)
     assert drawn > 0 and len(panel.marks["deadline"].x) > 0
