@@ -45,7 +45,7 @@ _SPOT_BATCH = 50  # instance types per DescribeSpotPriceHistory request
 
 
 class AwsAccessError(InputError):
-    """AWS refused or could not be reached: credentials, permissions, endpoint, throttling."""
+    """AWS refused or could not be reached: credentials, permissions, region, endpoint."""
 
 
 def pricing_filters(region: str) -> list[dict[str, str]]:
@@ -236,7 +236,8 @@ def _fail(problem: str, fix: str) -> AwsAccessError:
 
 class AwsFailed(CommandFailed):
     """AWS (or the endpoint standing in for it) failed in a way the user cannot fix by
-    changing the command: a server error, an answer botocore could not use. Exit 1."""
+    changing the command: a server error, throttling past the retries, an answer botocore
+    could not use. Exit 1."""
 
 
 @contextlib.contextmanager
@@ -245,9 +246,10 @@ def _aws_errors(
 ) -> Iterator[None]:
     """Turn every botocore failure into one redacted line, never a traceback.
 
-    What the user can act on (credentials, permissions, region, endpoint, throttling, a
-    request the endpoint refused) is an ``AwsAccessError`` (exit 2); a server error or an
-    answer that cannot be used is an ``AwsFailed`` (exit 1). Lines name the AWS error code
+    What the user can act on (credentials, permissions, region, endpoint, a request the
+    endpoint refused) is an ``AwsAccessError`` (exit 2); a server error, throttling that
+    outlasted the retries (``aws_errors.throttled``) or an answer that cannot be used is an
+    ``AwsFailed`` (exit 1). Lines name the AWS error code
     and operation; AWS's own message, when quoted, is redacted and shortened
     (``aws_errors.describe``), since some (SignatureDoesNotMatch, an echoing proxy) quote
     the signed request.
@@ -291,10 +293,11 @@ def _aws_errors(
                 f"the region is not enabled for this account ({code})",
                 "enable it in the AWS console or choose another --region",
             ) from None
-        if code in aws_errors.THROTTLE_CODES:
-            raise _fail(
-                f"AWS answered {call} with {code} after {max_attempts} attempts",
-                "wait a minute and retry, or allow more attempts (--max-attempts)",
+        if aws_errors.throttled(err):  # the account's call rate, not the command: exit 1
+            raise AwsFailed(
+                f"{aws_errors.throttled_said(err, max_attempts)}; to fix: retry in a minute, "
+                "lower the rate of other AWS calls from this account (fewer at once), or allow "
+                "more attempts (--max-attempts)"
             ) from None
         if 400 <= status < 500:  # refused: the region, an endpoint that is not EC2's, ...
             raise _fail(f"AWS refused the request: {aws_errors.describe(err)}", check) from None

@@ -115,7 +115,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Fetch specs, offerings, spot history and on-demand prices with boto3 and "
         "write the catalog atomically: on any failure an existing file is left as it was. "
         "Any AWS error is one line naming the AWS error code, credentials masked: exit 2 when "
-        "the request was refused (credentials, region, endpoint), 1 when AWS failed. "
+        "the request was refused (credentials, region, endpoint), 1 when AWS failed or kept "
+        "throttling the calls past the retries (retry later). "
         "Needs ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings, "
         "ec2:DescribeSpotPriceHistory and pricing:GetProducts.",
     )

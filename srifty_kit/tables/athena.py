@@ -256,8 +256,13 @@ def _aws_errors(ledger: AthenaLedger) -> Iterator[None]:
                 fix="the role needs athena:StartQueryExecution, GetQueryExecution, "
                 "GetQueryResults, glue:GetTable and s3 read/write on the output location",
             ) from None
+        if aws_errors.throttled(err):  # the account's call rate, not the command: exit 1
+            raise CommandFailed(
+                f"{ledger.label}: {aws_errors.throttled_said(err)}; to fix: retry later, or "
+                "run fewer Athena queries at once in the workgroup"
+            ) from None
         status = aws_errors.status_of(err)
-        if code in aws_errors.THROTTLE_CODES or not 400 <= status < 500:
+        if not 400 <= status < 500:
             raise CommandFailed(
                 f"{ledger.label}: Athena failed: {aws_errors.describe(err)}; to fix: retry later"
             ) from None

@@ -31,15 +31,28 @@ CREDENTIAL_CODES = frozenset(
     }
 )
 PERMISSION_CODES = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
+# error codes meaning "too many calls, slow down": botocore's standard retry mode retries
+# each of these (its ThrottledRetryableChecker), so one that reaches us outlasted the retries
 THROTTLE_CODES = frozenset(
     {
         "RequestLimitExceeded",
         "Throttling",
         "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
         "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
         "SlowDown",
+        "PriorRequestNotComplete",
+        "EC2ThrottledException",
     }
 )
+# the HTTP status of throttling whatever the code says (botocore retries it as such too)
+THROTTLE_STATUS = 429
 # how much of AWS's own message an error line quotes (an echoing server can send kilobytes)
 MESSAGE_CHARS = 160
 # no credentials could be found or read
@@ -92,6 +105,39 @@ def describe(err: bx.ClientError) -> str:
         short = message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 3] + "..."
         text += f": {short}"
     return text
+
+
+def throttled(err: bx.ClientError) -> bool:
+    """Whether AWS answered ``err`` because it throttled the calls (a throttling error code,
+    or HTTP 429): nothing the user gave is wrong, so the caller's command exits 1, not 2.
+
+    Args:
+        err: the ClientError botocore raised once its retries were spent.
+
+    Returns:
+        True for throttling, False for any other error.
+    """
+    code, _ = error_of(err.response)
+    return code in THROTTLE_CODES or status_of(err) == THROTTLE_STATUS
+
+
+def throttled_said(err: bx.ClientError, attempts: int | None = None) -> str:
+    """The problem half of a throttled call's one line, the same for every caller: 'AWS
+    throttled the calls (RequestLimitExceeded on DescribeInstanceTypeOfferings, still after
+    8 attempts)'; each caller adds its own fix.
+
+    Args:
+        err: a ClientError for which ``throttled`` is True.
+        attempts: how many attempts botocore made (None: not said).
+
+    Returns:
+        The phrase, redacted like ``describe``.
+    """
+    code, _ = error_of(err.response)
+    status = status_of(err)
+    what = code or (f"HTTP {status}" if status else "throttling")
+    tries = f", still after {attempts} attempts" if attempts else ""
+    return f"AWS throttled the calls ({what} on {err.operation_name}{tries})"
 
 
 def describe_other(err: BaseException) -> str:

@@ -98,14 +98,15 @@ def _ec2_error(code: str) -> bytes:
 class Front:
     """HTTP server on 127.0.0.1 in front of moto: throttles, rejects, or forwards EC2 calls.
 
-    ``throttle`` answers that many first EC2 requests with 503 RequestLimitExceeded (as EC2
-    does); ``error`` = (status, code) answers every EC2 request with that error. Pricing
-    requests (JSON protocol) get canned GetProducts pages.
+    ``throttle`` answers that many first EC2 requests with ``throttled_by`` (503
+    RequestLimitExceeded, as EC2 does); ``error`` = (status, code) answers every EC2 request
+    with that error. Pricing requests (JSON protocol) get canned GetProducts pages.
     """
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         self.upstream = upstream
         self.throttle = 0
+        self.throttled_by = (503, "RequestLimitExceeded")
         self.error: tuple[int, str] | None = None
         self.actions: list[str] = []
         self.pricing_requests: list[dict] = []
@@ -135,7 +136,7 @@ class Front:
                 if front.error:
                     self._reply(front.error[0], _ec2_error(front.error[1]))
                 elif n <= front.throttle:
-                    self._reply(503, _ec2_error("RequestLimitExceeded"))
+                    self._reply(front.throttled_by[0], _ec2_error(front.throttled_by[1]))
                 else:
                     conn = http.client.HTTPConnection(*front.upstream, timeout=60)
                     conn.request("POST", self.path, body, dict(self.headers.items()))
@@ -277,15 +278,26 @@ def test_console_refresh_retries_through_throttling(front, fake_aws, tmp_path):
 # ------------------------------------------------------------------ failures keep the old file
 
 
-def test_refresh_keeps_old_catalog_when_throttled_too_long(front, fake_aws, old_catalog, capsys):
+@pytest.mark.parametrize(
+    "status, code",
+    [(503, "RequestLimitExceeded"), (400, "EC2ThrottledException"), (429, "TooManyRequests")],
+)
+def test_refresh_keeps_old_catalog_when_throttled_too_long(
+    front, fake_aws, old_catalog, capsys, status, code
+):
     before = old_catalog.read_bytes()
     front.throttle = 1000
+    front.throttled_by = (status, code)
     argv = ["catalog", "refresh", "--region", "us-east-1", "--out", str(old_catalog)]
-    code = main([*argv, "--endpoint-url", front.url, "--max-attempts", "2"])
+    exit_code = main([*argv, "--endpoint-url", front.url, "--max-attempts", "2"])
     out, err = capsys.readouterr()
-    assert code == 2
+    # nothing the user typed is wrong: the command ran and AWS held it back (1, not 2)
+    assert exit_code == 1
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "RequestLimitExceeded after 2 attempts" in lines[0]
+    assert len(lines) == 1, err
+    assert f"AWS throttled the calls ({code} on DescribeInstanceTypeOfferings" in lines[0]
+    assert "still after 2 attempts" in lines[0]
+    assert "retry in a minute" in lines[0] and "fewer at once" in lines[0]
     assert "--max-attempts" in lines[0]
     assert len(front.actions) == 2  # two attempts, both throttled
     assert old_catalog.read_bytes() == before

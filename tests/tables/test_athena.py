@@ -247,3 +247,27 @@ def test_every_aws_failure_the_catalog_refresh_knows_is_one_line_here_too(raised
 
     with pytest.raises(InputError, match=said), _aws_errors(AthenaLedger("billing", "cur", OUTPUT)):
         raise raised(bx)
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [(400, "ThrottlingException"), (429, "RequestThrottledException")]
+)
+def test_throttling_past_the_retries_is_a_failed_command_not_bad_input(status, code):
+    # AWS holding calls back is nothing the user typed: the command exits 1 (CommandFailed,
+    # which the report's ReportFailed carries), with one line saying so and what to do
+    from botocore.stub import Stubber
+
+    ledger = AthenaLedger("billing", "cur", OUTPUT, region="us-east-1", sleep=Sleeps())
+    client = boto3.client("athena", region_name="us-east-1", aws_access_key_id="x" * 20,
+                          aws_secret_access_key="y" * 40)  # fmt: skip
+    stub = Stubber(client)
+    stub.add_client_error("start_query_execution", service_error_code=code, http_status_code=status)
+    stub.activate()
+    ledger._client = client  # the stubbed client in place of the one the ledger would make
+    with pytest.raises(CommandFailed) as e:
+        ledger.query("SELECT 1")
+    assert not isinstance(e.value, InputError)
+    line = str(e.value)
+    assert "\n" not in line
+    assert f"AWS throttled the calls ({code} on StartQueryExecution)" in line
+    assert "retry later" in line and "fewer Athena queries at once" in line
