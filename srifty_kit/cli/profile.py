@@ -139,7 +139,7 @@ def register(subparsers: Any) -> None:
         epilog=_TORCHRUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _common(d)
+    _common(d, sets_aside=True)
     d.add_argument(
         "--world-sizes",
         type=whole_list,
@@ -163,13 +163,13 @@ def register(subparsers: Any) -> None:
         func=_profile_dist,
         prog=d.prog,
         at_start=_at_start,
-        derived_outputs={"--out": staged_outputs, "--collectives-out": staged_outputs},
+        derived_outputs={"--out": _profile_files, "--collectives-out": _profile_files},
     )
 
 
 def _profile_files(path: str) -> list[Path]:
-    """What ``srifty profile --out PATH`` writes besides PATH: its facts, and while an older
-    file is there, the partial table and facts (``files.Staging``)."""
+    """What ``srifty profile`` (and ``profile-dist``) ``--out PATH`` writes besides PATH: its
+    facts, and while an older file is there, the partial table and facts (``files.Staging``)."""
     from srifty_kit.measure.profile import facts_path
 
     return staged_outputs(path, lambda p: [facts_path(p)])

@@ -378,7 +378,7 @@ def profile_model(
         raise InputError(f"unknown interval {interval!r}", fix="use " + " or ".join(INTERVALS))
     pair = _noise_pair(sizes, noise_batch_sizes)
     check_out_path(out)
-    stage = None if out is None else Staging(out, lambda p: [facts_path(p)], _unfinished)
+    stage = None if out is None else Staging(out, lambda p: [facts_path(p)], unfinished_table)
     spec = ModelSpec(model, make_batch, loss_fn, optimizer_fn, name or type(model).__name__)
     opts = {
         "warmup": warmup,
@@ -691,9 +691,18 @@ def facts_only(spec: ModelSpec | str, out: str | os.PathLike | None = None) -> d
     return facts
 
 
-def _unfinished(table: Path) -> bool:
+def unfinished_table(table: Path) -> bool:
     """Whether ``table`` holds the rows of a run that did not finish (interrupted, failed, or
-    still running when it last wrote them), as its facts JSON says."""
+    still running when it last wrote them), as its facts JSON (``facts_path``) says; the
+    profile's and the distributed profile's alike.
+
+    Args:
+        table: a measurement (or collectives) table a run wrote.
+
+    Returns:
+        True when its facts say ``finished: false`` or ``interrupted: true``; False when the
+        table or its facts are missing or unreadable.
+    """
     if not table.is_file():
         return False
     try:

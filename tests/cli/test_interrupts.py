@@ -406,3 +406,36 @@ def test_profile_dist_stops_in_the_distributed_phase_and_keeps_its_rows(tmp_path
     kept = validate_measurements(read_table(partial))
     assert len(kept) >= 1 and set(kept["num_workers"]) <= {1, 2}
     assert "in d.partial.csv; d.csv is as it was" in run.stderr.strip().splitlines()[-1]
+
+
+def _finished_profile_dist(folder: Path) -> subprocess.CompletedProcess:
+    """``srifty profile-dist --out d.csv`` run to its end (world size 1, a short one)."""
+    return subprocess.run(
+        [SRIFTY, "profile-dist", "--model", "mlp", "--batch-sizes", "8", "--world-sizes", "1",
+         "--max-seconds", "2", "--target-precision", "0.5", "--quiet", "--out", "d.csv"],
+        cwd=folder, capture_output=True, text=True, timeout=BUDGET_S,
+    )  # fmt: skip
+
+
+def test_a_finished_profile_dist_keeps_the_rows_an_interrupted_one_left_in_its_output(tmp_path):
+    out, facts = tmp_path / "d.csv", tmp_path / "d.facts.json"
+    args = _profile_args("d.csv")
+    args[0] = "profile-dist"
+    args[4] = "8"  # one batch size
+    run = Run([*args, "--world-sizes", "1,2"], tmp_path, ignore_sigint=True)
+    run.wait_for(out.is_file)  # nothing was there: world size 1 written to d.csv itself
+    run.stop(signal.SIGINT)
+    assert run.proc.returncode == 130, run.stderr[-2000:]
+    assert "are in d.csv" in run.stderr.strip().splitlines()[-1], run.stderr[-2000:]
+    rows, said = out.read_bytes(), facts.read_bytes()
+    assert '"finished": false' in said.decode()  # the facts mark the run unfinished
+
+    done = _finished_profile_dist(tmp_path)  # a later run with the same --out, to its end
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "d.partial.csv").read_bytes() == rows  # the interrupted run's, kept
+    assert (tmp_path / "d.partial.facts.json").read_bytes() == said
+    assert not (tmp_path / "d.partial.2.csv").exists()  # where it worked: dropped
+    assert '"finished": true' in facts.read_text()
+    assert set(validate_measurements(read_table(out))["num_workers"]) == {1}  # its own rows
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "the unfinished run's rows that d.csv held are now in d.partial.csv", last

@@ -10,6 +10,10 @@ rows measured before are kept on the error (``err.result``) and written to ``out
 beside it (``d.partial.csv``) where an older ``out`` is there: only a finished run replaces
 an older file, so an interrupted or failed one leaves it byte-identical. A partial file an
 earlier unfinished run left is kept: the next run's go to ``d.partial.2.csv``, and so on.
+Each table has its facts JSON beside it (``d.facts.json``: backend, instance type,
+``finished``), as a profile's does: an unfinished run that found no older ``out`` left its
+rows in ``out`` itself, and the run that finishes moves them to ``d.partial.csv`` (with
+their facts) before it replaces ``out``.
 
 Across machines the same entry point runs under ``torchrun``: it sees torchrun's environment
 (RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR...) and measures that one world. For two
@@ -49,11 +53,13 @@ from srifty_kit.measure.profile import (
     check_batch_sizes,
     check_budget,
     check_out_path,
+    facts_path,
+    unfinished_table,
 )
 from srifty_kit.measure.torch_step import resolve_device
 from srifty_kit.measure.zoo import load_spec
 from srifty_kit.tables.contracts import validate_measurements
-from srifty_kit.tables.files import Staging, write_table
+from srifty_kit.tables.files import Staging, write_json, write_table
 
 # 1 KB to 64 MB, a factor of 4 apart: latency-bound to bandwidth-bound messages
 DEFAULT_SIZES = tuple(1024 * 4**k for k in range(9))
@@ -97,21 +103,43 @@ class DistributedResult:
     stopped_while: str = ""
 
     def save(
-        self, out: str | os.PathLike | None, collectives_out: str | os.PathLike | None = None
+        self,
+        out: str | os.PathLike | None,
+        collectives_out: str | os.PathLike | None = None,
+        finished: bool | None = None,
     ) -> list[Path]:
-        """Write the non-empty tables atomically (CSV/Parquet by suffix)."""
+        """Write the non-empty tables atomically (CSV/Parquet by suffix), each with its facts
+        JSON beside it (``facts_path``).
+
+        Args:
+            out: where the DDP steps go (None: not written).
+            collectives_out: where the all-reduce samples go (None: not written).
+            finished: whether the run is done, in the facts (default: not interrupted); a
+                later run with the same output keeps an unfinished run's rows.
+
+        Returns:
+            The paths written, tables and facts.
+        """
+        doc = {
+            **self.facts,
+            "interrupted": self.interrupted,
+            "finished": not self.interrupted if finished is None else finished,
+        }
         written = []
-        if out is not None and not self.measurements.empty:
-            written.append(write_table(self.measurements, out))
-        if collectives_out is not None and not self.collectives.empty:
-            written.append(write_table(self.collectives, collectives_out))
+        for table, path in ((self.measurements, out), (self.collectives, collectives_out)):
+            if path is not None and not table.empty:
+                written.append(write_table(table, path))
+                written.append(write_json(doc, facts_path(path)))
         return written
 
     def keep(self, stages: _Stages, finished: bool) -> None:
         """Write the tables where ``stages`` say (the outputs once finished, else beside an
-        older file), record where, and drop partial files of a finished run."""
+        older file), record where, and drop partial files of a finished run; a finished run
+        first moves an unfinished run's rows at its outputs aside (``Staging.set_aside``)."""
         out, coll = stages.paths(finished)
-        self.save(out, coll)
+        if finished:
+            stages.set_aside()
+        self.save(out, coll, finished)
         self.written = out if out is not None and not self.measurements.empty else None
         if coll is not None and not self.collectives.empty:
             self.written_collectives = coll
@@ -126,8 +154,12 @@ class _Stages:
     by a finished run; until then (and when interrupted or failed) rows go beside it."""
 
     def __init__(self, out, collectives_out) -> None:
-        self.out = None if out is None else Staging(out)
-        self.coll = None if collectives_out is None else Staging(collectives_out)
+        def stage(path) -> Staging | None:
+            if path is None:
+                return None
+            return Staging(path, lambda p: [facts_path(p)], unfinished_table)
+
+        self.out, self.coll = stage(out), stage(collectives_out)
 
     def paths(self, finished: bool) -> tuple[Path | None, Path | None]:
         """Where the steps and the collectives go: the outputs once ``finished``, else the
@@ -139,6 +171,13 @@ class _Stages:
             return stage.final if finished else stage.working
 
         return where(self.out), where(self.coll)
+
+    def set_aside(self) -> None:
+        """The run finished: before it replaces its outputs, keep an unfinished run's rows
+        there under the partial names (``Staging.set_aside``)."""
+        for stage in (self.out, self.coll):
+            if stage is not None:
+                stage.set_aside()
 
     def finish(self) -> None:
         """The run finished and its tables are in place: drop partial files."""
@@ -287,7 +326,7 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
                 failure = measure_world(world, plan, sink, timeout_s, bar)
                 if failure:
                     break
-                _result(sink, False, plan).save(*stages.paths(finished=False))
+                _result(sink, False, plan).save(*stages.paths(finished=False), finished=False)
     except KeyboardInterrupt:
         interrupted = True
     result = _result(sink, interrupted, plan)
@@ -358,7 +397,7 @@ def _under_torchrun(plan: Plan, stages: _Stages) -> DistributedResult:
             if kind in sink:
                 sink[kind].append(payload)
             elif kind == "config" and rank == 0:  # a configuration ended: keep it on disk
-                _result(sink, False, plan).save(*stages.paths(finished=False))
+                _result(sink, False, plan).save(*stages.paths(finished=False), finished=False)
 
         run(plan, lay, keep)
         result = _result(sink, False, plan)
