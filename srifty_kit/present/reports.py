@@ -139,12 +139,15 @@ def run_report(
     raised as ``ReportFailed``, a kernel that died or a cell that ran past ``timeout_s`` as
     ``ReportStopped`` (each one line; the command exits 1). Two runs of one report into one
     folder (a scheduled run and a rerun by hand) would write the same files: the second is
-    refused (``ReportBusy``) while the first runs.
+    refused (``ReportBusy``) while the first runs. Every save is redacted, with the AWS
+    credentials the kernel will resolve for the ``aws_profile`` parameter (or the
+    environment's profile) learned first, as well as those of this process.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     source = find_notebook(notebook)
+    _learn_kernel_credentials(parameters.get("aws_profile"))
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stem = name or source.stem
@@ -185,6 +188,17 @@ def run_report(
             text = _html_of(executed, exclude_input)
             atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
         return Report(notebook=executed, html=page)
+
+
+def _learn_kernel_credentials(profile: str | None) -> None:
+    """Mask here the AWS credentials the kernel will resolve (an SSO login's, an assumed
+    role's: in no file and no variable of this process) before it prints any: the same chain
+    (``aws_errors.remember_resolved``), for ``profile`` (the report's ``aws_profile``
+    parameter) or the environment's. Without AWS configuration it reads a few missing files
+    and calls nothing."""
+    from srifty_kit.tables.aws_errors import remember_resolved
+
+    remember_resolved(profile)
 
 
 _held_locks: set[Path] = set()  # the report locks this process holds (a lock nests in it)
@@ -514,10 +528,8 @@ def run_weekly_report(
         tags=tags,
         gpu_catalog=gpu_catalog,
     )
-    if params["engine"] == "athena":  # what the kernel's AWS session prints is masked here too
-        from srifty_kit.tables.aws_errors import remember_profile
-
-        remember_profile(params["aws_profile"])
+    # what the kernel's AWS session prints is masked here too: run_report learns its
+    # credentials from params["aws_profile"]
     from srifty_kit.present.weekly import parse_week
 
     name = weekly_report_name(parse_week(params["week_start"]))

@@ -134,14 +134,16 @@ class AthenaLedger:
 
     def _athena(self):
         if self._client is None:
-            import boto3
             from botocore.config import Config
 
             from srifty_kit.tables import redact
+            from srifty_kit.tables.aws_errors import shared_session
 
             # botocore's debug records hold signed headers; a profile's keys are masked too
             redact.install_logging()
-            session = boto3.Session(profile_name=self.profile, region_name=self.region)
+            # in a report's kernel: the same temporary credentials as the process that runs
+            # the report resolved, so that it masks them (aws_errors.remember_resolved)
+            session = shared_session(self.profile, self.region)
             redact.remember_credentials(session.get_credentials())
             config = Config(retries={"max_attempts": 8, "mode": "adaptive"})
             self._client = session.client("athena", config=config)

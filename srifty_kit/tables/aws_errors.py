@@ -3,11 +3,17 @@ the Athena ledger). This module sorts errors into what the user can act on and g
 error code and message redacted (``srifty_kit.tables.redact``): an endpoint that echoes the signed
 request must not put a credential in an error line. Each caller words its own fix.
 
+It also says which credentials a process will use, for the redaction of another's output:
+``shared_session`` caches temporary credentials (an assumed role's, SSO's) in botocore's file
+cache, so that a report's kernel and the process that runs it hold the same ones, and
+``remember_resolved`` lets the running process learn them before the kernel starts.
+
 botocore is imported here: import this module only where AWS is about to be called.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 from botocore import exceptions as bx
@@ -189,3 +195,76 @@ def remember_profile(profile: str | None) -> None:
         pass
     for values in found:
         redact.remember(*(values.get(k) for k in _KEY_FIELDS))
+
+
+# providers whose temporary credentials differ at each call (a new AssumeRole, a new SSO role
+# session): cached in a file, a second process reads the first one's instead of getting its own
+_CACHED_PROVIDERS = ("assume-role", "assume-role-with-web-identity", "sso")
+
+
+def _share_cache(session) -> None:
+    """Point the credential providers that call AWS for temporary credentials at botocore's
+    file cache (``~/.aws/boto/cache``, owner-only files), shared by every process of the
+    user that builds its session here."""
+    from botocore.utils import JSONFileCache
+
+    resolver = session.get_component("credential_provider")
+    # botocore's default folder, found now: its own default is fixed when botocore is imported
+    cache = JSONFileCache(os.path.expanduser(os.path.join("~", ".aws", "boto", "cache")))
+    for name in _CACHED_PROVIDERS:
+        provider = resolver.get_provider(name)
+        if provider is not None:
+            provider.cache = cache
+
+
+def shared_session(profile: str | None = None, region: str | None = None):
+    """A boto3 session for ``profile`` whose temporary credentials (assumed role, web
+    identity, SSO) are read from and written to botocore's file cache: a report's kernel and
+    the process that runs the report (``remember_resolved``) hold the same credentials, so
+    the latter can mask what the kernel prints.
+
+    Args:
+        profile: the AWS profile (None: AWS_PROFILE, else the default chain).
+        region: the region (None: the profile's or AWS_DEFAULT_REGION).
+
+    Returns:
+        A ``boto3.Session``.
+
+    Raises:
+        botocore.exceptions.ProfileNotFound: no such profile.
+    """
+    import boto3
+
+    session = boto3.Session(profile_name=profile, region_name=region)
+    _share_cache(session._session)  # boto3 keeps its botocore session there
+    return session
+
+
+def remember_resolved(profile: str | None = None) -> None:
+    """Add the credentials a process using ``shared_session(profile)`` will get (an SSO
+    login's, an assumed role's, a ``credential_process``'s, besides the keys a profile's
+    files hold: ``remember_profile``) to what ``redact`` masks in this one: for a process
+    that keeps what a kernel that calls AWS prints (a report).
+
+    The same credential chain is resolved here, less the EC2 instance metadata provider: with
+    nothing configured it would wait on the network for an answer that never comes (instance
+    role key ids are still masked by their shape). Nothing configured means no network and
+    no process started. A chain that fails here adds nothing: the kernel says so itself.
+
+    Args:
+        profile: the profile name (None: AWS_PROFILE, else the default chain).
+    """
+    import botocore.session
+
+    from srifty_kit.tables import redact
+
+    remember_profile(profile)
+    try:
+        session = botocore.session.Session(profile=profile)
+        _share_cache(session)
+        resolver = session.get_component("credential_provider")
+        resolver.remove("iam-role")
+        credentials = resolver.load_credentials()
+    except (bx.BotoCoreError, bx.ClientError, OSError, ValueError):
+        return
+    redact.remember_credentials(credentials)
