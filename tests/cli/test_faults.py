@@ -23,6 +23,10 @@ pytestmark = pytest.mark.slow
 
 DATA = REPO / "tests" / "data"
 MODEL = DATA / "model_v3_before_layout.json"  # replaced by a fresh fit, below
+# the machine the packaged sample profiles were made on: the type the fitted model measured
+SAMPLE_TYPE = json.loads((REPO / "data" / "sample_profile_fingerprint.json").read_text())[
+    "instance_type"
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -63,7 +67,7 @@ CONFIGS = GOOD.drop(columns=["step_time_s", "sync_time_s"]).assign(model="cnn")
 def _folder(tmp_path: Path) -> dict[str, bytes]:
     """Files a user already has there; returns their bytes."""
     GOOD.to_csv(tmp_path / "m.csv", index=False)
-    CONFIGS.assign(instance_type="local-cpu-amd-epyc-2c").to_csv(tmp_path / "c.csv", index=False)
+    CONFIGS.assign(instance_type=SAMPLE_TYPE).to_csv(tmp_path / "c.csv", index=False)
     (tmp_path / "model.json").write_bytes(MODEL.read_bytes())
     (tmp_path / "out.csv").write_text("older,results\n1,2\n")
     (tmp_path / "out.json").write_text('{"older": true}\n')
@@ -190,7 +194,7 @@ def _bad_tables(tmp_path: Path) -> None:
     _table(tmp_path, "inf_bsz.csv", GOOD.assign(local_bsz=[8, 16, inf, 8]))
     dup = GOOD.copy()
     (tmp_path / "dup.csv").write_text(dup.to_csv(index=False).replace("sync_time_s", "local_bsz"))
-    cfg = CONFIGS.assign(instance_type="local-cpu-amd-epyc-2c")
+    cfg = CONFIGS.assign(instance_type=SAMPLE_TYPE)
     _table(tmp_path, "inf_cfg.csv", cfg.assign(local_bsz=[8, inf, 8, 8]))
     _table(tmp_path, "inf_nodes.csv", cfg.assign(num_nodes=[1, inf, 1, 1]))
     catalog = pd.read_csv(REPO / "data" / "ec2_catalog_us-east-1.csv")
@@ -251,7 +255,7 @@ def test_a_write_that_fails_at_the_end_keeps_the_result_and_says_where(tmp_path)
 
 def test_predictions_far_beyond_the_measurements_are_warned_about(tmp_path):
     before = _folder(tmp_path)
-    far = CONFIGS.assign(instance_type="local-cpu-amd-epyc-2c", num_nodes=1000, num_workers=4000)
+    far = CONFIGS.assign(instance_type=SAMPLE_TYPE, num_nodes=1000, num_workers=4000)
     _table(tmp_path, "far.csv", far)
     done = run_srifty(
         "predict",
@@ -638,7 +642,7 @@ def test_a_catalog_price_of_zero_is_no_price_never_a_free_pick(tmp_path):
 
 def test_predictions_at_batches_far_outside_the_fitted_range_are_warned_about(tmp_path):
     before = _folder(tmp_path)
-    far = CONFIGS.assign(instance_type="local-cpu-amd-epyc-2c", local_bsz=10**15)
+    far = CONFIGS.assign(instance_type=SAMPLE_TYPE, local_bsz=10**15)
     _table(tmp_path, "far_b.csv", far)
     done = run_srifty(*PREDICT[:3], "--configs", "far_b.csv", "--out", "p.csv", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
