@@ -6,6 +6,8 @@ Writes (small enough to ship, under 1 MB together):
   few batch sizes each (profile_model, target 2%, at most 150 steps per batch size);
 - data/sample_profile_dist.csv: DDP steps of the three demo models at world sizes 1, 2, 4
   (gloo on 127.0.0.1, sync time from paired no_sync steps; at most 60 steps per configuration);
+  both step tables carry ``run``, one id per profiling call, so a fit tells one step's spread
+  about its run's mean from the spread between runs (``model.intervals.run_variance``);
 - data/sample_profile_allreduce.csv: gloo all-reduce from 1 KB to 64 MB at world sizes 2, 4;
 - data/sample_profile_facts.json: per model FLOPs/sample, parameters, gradient bytes,
   gradient noise scale with its interval, peak memory and largest batch;
@@ -117,10 +119,14 @@ def _make(out: Path) -> int:
 
     dist = []
     for name, sizes in DIST.items():
+        run = f"{host.hostname()}@{host.now()}"  # profile_spec writes this id; this call none
         r = profile_distributed(name, [1, 2, 4], sizes, device="cpu", max_seconds=30, max_steps=60)
         if r.interrupted:
             return _stopped(out)
-        dist.append(r.measurements)
+        steps = r.measurements
+        if "run" not in steps:
+            steps = steps.assign(run=run)
+        dist.append(steps)
     coll = profile_distributed(
         None,
         [2, 4],
