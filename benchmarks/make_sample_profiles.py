@@ -119,14 +119,10 @@ def _make(out: Path) -> int:
 
     dist = []
     for name, sizes in DIST.items():
-        run = f"{host.hostname()}@{host.now()}"  # profile_spec writes this id; this call none
         r = profile_distributed(name, [1, 2, 4], sizes, device="cpu", max_seconds=30, max_steps=60)
         if r.interrupted:
             return _stopped(out)
-        steps = r.measurements
-        if "run" not in steps:
-            steps = steps.assign(run=run)
-        dist.append(steps)
+        dist.append(r.measurements)
     coll = profile_distributed(
         None,
         [2, 4],

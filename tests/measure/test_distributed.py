@@ -49,6 +49,21 @@ def test_ddp_steps_and_all_reduce_at_world_sizes_2_and_4(tmp_path):
     assert len(result.collectives) == len(coll)
 
 
+def test_each_call_is_one_run_that_a_fit_tells_apart(tmp_path):
+    # without a run id, two calls' steps of one configuration read as one run, and the fit
+    # cannot tell one step's spread about its run's mean from the spread between runs
+    import pandas as pd
+
+    from srifty_kit.model.intervals import run_variance
+
+    calls = [profile_distributed("mlp", [2], [4], max_seconds=2, **QUIET) for _ in range(2)]
+    ids = [set(c.measurements["run"]) for c in calls]
+    assert all(len(i) == 1 for i in ids) and ids[0] != ids[1]
+    both = run_variance(pd.concat([c.measurements for c in calls], ignore_index=True))
+    assert both["runs_by"].iloc[0] == "run" and both["runs"].iloc[0] == 2
+    assert both["within_sd"].iloc[0] > 0
+
+
 def test_world_size_over_what_the_machine_runs_is_an_input_error():
     too_many = host.max_world_size("cpu") + 1
     with pytest.raises(InputError, match=f"world size {too_many} is more than"):

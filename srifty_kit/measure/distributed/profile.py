@@ -302,6 +302,7 @@ def profile_distributed(
         measure_sync,
         *here,
         timeout_s + _PG_EXTRA_S,
+        f"{host.hostname()}@{host.now()}",
     )
     stages = _Stages(out, collectives_out)  # what is there now is kept until the run ends
     if torchrun:
@@ -350,6 +351,9 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
 def _result(sink: dict[str, list], interrupted: bool, plan: Plan) -> DistributedResult:
     steps = _frame(sink["row"])
     if not steps.empty:
+        # every step of this call is one run: a fit then tells one step's spread about its
+        # run's mean from the spread between runs (model.intervals.run_variance)
+        steps["run"] = plan.run
         validate_measurements(steps, source="distributed profile")
     coll = _frame(sink["collective"])
     if not coll.empty:

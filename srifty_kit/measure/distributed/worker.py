@@ -58,6 +58,7 @@ class Plan:
     instance_type: str
     gpus_per_node: int
     timeout_s: float
+    run: str = ""  # one id per profiling call (as profile_spec's): tells runs apart in a fit
 
 
 @dataclass(frozen=True)
