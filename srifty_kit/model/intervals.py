@@ -631,11 +631,7 @@ def run_variance(table: pd.DataFrame) -> pd.DataFrame:
     for itype in sorted(table["instance_type"].astype(str).unique()):
         mine = means[means["instance_type"].astype(str) == itype]
         tau2, configs, runs = between_run_variance(mine) if len(mine) else (math.nan, 0, 0)
-        within = (
-            float(np.nanmedian(mine["log_sd_step"]))
-            if mine["log_sd_step"].notna().any()
-            else math.nan
-        )
+        within = _pooled_sd(mine)
         if labels is None:
             note = (
                 "no runs told apart: no run column, no repeat labelling several steps, "
@@ -659,6 +655,23 @@ def run_variance(table: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def _pooled_sd(means: pd.DataFrame) -> float:
+    """One step's spread about its run's mean, pooled over ``run_means`` rows: the square
+    root of the runs' variances weighted by their degrees of freedom,
+
+        s**2 = sum_i (n_i - 1) * s_i**2 / sum_i (n_i - 1)
+
+    (NaN where no run has two steps). Pooled, not the median run's: a noisier configuration
+    weighs by its variance, so about as many of all the steps fall outside ``level``'s band
+    as the level says, where a median run's spread left the noisier ones' steps outside."""
+    sd = means["log_sd_step"].to_numpy(float)
+    dof = means["steps"].to_numpy(float) - 1
+    keep = np.isfinite(sd) & (dof > 0)
+    if not keep.any():
+        return math.nan
+    return float(np.sqrt(np.sum(dof[keep] * sd[keep] ** 2) / np.sum(dof[keep])))
 
 
 def check_kind(kind: str) -> str:
