@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from srifty_kit.catalog.query import filter_catalog, load_catalog
@@ -16,6 +17,7 @@ from srifty_kit.cli.flags import (
     url,
 )
 from srifty_kit.errors import counted
+from srifty_kit.tables.files import json_records
 
 # what fits a terminal; csv and json carry every column
 _TABLE_COLUMNS = [
@@ -45,7 +47,8 @@ def _show(args: argparse.Namespace) -> int:
     if args.format == "csv":
         table.to_csv(sys.stdout, index=False)
     elif args.format == "json":
-        sys.stdout.write(table.to_json(orient="records", indent=1) + "\n")
+        # every float as the table holds it, as the csv writes it (to_json keeps 10 decimals)
+        print(json.dumps(json_records(table), indent=1, allow_nan=False))
     elif table.empty:
         print("no instance type matches", file=sys.stderr)
     else:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from srifty_kit.cli import build_parser, main
@@ -152,3 +155,22 @@ def test_an_output_folder_given_as_a_file_says_out_must_be_a_folder(tmp_path, co
     assert f"{given}: is a file, but --out must be a folder" in lines[0], lines[0]
     assert "index.html" not in lines[0]  # a path the user never gave
     assert given.read_text() == "mine\n"
+
+
+def test_catalog_show_json_holds_every_float_as_the_table_does(tmp_path):
+    from srifty_kit.catalog.query import load_catalog
+
+    table = load_catalog().head(3)
+    # a price of 17 significant digits: pandas' to_json would write 0.123456789
+    table.loc[table.index[0], "spot_usd_per_hr"] = 0.1234567890123456
+    table.to_csv(tmp_path / "c.csv", index=False)
+    done = _catalog_show("--catalog", "c.csv", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    rows = json.loads(done.stdout)
+    assert rows[0]["spot_usd_per_hr"] == 0.1234567890123456
+    shown = pd.read_csv(
+        io.StringIO(_catalog_show("--catalog", "c.csv", "--format", "csv", cwd=tmp_path).stdout)
+    )
+    for row, (_, line) in zip(rows, shown.iterrows(), strict=True):
+        for column in ("ondemand_usd_per_hr", "spot_usd_per_hr", "gpu_memory_gib"):
+            assert row[column] == line[column]  # JSON and CSV agree to the last bit
