@@ -70,6 +70,35 @@ class _Parser(argparse.ArgumentParser):
         # argparse quotes the bad value: a URL's password must not be echoed
         self.exit(2, redact(f"{self.prog}: error: {message}; see `{self.prog} --help`\n"))
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's ``parse_args``; an unknown flag is said by the subcommand given it.
+
+        argparse leaves it to the top parser, whose line would name ``srifty`` and no flag:
+        here it names ``srifty catalog show`` and its closest flag (``--fromat`` -> did you
+        mean '--format'?). Exits 2 with that one line; returns the parsed arguments.
+        """
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = _innermost(self, parsed)
+            # a misspelt flag is never meant as a request for help
+            flags = [s for a in parser._actions for s in a.option_strings if s[:2] == "--"]
+            flags = [f for f in flags if f != "--help"]
+            first = next((e.split("=")[0] for e in extras if e.startswith("-")), None)
+            hint = errors.did_you_mean(first, flags) if first else ""
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+
+def _innermost(parser: argparse.ArgumentParser, parsed: argparse.Namespace):
+    """The (sub)command parser that ``parsed`` went down to: ``srifty catalog show``'s for
+    ``srifty catalog show ...``."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None))
+            if chosen is not None:
+                return _innermost(chosen, parsed)
+    return parser
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""

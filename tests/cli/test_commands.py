@@ -174,3 +174,28 @@ def test_catalog_show_json_holds_every_float_as_the_table_does(tmp_path):
     for row, (_, line) in zip(rows, shown.iterrows(), strict=True):
         for column in ("ondemand_usd_per_hr", "spot_usd_per_hr", "gpu_memory_gib"):
             assert row[column] == line[column]  # JSON and CSV agree to the last bit
+
+
+@pytest.mark.parametrize(
+    ("command", "said", "meant"),
+    [
+        (["catalog", "show", "--fromat", "json"], "srifty catalog show", "--format"),
+        (["catalog", "show", "--fromat=json"], "srifty catalog show", "--format"),
+        (
+            ["fit", "--measurements", "m.csv", "--out", "m.json", "--levle", "0.5"],
+            "srifty fit",
+            "--level",
+        ),
+        (["report", "weekly", "--wek", "2026-11-23"], "srifty report weekly", "--week"),
+    ],
+)
+def test_a_misspelt_flag_is_said_by_its_subcommand_with_the_flag_meant(
+    capsys, command, said, meant
+):
+    with pytest.raises(SystemExit) as done:
+        main(command)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    misspelt = next(arg for arg in command if arg.startswith(meant[:3]) and meant not in arg)
+    assert line.startswith(f"{said}: error: unrecognized arguments: {misspelt}")
+    assert f"(did you mean '{meant}'?)" in line and f"see `{said} --help`" in line
