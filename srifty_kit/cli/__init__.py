@@ -70,6 +70,14 @@ class _Parser(argparse.ArgumentParser):
         # argparse quotes the bad value: a URL's password must not be echoed
         self.exit(2, redact(f"{self.prog}: error: {message}; see `{self.prog} --help`\n"))
 
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # argparse lists the choices; a near miss ('costs', 'shwo') also gets the one meant
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as err:
+            hint = errors.did_you_mean(value, action.choices or ())
+            raise argparse.ArgumentError(action, err.message + hint) from None
+
     def parse_args(self, args=None, namespace=None):
         """argparse's ``parse_args``; an unknown flag is said by the subcommand given it.
 

@@ -199,3 +199,28 @@ def test_a_misspelt_flag_is_said_by_its_subcommand_with_the_flag_meant(
     misspelt = next(arg for arg in command if arg.startswith(meant[:3]) and meant not in arg)
     assert line.startswith(f"{said}: error: unrecognized arguments: {misspelt}")
     assert f"(did you mean '{meant}'?)" in line and f"see `{said} --help`" in line
+
+
+@pytest.mark.parametrize(
+    ("command", "meant"),
+    [
+        (["fitt"], "fit"),
+        (["catalog", "shwo"], "show"),
+        (["catalog", "show", "--format", "jsn"], "json"),
+        (["demo", "--model", "mlpp"], "mlp"),
+    ],
+)
+def test_a_misspelt_choice_gets_did_you_mean_in_one_line(capsys, command, meant):
+    with pytest.raises(SystemExit) as done:
+        main(command)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"invalid choice: '{command[-1]}'" in line and f"(did you mean '{meant}'?)" in line
+
+
+def test_a_choice_near_nothing_gets_no_guess(capsys):
+    with pytest.raises(SystemExit):
+        main(["catalog", "show", "--format", "yaml"])
+    assert (
+        "invalid choice: 'yaml'" in (err := capsys.readouterr().err) and "did you mean" not in err
+    )
