@@ -9,6 +9,7 @@ import sys
 from srifty_kit.catalog.query import filter_catalog, load_catalog
 from srifty_kit.cli.flags import (
     comma_list,
+    input_file,
     non_negative,
     output,
     positive,
@@ -101,7 +102,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="GIB",
         help="at least this memory per accelerator",
     )
-    show.add_argument("--catalog", metavar="PATH", help="a catalog file instead of the embedded")
+    show.add_argument(
+        "--catalog", type=input_file, metavar="PATH", help="a catalog file instead of the embedded"
+    )
     show.add_argument(
         "--region",
         type=region,

@@ -4,8 +4,9 @@ Each function here is an argparse ``type``: it returns the parsed value or raise
 ``argparse.ArgumentTypeError`` with what to give instead, which the parser prints as one line
 and exit code 2 before any work starts. Numbers are never NaN or infinite.
 
-File flags are typed too: ``input_file`` marks a path the command reads, ``output`` and
-``output_folder`` a path it writes (probed writable while parsing). ``check_paths``, called by
+File flags are typed too: ``input_file`` marks a file the command reads (a folder is refused
+while parsing), ``input_path`` a file or folder, ``output`` and ``output_folder`` a path it
+writes (probed writable while parsing). ``check_paths``, called by
 ``srifty``'s ``main`` before any subcommand runs, refuses an output that is one of the
 command's inputs or another of its outputs, so no command can write over what it reads.
 ``for_command_line`` words a library error's "to fix" in the command's flags.
@@ -165,12 +166,37 @@ class OutputFolder(str):
     """A flag's value that names a folder the command writes its files into."""
 
 
-def input_file(text: str) -> InputPath:
-    """An argparse type for a path the command reads: marked, so that ``check_paths`` keeps
-    every output off it (whether it exists is the reader's to say, with the file named)."""
+def input_path(text: str) -> InputPath:
+    """An argparse type for a file or folder the command reads (``--ledger``: a file or a
+    folder of parts): marked, so that ``check_paths`` keeps every output off it (whether it
+    exists is the reader's to say, with the path named).
+
+    Raises:
+        argparse.ArgumentTypeError: an empty path.
+    """
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a file path, got an empty one")
     return InputPath(text)
+
+
+def input_file(text: str) -> InputPath:
+    """An argparse type for a file the command reads, marked as ``input_path`` marks it.
+
+    Raises:
+        argparse.ArgumentTypeError: an empty path, or a folder (each reader said it its own
+            way: 'model file not found', "unsupported file type ''", 'Is a directory').
+    """
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(
+            str(
+                InputError(
+                    "is a folder, not a file",
+                    source=text,
+                    fix="name the file itself, e.g. one of the files in that folder",
+                )
+            )
+        )
+    return input_path(text)
 
 
 def output(*suffixes: str) -> Callable[[str], OutputPath]:

@@ -7,6 +7,7 @@ import datetime as dt
 
 from srifty_kit.cli.flags import (
     input_file,
+    input_path,
     non_negative,
     output_folder,
     positive_int,
@@ -159,7 +160,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "its Monday-to-Sunday week (said in the report); default: the last full Mon-Sun week",
     )
     weekly.add_argument(
-        "--ledger", type=input_file, help="the ledger: a .csv, .csv.gz or .parquet file or folder"
+        "--ledger", type=input_path, help="the ledger: a .csv, .csv.gz or .parquet file or folder"
     )
     weekly.add_argument("--out", default="reports/weekly", type=output_folder, help="output folder")
     weekly.add_argument(

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from srifty_kit.cli import build_parser, main
-from tests.builders import SRIFTY, run_srifty_into_a_closed_pipe
+from tests.builders import SRIFTY, run_srifty, run_srifty_into_a_closed_pipe
 
 
 def _commands(parser: argparse.ArgumentParser, prefix=()):
@@ -224,3 +224,33 @@ def test_a_choice_near_nothing_gets_no_guess(capsys):
     assert (
         "invalid choice: 'yaml'" in (err := capsys.readouterr().err) and "did you mean" not in err
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["fit", "--measurements", "given", "--out", "m.json"],
+        ["predict", "--model", "given", "--configs", "c.csv", "--out", "p.csv"],
+        ["search", "--model", "given", "--workload", "cnn", "--samples", "1e6"],
+        ["catalog", "show", "--catalog", "given"],
+        ["report", "weekly", "--week", "2026-11-23", "--tag-file", "given", "--out", "r"],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_a_folder_given_for_a_file_is_told_so_in_one_line(tmp_path, monkeypatch, capsys, command):
+    (tmp_path / "given").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(command)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    flag = command[command.index("given") - 1]
+    assert f"argument {flag}: given: is a folder, not a file; to fix: name the file itself" in line
+    assert not (tmp_path / "m.json").exists() and not (tmp_path / "r").exists()
+
+
+def test_a_ledger_folder_is_still_read_as_its_parts(tmp_path):
+    (tmp_path / "cur").mkdir()
+    done = run_srifty("report", "weekly", "--ledger", "cur", "--out", "r", "--quiet", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "the folder holds no .csv, .csv.gz or .parquet file" in done.stderr
