@@ -8,8 +8,8 @@ import sys
 
 from srifty_kit.catalog.query import filter_catalog, load_catalog
 from srifty_kit.cli.flags import (
-    comma_list,
     input_file,
+    name_list,
     non_negative,
     output,
     positive,
@@ -41,8 +41,8 @@ def _show(args: argparse.Namespace) -> int:
     table = load_catalog(region=args.region, path=args.catalog)
     table = filter_catalog(
         table,
-        gpu=comma_list(args.gpu),
-        family=comma_list(args.family),
+        gpu=args.gpu,
+        family=args.family,
         min_gpu_mem_gib=args.min_gpu_mem,
     )
     if args.format == "csv":
@@ -69,7 +69,7 @@ def _refresh(args: argparse.Namespace) -> int:
         pricing_endpoint_url=args.pricing_endpoint_url,
         max_attempts=args.max_attempts,
         spot_window_days=args.spot_window_days,
-        families=comma_list(args.families),
+        families=args.families,
     )
     print(
         f"wrote {counted(len(table), 'instance type')} of {args.region} to {args.out} "
@@ -94,8 +94,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list instance types, filtered",
         description="List instance types with specs and prices. Filters take comma lists.",
     )
-    show.add_argument("--gpu", metavar="MODEL", help="GPU model(s), e.g. A100 or T4,L4")
-    show.add_argument("--family", metavar="F", help="instance family(ies), e.g. g5 or p4d,p5")
+    show.add_argument(
+        "--gpu", type=name_list, metavar="MODEL", help="GPU model(s), e.g. A100 or T4,L4"
+    )
+    show.add_argument(
+        "--family", type=name_list, metavar="F", help="instance family(ies), e.g. g5 or p4d,p5"
+    )
     show.add_argument(
         "--min-gpu-mem",
         type=non_negative,
@@ -131,7 +135,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", required=True, type=output(), metavar="PATH", help=".csv, .parquet or .json"
     )
     refresh.add_argument("--profile", metavar="P", help="AWS profile (default: the usual chain)")
-    refresh.add_argument("--families", metavar="F", help="only these families (comma list)")
+    refresh.add_argument(
+        "--families", type=name_list, metavar="F", help="only these families (comma list)"
+    )
     refresh.add_argument(
         "--max-attempts",
         type=positive_int,

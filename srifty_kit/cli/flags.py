@@ -33,20 +33,6 @@ def _items(text: str, example: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p)
 
 
-def comma_list(text: str | None) -> tuple[str, ...] | None:
-    """'g5, p4d' -> ('g5', 'p4d'): a flag's comma list; None when not given.
-
-    Raises:
-        InputError: an empty item ('g5,,p4d', 'g5,'): a typo, never silently dropped.
-    """
-    if text is None:
-        return None
-    try:
-        return _items(text, "g5,p4d")
-    except ValueError as err:
-        raise InputError(str(err)) from None
-
-
 def name_list(text: str) -> tuple[str, ...]:
     """An argparse type: 'g5,p4d' -> ('g5', 'p4d'); an empty item ('a,,b') is refused."""
     try:

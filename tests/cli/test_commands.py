@@ -254,3 +254,26 @@ def test_a_ledger_folder_is_still_read_as_its_parts(tmp_path):
     done = run_srifty("report", "weekly", "--ledger", "cur", "--out", "r", "--quiet", cwd=tmp_path)
     assert done.returncode == 2
     assert "the folder holds no .csv, .csv.gz or .parquet file" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        (["catalog", "show", "--gpu", "T4,"], "--gpu"),
+        (["catalog", "show", "--family", "g5,,p4d"], "--family"),
+        (
+            ["catalog", "refresh", "--region", "us-east-1", "--out", "c.csv", "--families", ","],
+            "--families",
+        ),
+    ],
+)
+def test_an_empty_item_in_a_catalog_list_names_its_flag(
+    tmp_path, monkeypatch, capsys, command, flag
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(command)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"error: argument {flag}: an empty item in" in line and "--help" in line
+    assert not (tmp_path / "c.csv").exists()  # refused while parsing, before AWS is asked
