@@ -46,9 +46,12 @@ def name_list(text: str) -> tuple[str, ...]:
 
 def region(text: str) -> str:
     """An argparse type: a region name; a catalog file given in its place is refused with the
-    flag that takes one."""
+    flag that takes one, and so is an empty name (a script's unset ``--region "$REGION"``
+    was taken as no flag: the default region's rows, without a word)."""
     from srifty_kit.catalog.query import names_a_file
 
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a region name such as us-east-1, got ''")
     if names_a_file(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} names a file, not a region; give the file as --catalog {text}"

@@ -277,3 +277,26 @@ def test_an_empty_item_in_a_catalog_list_names_its_flag(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"error: argument {flag}: an empty item in" in line and "--help" in line
     assert not (tmp_path / "c.csv").exists()  # refused while parsing, before AWS is asked
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["catalog", "show", "--format", "csv"],
+        ["search", "--model", "m.json", "--workload", "cnn", "--samples", "1e6"],
+        ["catalog", "refresh", "--out", "c.csv"],
+    ],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_an_empty_region_is_refused_not_taken_for_the_default(
+    tmp_path, monkeypatch, capsys, command
+):
+    # a script's `--region "$REGION"` with REGION unset must not list us-east-1's rows
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--region", ""])
+    assert done.value.code == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert "argument --region: expected a region name such as us-east-1, got ''" in line
+    assert captured.out == ""
