@@ -218,9 +218,12 @@ def output(*suffixes: str) -> Callable[[str], OutputPath]:
 def output_folder(text: str) -> OutputFolder:
     """An output folder (``--out`` of ``srifty demo`` and ``srifty report weekly``): it may
     not exist yet; it must not be a file and must be writable (probed: a temporary file is
-    made and removed in it, or in the folder that will hold it). Errors name the path given."""
+    made and removed in it, or in the folder that will hold it) and not empty. Errors name the
+    path given."""
     from srifty_kit.tables.files import check_writable
 
+    if not text.strip():  # a script's unset "$DIR": the probe below would try '/', not here
+        raise argparse.ArgumentTypeError("expected a folder path, got an empty one")
     if os.path.lexists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(
             str(

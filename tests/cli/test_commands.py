@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from srifty_kit.cli import build_parser, main
-from tests.builders import SRIFTY, run_srifty, run_srifty_into_a_closed_pipe
+from tests.builders import REPO, SRIFTY, run_srifty, run_srifty_into_a_closed_pipe
 
 
 def _commands(parser: argparse.ArgumentParser, prefix=()):
@@ -300,3 +300,29 @@ def test_an_empty_region_is_refused_not_taken_for_the_default(
     (line,) = captured.err.strip().splitlines()
     assert "argument --region: expected a region name such as us-east-1, got ''" in line
     assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo"],
+        [
+            "report",
+            "weekly",
+            "--week",
+            "2026-11-23",
+            "--ledger",
+            str(REPO / "data/sample_cur_usage.parquet"),
+        ],
+    ],
+    ids=["demo", "report-weekly"],
+)
+def test_an_empty_output_folder_is_refused_before_any_work(tmp_path, monkeypatch, capsys, command):
+    # a script's `--out "$DIR"` with DIR unset: nothing may be written into the current folder
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--out", ""])
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "argument --out: expected a folder path, got an empty one" in line
+    assert list(tmp_path.iterdir()) == []
