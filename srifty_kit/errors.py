@@ -98,11 +98,26 @@ class CommandFailed(RuntimeError):
 
 
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
-    """Return ' (did you mean X or Y?)' for the closest choices, or '' when none is close."""
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=n, cutoff=0.6)
+    """Return ' (did you mean X or Y?)' for the closest choices, or '' when none is close.
+
+    Letter case does not count against a choice ('CNN' finds 'cnn', 'a10g' finds 'A10G'):
+    difflib alone finds nothing alike between 'CNN' and 'cnn'.
+
+    Args:
+        name: what the user gave.
+        choices: the names it may have meant, as they are to be written.
+        n: at most this many suggestions.
+
+    Returns:
+        The parenthesised hint with a leading space, or ''.
+    """
+    spelt: dict[str, str] = {}
+    for choice in (str(c) for c in choices):
+        spelt.setdefault(choice.lower(), choice)
+    close = difflib.get_close_matches(str(name).lower(), list(spelt), n=n, cutoff=0.6)
     if not close:
         return ""
-    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+    return " (did you mean " + " or ".join(repr(spelt[c]) for c in close) + "?)"
 
 
 def duration(seconds: float, digits: int = 3) -> str:

@@ -326,3 +326,24 @@ def test_an_empty_output_folder_is_refused_before_any_work(tmp_path, monkeypatch
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "argument --out: expected a folder path, got an empty one" in line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "meant"),
+    [
+        (["profile", "--model", "CNN", "--batch-sizes", "8", "--out", "q.csv"], "cnn"),
+        (["demo", "--model", "MLP"], "mlp"),
+    ],
+)
+def test_a_name_in_another_letter_case_gets_did_you_mean(
+    tmp_path, monkeypatch, capsys, command, meant
+):
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(command)
+    except SystemExit as done:
+        code = done.code
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"(did you mean '{meant}'?)" in line
+    assert not (tmp_path / "q.csv").exists()
