@@ -65,10 +65,41 @@ _SUBCOMMAND_MODULES: tuple[str, ...] = ("catalog", "model", "profile", "search",
 class _Parser(argparse.ArgumentParser):
     """argparse with errors in one line (the usage is one ``--help`` away)."""
 
+    _given: list[str] = []  # the arguments this parser was last given (parse_known_args)
+
     def error(self, message: str) -> None:
         """Print ``message`` as one line and exit 2 (argparse's hook for a bad command line)."""
+        if message.startswith("the following arguments are required"):
+            # argparse says a flag is missing before it says one given was unknown: with
+            # '--measurment p.csv' the user did give it, misspelt; say which and the one meant
+            unknown = [t for t in self._given if t.startswith("--") and not self._knows(t)]
+            if unknown:
+                message += f"; unrecognized arguments: {' '.join(unknown)}"
+                message += self._closest_flag(unknown)
         # argparse quotes the bad value: a URL's password must not be echoed
         self.exit(2, redact(f"{self.prog}: error: {message}; see `{self.prog} --help`\n"))
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's ``parse_known_args``, keeping the arguments given for ``error``.
+
+        Returns:
+            The parsed arguments and those left unknown, as argparse's does.
+        """
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _knows(self, token: str) -> bool:
+        """Whether ``token`` ('--out=x' included) is a flag of this parser or a prefix of one
+        (argparse takes an unambiguous prefix)."""
+        name = token.split("=")[0]
+        return any(s.startswith(name) for s in self._option_string_actions)
+
+    def _closest_flag(self, tokens: list[str]) -> str:
+        """' (did you mean ...?)' for the first flag-like token, or ''; never '--help': a
+        misspelt flag is not a request for help."""
+        flags = [s for s in self._option_string_actions if s[:2] == "--" and s != "--help"]
+        first = next((t.split("=")[0] for t in tokens if t.startswith("-")), None)
+        return errors.did_you_mean(first, flags) if first else ""
 
     def _check_value(self, action: argparse.Action, value: object) -> None:
         # argparse lists the choices; a near miss ('costs', 'shwo') also gets the one meant
@@ -88,11 +119,7 @@ class _Parser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = _innermost(self, parsed)
-            # a misspelt flag is never meant as a request for help
-            flags = [s for a in parser._actions for s in a.option_strings if s[:2] == "--"]
-            flags = [f for f in flags if f != "--help"]
-            first = next((e.split("=")[0] for e in extras if e.startswith("-")), None)
-            hint = errors.did_you_mean(first, flags) if first else ""
+            hint = parser._closest_flag(extras)
             parser.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 

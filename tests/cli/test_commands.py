@@ -347,3 +347,35 @@ def test_a_name_in_another_letter_case_gets_did_you_mean(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"(did you mean '{meant}'?)" in line
     assert not (tmp_path / "q.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "misspelt", "meant"),
+    [
+        (["fit", "--measurment", "p.csv", "--out", "m.json"], "--measurment", "--measurements"),
+        (["fit", "--out=m.json", "--measurment=p.csv"], "--measurment=p.csv", "--measurements"),
+        (["catalog", "refresh", "--regoin", "us-east-1", "--out", "c.csv"], "--regoin", "--region"),
+    ],
+)
+def test_a_misspelt_required_flag_is_named_beside_the_missing_one(
+    tmp_path, monkeypatch, capsys, command, misspelt, meant
+):
+    # argparse says the flag is missing: the user gave it, misspelt, and must see which
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        main(command)
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"the following arguments are required: {meant}" in line
+    assert f"unrecognized arguments: {misspelt} (did you mean '{meant}'?)" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_flag_alone_is_said_without_a_guess(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--measurements", "p.csv"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert (
+        line
+        == "srifty fit: error: the following arguments are required: --out; see `srifty fit --help`"
+    )
