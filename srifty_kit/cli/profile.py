@@ -370,23 +370,26 @@ def _profile_dist(args: argparse.Namespace) -> int:
     if _while_starting(args, _import_distributed) is None:
         return 130
     from srifty_kit.measure.distributed.profile import DEFAULT_SIZES, profile_distributed
+    from srifty_kit.measure.profile import BudgetWarning, budget_note
     from srifty_kit.measure.variance import describe
 
     _with_cwd_on_path()
-    result = profile_distributed(
-        args.model,
-        args.world_sizes,
-        args.batch_sizes,
-        args.backend,
-        args.device,
-        args.target_precision,
-        args.max_seconds,
-        sizes_bytes=DEFAULT_SIZES if args.collectives_out else (),
-        timeout_s=args.timeout,
-        out=args.out,
-        collectives_out=args.collectives_out,
-        progress=not args.quiet,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BudgetWarning)  # said below, in the command's flag
+        result = profile_distributed(
+            args.model,
+            args.world_sizes,
+            args.batch_sizes,
+            args.backend,
+            args.device,
+            args.target_precision,
+            args.max_seconds,
+            sizes_bytes=DEFAULT_SIZES if args.collectives_out else (),
+            timeout_s=args.timeout,
+            out=args.out,
+            collectives_out=args.collectives_out,
+            progress=not args.quiet,
+        )
     steps = result.measurements
     if steps.empty:  # under torchrun only rank 0 keeps rows; an interrupt may leave none
         if result.interrupted:
@@ -414,6 +417,9 @@ def _profile_dist(args: argparse.Namespace) -> int:
     )
     for (world, b), cause in result.errors.items():
         print(f"world size {world}, batch size {b}: not measured: {cause}")
+    if result.facts.get("budget_short"):
+        note = budget_note(result.facts["budget_short"], "--max-seconds {}")
+        warnings.warn(note, BudgetWarning, stacklevel=2)
     if args.collectives_out:
         print(
             f"{counted(len(result.collectives), 'all-reduce sample')} written to "

@@ -526,11 +526,11 @@ def _budget_short(run: _Run, setup_s: float, noise_shares: bool) -> dict[str, An
         "steps": [s["n"] for s in short],
         "fewest_steps": fewest,
         "target_precision": o["target_precision"],
-        "max_seconds_needed": _round_up(seconds),
+        "max_seconds_needed": round_up(seconds),
     }
 
 
-def _round_up(seconds: float) -> float:
+def round_up(seconds: float) -> float:
     """``seconds`` rounded up to two significant digits (6.31 -> 6.4, 123 -> 130)."""
     if seconds <= 0 or not math.isfinite(seconds):
         return seconds

@@ -165,14 +165,14 @@ def run_demo(
             out=out / "profile.csv",
             progress=progress,
         )
-    dist = profile_distributed(
-        model,
-        DIST_WORLDS,
-        (SINGLE_BATCHES[1],),
-        max_seconds=seconds / 2,
-        out=out / "profile_dist.csv",
-        progress=progress,
-    )
+        dist = profile_distributed(
+            model,
+            DIST_WORLDS,
+            (SINGLE_BATCHES[1],),
+            max_seconds=seconds / 2,
+            out=out / "profile_dist.csv",
+            progress=progress,
+        )
     measured = pd.concat([single.measurements, dist.measurements], ignore_index=True)
     measurements = write_table(measured, out / "measurements.csv")
     with warnings.catch_warnings():

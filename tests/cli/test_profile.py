@@ -68,17 +68,33 @@ def test_profile_of_a_batch_size_too_large_for_memory_says_to_give_smaller_ones(
     assert not (tmp_path / "p.csv").exists()
 
 
-def test_profile_with_a_budget_too_small_warns_and_keeps_the_rows(tmp_path):
-    done = _run(
+BUDGET_TOO_SMALL = {
+    "profile": (
         ["profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds", "0.001",
          "--quiet", "--out", "p.csv"],
-        tmp_path,
-    )  # fmt: skip
+        ("local_bsz", {4, 8}),
+        ["at batch sizes 4 (1 step), 8 (1 step)"],
+    ),
+    # a DDP step whose mean the budget left far from the target is said as profile says it
+    "profile-dist": (
+        ["profile-dist", "--model", "mlp", "--world-sizes", "1,2", "--batch-sizes", "4",
+         "--max-seconds", "1", "--target-precision", "0.0001", "--device", "cpu",
+         "--quiet", "--out", "p.csv"],
+        ("num_workers", {1, 2}),
+        ["4 at world size 1", "4 at world size 2"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", list(BUDGET_TOO_SMALL))
+def test_a_budget_too_small_warns_once_in_the_flag_and_keeps_the_rows(tmp_path, command):
+    args, (column, values), named = BUDGET_TOO_SMALL[command]
+    done = _run(args, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert set(read_table(tmp_path / "p.csv")["local_bsz"]) == {4, 8}
+    assert set(read_table(tmp_path / "p.csv")[column]) == values
     said = [line for line in done.stderr.splitlines() if "time budget ran out" in line]
     assert len(said) == 1, done.stderr  # once, in the command's flag (not max_seconds=)
-    assert "at batch sizes 4 (1 step), 8 (1 step)" in said[0]
+    assert all(n in said[0] for n in named), said[0]
     assert re.search(r"give --max-seconds [0-9.]+ or more", said[0]), said[0]
     assert said[0].startswith("srifty: warning: ")
 

@@ -49,13 +49,17 @@ from srifty_kit.measure import host
 from srifty_kit.measure.distributed.launch import measure_world
 from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
 from srifty_kit.measure.profile import (
+    BudgetWarning,
     ProfileWarning,
+    budget_note,
     check_batch_sizes,
     check_budget,
     check_out_path,
     facts_path,
+    round_up,
     unfinished_table,
 )
+from srifty_kit.measure.stopping import batch_means_estimate, fewest_steps
 from srifty_kit.measure.torch_step import resolve_device
 from srifty_kit.measure.zoo import load_spec
 from srifty_kit.tables.contracts import validate_measurements
@@ -248,7 +252,9 @@ def profile_distributed(
     whose first training step fails (a BatchNorm cannot train on a batch of 1) is not
     measured at that world size, with a ``ProfileWarning`` and its cause in
     ``result.errors``, and the others are; a model that fails at every batch size is an
-    ``InputError``.
+    ``InputError``. Configurations the budget cut short of ``target_precision`` keep their
+    steps, with a ``BudgetWarning`` and ``facts['budget_short']`` (``budget_short``), as
+    ``profile_spec`` does.
     """
     check_out_path(out)
     check_out_path(collectives_out)
@@ -309,6 +315,10 @@ def profile_distributed(
         result = _under_torchrun(plan, stages)
     else:
         result = _spawn_worlds(plan, worlds, timeout_s, stages, progress)
+    short = budget_short(result.measurements, plan, max_seconds)
+    if short and not result.interrupted:
+        result.facts["budget_short"] = short
+        warnings.warn(budget_note(short), BudgetWarning, stacklevel=callers_level())
     for (world, b), cause in result.errors.items():
         warnings.warn(
             f"world size {world}, batch size {b} not measured: {cause}",
@@ -316,6 +326,42 @@ def profile_distributed(
             stacklevel=callers_level(),
         )
     return result
+
+
+def budget_short(steps: pd.DataFrame, plan: Plan, max_seconds: float) -> dict[str, Any] | None:
+    """The (world size, batch size) configurations whose steps the time budget cut short of
+    the target precision, in ``profile``'s ``budget_short`` form (``budget_note`` words it),
+    with about the ``max_seconds`` that would have reached it; None when none was.
+
+    Each configuration's precision is the stopping rule's (``batch_means_estimate`` of its
+    steps in order); one that stopped at ``max_steps`` was not cut short. The budget is
+    shared equally, so the configuration that needs the most time sets it: its warm-up and
+    the steps its precision asks (precision goes as 1/sqrt(steps)) at its mean step, times
+    the number of shares.
+    """
+    if steps.empty:
+        return None
+    fewest = fewest_steps("batch_means", plan.min_steps)
+    short, need_s = [], 0.0
+    order = "repeat" if "repeat" in steps else None
+    for (world, b), rows in steps.groupby(["num_workers", "local_bsz"], sort=True):
+        values = (rows.sort_values(order) if order else rows)["step_time_s"].to_numpy(float)
+        est = batch_means_estimate(values, plan.level)
+        ratio = est.precision / plan.target_precision
+        if values.size >= plan.max_steps or ratio <= 1:
+            continue
+        short.append((f"{b} at world size {world}", values.size))
+        need = max(fewest, math.ceil(values.size * ratio**2)) if math.isfinite(ratio) else fewest
+        need_s = max(need_s, (plan.warmup + need) * float(values.mean()))
+    if not short:
+        return None
+    return {
+        "batch_sizes": [label for label, _ in short],
+        "steps": [n for _, n in short],
+        "fewest_steps": fewest,
+        "target_precision": plan.target_precision,
+        "max_seconds_needed": round_up(max_seconds * need_s / plan.seconds_per_config),
+    }
 
 
 def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> DistributedResult:
