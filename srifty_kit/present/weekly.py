@@ -338,6 +338,11 @@ class WeeklyReport:
                     "lo": f.lo_usd,
                     "hi": f.hi_usd,
                     "level": f.level,
+                    "calibrated": f.calibrated,
+                    "scale": f.scale,
+                    "calibration_weeks": f.calibration_weeks,
+                    "model_lo": f.model_lo_usd,
+                    "model_hi": f.model_hi_usd,
                     "note": f.note,
                 },
                 "quality": {str(k): int(v) for k, v in quality.items()},
@@ -787,7 +792,8 @@ def _nothing(ax: Any, text: str) -> Any:
 
 def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
     """Daily spend of the last ``weeks`` weeks, the report's week shaded, and next week's
-    forecast with its interval."""
+    forecast with the model's own interval of each day (the calibrated interval is the week's
+    total's, in ``forecast_text``)."""
     import seaborn as sns
 
     ax = _axes(ax)
@@ -805,7 +811,7 @@ def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
             f.daily["hi"],
             color="C1",
             alpha=0.25,
-            label=f"{f.level:.0%} interval",
+            label=f"the model's {f.level:.0%} interval of a day",
         )
     ax.set(
         xlabel="",
@@ -1030,17 +1036,41 @@ def headline_text(report: WeeklyReport) -> str:
 
 
 def forecast_text(report: WeeklyReport) -> str:
-    """Next week's forecast with its interval, or why there is none, and whether the spend
-    has stopped (a week or more without any) (markdown)."""
+    """Next week's forecast with its interval and how the interval was calibrated (or that
+    there was too little history to check it, and then no promise of its level), or why
+    there is no forecast, and whether the spend has stopped (a week or more without any).
+
+    Args:
+        report: the weekly report.
+
+    Returns:
+        Markdown, one paragraph.
+    """
     f = report.forecast
     if not f.available:
         return f"**No forecast**: {f.note}."
     c = report.currency
-    text = (
-        f"**Next week: {money(f.total_usd, c)}** expected (instance usage, effective cost, "
-        f"{c}), {f.level:.0%} prediction interval {money(f.lo_usd, c)} to "
-        f"{money(f.hi_usd, c)} ({f.method})."
-    )
+    text = f"**Next week: {money(f.total_usd, c)}** expected (instance usage, effective cost, {c})"
+    if f.calibrated:
+        text += (
+            f", {f.level:.0%} prediction interval {money(f.lo_usd, c)} to "
+            f"{money(f.hi_usd, c)} ({f.method}). The interval is calibrated on the model's own "
+            f"past errors: forecasting each of the last {f.calibration_weeks} seven-day "
+            f"stretches of this history from the days before it, the model's interval had to "
+            f"be {f.scale:.2f} times as wide to hold {f.level:.0%} of their actual totals, so "
+            f"its interval for next week ({money(f.model_lo_usd, c)} to "
+            f"{money(f.model_hi_usd, c)}) is scaled by that."
+        )
+    elif f.method == "constant daily spend":
+        text += f", exactly ({f.method})."
+    else:
+        text += (
+            f"; the model's interval is {money(f.lo_usd, c)} to {money(f.hi_usd, c)} "
+            f"({f.method}), but it is not a promise of {f.level:.0%}: there is too little "
+            f"history to check it against the model's past errors ({f.calibration_weeks} past "
+            f"weeks to forecast, {f.calibration_needed} needed), and unchecked intervals "
+            "like it have held fewer weeks than they claim."
+        )
     if f.idle_days >= 7:  # a stopped spend: its forecast falls towards zero as it stays so
         text += (
             f" Nothing was spent on instances in the last {f.idle_days} days; the forecast "

@@ -1,0 +1,108 @@
+"""Next week's spend interval, calibrated on the forecast's own past errors: it widens when
+the history shows the model's intervals missing, and says so when there is too little
+history to check it."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from srifty_kit.present.spend import (
+    CALIBRATION_DAYS,
+    MIN_DAYS,
+    SEASON,
+    calibration_needed,
+    conformal_scale,
+    forecast_next_week,
+)
+from tests.builders import REPO
+
+SAMPLE = REPO / "data" / "sample_cur_usage.parquet"
+
+
+def working_weeks(weeks: int, week_shock: float, seed: int = 0) -> pd.Series:
+    """Daily spend with a working week and day-to-day noise; each whole week's spend scaled
+    by one lognormal factor of spread ``week_shock`` (a week with more or fewer jobs), which a
+    daily model with independent errors does not expect."""
+    rng = np.random.default_rng(seed)
+    days = weeks * SEASON
+    index = pd.date_range("2026-06-01", periods=days, freq="D")  # a Monday
+    weekday = np.where(index.day_of_week < 5, 1000.0, 250.0)
+    week = np.repeat(rng.lognormal(0.0, week_shock, weeks), SEASON) if week_shock else 1.0
+    return pd.Series(weekday * week * rng.lognormal(0.0, 0.05, days), index=index)
+
+
+def test_the_interval_widens_when_past_weeks_missed_the_models_interval():
+    steady = forecast_next_week(working_weeks(12, 0.0, seed=1))
+    lumpy = forecast_next_week(working_weeks(12, 0.5, seed=1))
+    assert steady.calibrated and lumpy.calibrated
+    # the history's last 7-day stretches were forecast and scored, the latest ending on its
+    # last day: none of the week being forecast
+    assert lumpy.calibration_weeks == CALIBRATION_DAYS < 12 * SEASON - SEASON - MIN_DAYS + 1
+    # whole weeks up or down by ~50% fell outside the model's interval: the shown one is
+    # wider (the steady history's past weeks fell well inside theirs: its interval narrows)
+    assert lumpy.scale > 1.5 and steady.scale < 1.0
+    assert lumpy.hi_usd - lumpy.lo_usd > lumpy.model_hi_usd - lumpy.model_lo_usd
+    assert lumpy.lo_usd < lumpy.model_lo_usd <= lumpy.total_usd <= lumpy.model_hi_usd < lumpy.hi_usd
+    # the model's half-widths are scaled on each side, around the same point
+    assert lumpy.hi_usd - lumpy.total_usd == pytest.approx(
+        lumpy.scale * (lumpy.model_hi_usd - lumpy.total_usd)
+    )
+
+
+def test_too_short_a_history_to_calibrate_gives_the_models_interval_and_says_so():
+    needed = calibration_needed(0.9)
+    assert needed == 9 and calibration_needed(0.95) == 19
+    days = MIN_DAYS + SEASON + needed - 2  # one past week short
+    f = forecast_next_week(working_weeks(6, 0.1).iloc[:days])
+    assert f.available and not f.calibrated and f.calibration_weeks == needed - 1
+    assert (f.lo_usd, f.hi_usd) == (f.model_lo_usd, f.model_hi_usd)
+    assert "unchecked" in f.note and f"needs {needed} past weeks" in f.note
+    assert f"{days + 1} days of history" in f.note
+    assert forecast_next_week(working_weeks(6, 0.1).iloc[: days + 1]).calibrated
+
+
+def test_the_conformal_scale_is_the_rank_a_level_needs():
+    scores = np.arange(1.0, 10.0)  # nine past weeks
+    assert conformal_scale(scores, 0.9) == 9.0  # the largest: rank ceil(10 * 0.9) = 9
+    assert conformal_scale(scores[:8], 0.9) is None
+    assert conformal_scale(np.arange(1.0, 21.0), 0.9) == 19.0  # rank ceil(21 * 0.9) = 19
+    assert conformal_scale(np.r_[scores, np.inf], 0.9) is None  # an unbounded interval
+
+
+def sample_report(week: str):
+    from srifty_kit.present.weekly import weekly_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return weekly_report(week, SAMPLE, models=[])
+
+
+def test_the_report_says_how_its_interval_was_calibrated():
+    from srifty_kit.present.weekly import forecast_text
+
+    report = sample_report("2026-11-23")
+    f = report.forecast
+    text = forecast_text(report)
+    assert f.calibrated and "90% prediction interval" in text
+    assert "calibrated on the model's own past errors" in text
+    assert f"each of the last {f.calibration_weeks} seven-day stretches" in text
+    assert f"{f.scale:.2f} times as wide to hold 90%" in text
+    summary = report.summary()["forecast"]
+    assert summary["calibrated"] and summary["scale"] == pytest.approx(f.scale)
+
+
+def test_the_report_of_a_short_history_promises_no_level():
+    from srifty_kit.present.weekly import forecast_text
+
+    # the sample starts on 2026-09-07: the week of 2026-09-28 ends its fourth week
+    report = sample_report("2026-09-28")
+    text = forecast_text(report)
+    assert report.forecast.available and not report.forecast.calibrated
+    assert "90% prediction interval" not in text
+    assert "not a promise of 90%" in text and "too little history to check it" in text
+    assert "(8 past weeks to forecast, 9 needed)" in text
+    assert report.summary()["forecast"]["calibrated"] is False
