@@ -361,9 +361,11 @@ class StepTimeModel(BaseEstimator):
         return self
 
     def _warn_own_misses(self, table: pd.DataFrame) -> None:
-        """Warn about a group whose own measured steps mostly fall outside its interval: the
-        model then does not describe them (mixed campaigns, a missing term). ``table`` is the
-        fitted one (``per_node`` included); rows a carried fit cannot predict are left out."""
+        """Warn about a group whose own measured steps mostly fall outside its interval of one
+        step (the fit's band of a run's mean, widened by one step's spread about it where runs
+        were told apart, as predict's step interval is): the model then does not describe them
+        (mixed campaigns, a missing term). ``table`` is the fitted one (``per_node``
+        included); rows a carried fit cannot predict are left out."""
         level = self._level(None)
         for (m, t), rows in table.groupby(["model", "instance_type"], sort=True):
             fit = self.groups_[(m, t)]
@@ -372,6 +374,9 @@ class StepTimeModel(BaseEstimator):
             # the fit alone: predict would return each measured configuration's own run
             describe = fit.predict if isinstance(fit, TransferFit) else fit.physics
             pred = describe(*(a[keep] for a in shape), rows["per_node"].to_numpy()[keep], level)
+            # the rows are single steps: one step's spread about its run's mean belongs in the
+            # band they are held to, as in predict's step interval
+            pred = intervals.apply_kind_arrays(pred, "step", level, t, self.run_variance_)
             step = rows["step_time_s"].to_numpy()[keep]
             inside = (step >= pred["step_time_lo"]) & (step <= pred["step_time_hi"])
             covered = float(np.mean(inside)) if np.size(inside) else 1.0
