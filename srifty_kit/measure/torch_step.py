@@ -25,8 +25,15 @@ def resolve_device(device: str = "auto") -> torch.device:
         raise InputError(f"unknown device {device!r}", fix="use auto, cpu or cuda[:N]") from err
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError(
-            "device 'cuda' asked for, but this torch sees no CUDA GPU",
+            f"device {device!r} asked for, but this torch sees no CUDA GPU",
             fix="use --device cpu (or auto), or install a CUDA build of torch",
+        )
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise InputError(
+            f"device {device!r} asked for, but this machine has {count} CUDA GPU"
+            + ("" if count == 1 else "s"),
+            fix=f"use cuda:0 to cuda:{count - 1}, or cuda (the first)",
         )
     if dev.type not in ("cpu", "cuda"):
         raise InputError(f"device type {dev.type!r} is not supported", fix="use cpu or cuda")

@@ -328,6 +328,13 @@ def test_other_bad_arguments_are_input_errors():
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA GPU"):
             profile_spec("mlp", [4], device="cuda", **FAST)
+        # the device as the user wrote it, index and all
+        with pytest.raises(InputError, match="device 'cuda:9' asked for"):
+            profile_spec("mlp", [4], device="cuda:9", **FAST)
+    else:
+        gpus = torch.cuda.device_count()
+        with pytest.raises(InputError, match=f"device 'cuda:{gpus}' asked for.*has {gpus}"):
+            profile_spec("mlp", [4], device=f"cuda:{gpus}", **FAST)
     with pytest.raises(InputError, match="unknown model 'mpl'.*did you mean 'mlp'"):
         load_spec("mpl")
 
