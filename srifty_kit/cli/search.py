@@ -254,6 +254,15 @@ def _run(args: argparse.Namespace) -> int:
             source=args.out,
             fix="name the output .json, or use --format csv for the ranked table",
         )
+    if args.out and args.format != "json" and args.out.lower().endswith(".json"):
+        # one suffix, one document: a script reading r.json gets the same keys however it
+        # was asked for
+        raise InputError(
+            "a .json output holds the whole result (pick, front, probes), written with "
+            "--format json",
+            source=args.out,
+            fix="add --format json, or name the output .csv or .parquet for the ranked table",
+        )
     if args.fallback_after is not None and not args.spot:
         raise InputError(
             "--fallback-after is a spot policy, and spot is not allowed",
@@ -458,7 +467,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         type=output(),
-        help="write the ranked table (.csv/.parquet) or the whole result (--format json: .json)",
+        help="write the ranked table (.csv/.parquet) or, with --format json only, the whole "
+        "result (.json)",
     )
     # the Job and Constraints arguments whose flags have other names: "to fix" hints name flags
     p.set_defaults(

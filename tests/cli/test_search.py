@@ -322,6 +322,12 @@ def test_a_negative_answer_on_stdout_is_the_document_alone_and_says_why(
         (("--workload", "resnet", "--samples", "1e6", "--local-bsz", "16,big"), "--local-bsz"),
         (("--workload", "resnet", "--samples", "1e6", "--instance-types", "g9.huge"), "g9.huge"),
         (("--workload", "resnet", "--samples", "-5"), "--samples"),
+        # a .json file is the whole result (--format json); the ranked table is .csv/.parquet
+        (("--workload", "resnet", "--samples", "1e6", "--out", "r.json"), "--format json"),
+        (
+            ("--workload", "resnet", "--samples", "1e6", "--format", "csv", "--out", "r.json"),
+            "--format json",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(synthetic_model, tmp_path, args, needle):
