@@ -1058,8 +1058,8 @@ def forecast_text(report: WeeklyReport) -> str:
             f"past errors: forecasting each of the last {f.calibration_weeks} seven-day "
             f"stretches of this history from the days before it, the model's interval had to "
             f"be {f.scale:.2f} times as wide to hold {f.level:.0%} of their actual totals, so "
-            f"its interval for next week ({money(f.model_lo_usd, c)} to "
-            f"{money(f.model_hi_usd, c)}) is scaled by that."
+            f"next week's is the model's own ({money(f.model_lo_usd, c)} to "
+            f"{money(f.model_hi_usd, c)}) made {f.scale:.2f} times as wide."
         )
     elif f.method == "constant daily spend":
         text += f", exactly ({f.method})."

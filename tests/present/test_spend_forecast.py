@@ -91,6 +91,9 @@ def test_the_report_says_how_its_interval_was_calibrated():
     assert "calibrated on the model's own past errors" in text
     assert f"each of the last {f.calibration_weeks} seven-day stretches" in text
     assert f"{f.scale:.2f} times as wide to hold 90%" in text
+    # which interval is which: the one promised first, then the model's own it was made from
+    promised, own = text.index("90% prediction interval"), text.index("the model's own (")
+    assert promised < own and text.endswith(f"made {f.scale:.2f} times as wide.")
     summary = report.summary()["forecast"]
     assert summary["calibrated"] and summary["scale"] == pytest.approx(f.scale)
 
