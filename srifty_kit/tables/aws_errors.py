@@ -37,26 +37,6 @@ CREDENTIAL_CODES = frozenset(
     }
 )
 PERMISSION_CODES = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
-# error codes meaning "too many calls, slow down": botocore's standard retry mode retries
-# each of these (its ThrottledRetryableChecker), so one that reaches us outlasted the retries
-THROTTLE_CODES = frozenset(
-    {
-        "RequestLimitExceeded",
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "ProvisionedThroughputExceededException",
-        "TransactionInProgressException",
-        "BandwidthLimitExceeded",
-        "LimitExceededException",
-        "RequestThrottled",
-        "SlowDown",
-        "PriorRequestNotComplete",
-        "EC2ThrottledException",
-    }
-)
 # the HTTP status of throttling whatever the code says (botocore retries it as such too)
 THROTTLE_STATUS = 429
 # how much of AWS's own message an error line quotes (an echoing server can send kilobytes)
@@ -123,8 +103,12 @@ def throttled(err: bx.ClientError) -> bool:
     Returns:
         True for throttling, False for any other error.
     """
-    code, _ = error_of(err.response)
-    return code in THROTTLE_CODES or status_of(err) == THROTTLE_STATUS
+    from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
+
+    # botocore's own list of throttling codes, the one its standard retry mode retries on:
+    # one that reaches here outlasted the retries
+    context = RetryContext(attempt_number=1, parsed_response=err.response)
+    return ThrottledRetryableChecker().is_retryable(context) or status_of(err) == THROTTLE_STATUS
 
 
 def throttled_said(err: bx.ClientError, attempts: int | None = None) -> str:
