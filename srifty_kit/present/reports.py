@@ -139,15 +139,19 @@ def run_report(
     raised as ``ReportFailed``, a kernel that died or a cell that ran past ``timeout_s`` as
     ``ReportStopped`` (each one line; the command exits 1). Two runs of one report into one
     folder (a scheduled run and a rerun by hand) would write the same files: the second is
-    refused (``ReportBusy``) while the first runs. Every save is redacted, with the AWS
-    credentials the kernel will resolve for the ``aws_profile`` parameter (or the
-    environment's profile) learned first, as well as those of this process.
+    refused (``ReportBusy``) while the first runs. Every save is redacted, with those of this
+    process and, for a report given an ``aws_profile`` parameter (one that calls AWS), the
+    AWS credentials its kernel will resolve for that profile (None: the environment's),
+    learned first. A report without it (the search report, the lessons) resolves none: a
+    default profile that assumes a role would otherwise call STS for a report that never
+    calls AWS.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     source = find_notebook(notebook)
-    _learn_kernel_credentials(parameters.get("aws_profile"))
+    if "aws_profile" in parameters:  # a report that calls AWS: only it resolves credentials
+        _learn_kernel_credentials(parameters["aws_profile"])
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stem = name or source.stem
