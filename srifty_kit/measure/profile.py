@@ -517,15 +517,37 @@ def _budget_short(run: _Run, setup_s: float, noise_shares: bool) -> dict[str, An
         if s.get("stop_reason") != "time budget":
             seconds += s.get("wall_s", 0.0)
             continue
-        ratio = s["precision"] / o["target_precision"]
-        need = max(fewest, math.ceil(s["n"] * ratio**2)) if math.isfinite(ratio) else fewest
-        seconds += (o["warmup"] + need) * s["mean"]
+        seconds += seconds_to_target(
+            s["n"], s["precision"], o["target_precision"], fewest, o["warmup"], s["mean"]
+        )
     seconds /= 1 - NOISE_SHARE if noise_shares else 1  # the noise scale's share of it
+    return budget_short_facts(
+        [(s["local_bsz"], s["n"]) for s in short], fewest, o["target_precision"], seconds
+    )
+
+
+def seconds_to_target(
+    n: int, precision: float, target: float, fewest: int, warmup: int, mean_s: float
+) -> float:
+    """About the seconds one configuration needs to reach ``target``: its warm-up and the
+    steps its ``precision`` after ``n`` steps asks (precision goes as 1/sqrt(steps)), at
+    least the stopping rule's ``fewest``, at its mean step ``mean_s``."""
+    ratio = precision / target
+    need = max(fewest, math.ceil(n * ratio**2)) if math.isfinite(ratio) else fewest
+    return (warmup + need) * mean_s
+
+
+def budget_short_facts(
+    short: list[tuple[Any, int]], fewest: int, target: float, seconds: float
+) -> dict[str, Any]:
+    """The ``facts['budget_short']`` that ``budget_note`` words: the configurations cut short
+    (label, steps), the stopping rule's fewest steps, the target and the ``max_seconds``
+    (rounded up) that would have reached it; the profile's and the distributed profile's."""
     return {
-        "batch_sizes": [s["local_bsz"] for s in short],
-        "steps": [s["n"] for s in short],
+        "batch_sizes": [label for label, _ in short],
+        "steps": [n for _, n in short],
         "fewest_steps": fewest,
-        "target_precision": o["target_precision"],
+        "target_precision": target,
         "max_seconds_needed": round_up(seconds),
     }
 

@@ -52,11 +52,12 @@ from srifty_kit.measure.profile import (
     BudgetWarning,
     ProfileWarning,
     budget_note,
+    budget_short_facts,
     check_batch_sizes,
     check_budget,
     check_out_path,
     facts_path,
-    round_up,
+    seconds_to_target,
     unfinished_table,
 )
 from srifty_kit.measure.stopping import batch_means_estimate, fewest_steps
@@ -347,21 +348,24 @@ def budget_short(steps: pd.DataFrame, plan: Plan, max_seconds: float) -> dict[st
     for (world, b), rows in steps.groupby(["num_workers", "local_bsz"], sort=True):
         values = (rows.sort_values(order) if order else rows)["step_time_s"].to_numpy(float)
         est = batch_means_estimate(values, plan.level)
-        ratio = est.precision / plan.target_precision
-        if values.size >= plan.max_steps or ratio <= 1:
+        if values.size >= plan.max_steps or est.precision <= plan.target_precision:
             continue
         short.append((f"{b} at world size {world}", values.size))
-        need = max(fewest, math.ceil(values.size * ratio**2)) if math.isfinite(ratio) else fewest
-        need_s = max(need_s, (plan.warmup + need) * float(values.mean()))
+        need_s = max(
+            need_s,
+            seconds_to_target(
+                values.size,
+                est.precision,
+                plan.target_precision,
+                fewest,
+                plan.warmup,
+                float(values.mean()),
+            ),
+        )
     if not short:
         return None
-    return {
-        "batch_sizes": [label for label, _ in short],
-        "steps": [n for _, n in short],
-        "fewest_steps": fewest,
-        "target_precision": plan.target_precision,
-        "max_seconds_needed": round_up(max_seconds * need_s / plan.seconds_per_config),
-    }
+    seconds = max_seconds * need_s / plan.seconds_per_config
+    return budget_short_facts(short, fewest, plan.target_precision, seconds)
 
 
 def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> DistributedResult:
