@@ -313,13 +313,9 @@ def model_forecast(
         fitted = model.fit(disp=False) if params is None else model.smooth(params)
         mean, raw = _simulated_week(fitted, offset, simulations, np.random.default_rng(seed))
     alpha = (1.0 - level) / 2.0
+    bounds = np.quantile(np.clip(raw, 0.0, None), [alpha, 1.0 - alpha], axis=1)
     out.daily = pd.DataFrame(
-        {
-            "mean": np.clip(mean, 0.0, None),
-            "lo": np.quantile(np.clip(raw, 0.0, None), alpha, axis=1),
-            "hi": np.quantile(np.clip(raw, 0.0, None), 1.0 - alpha, axis=1),
-        },
-        index=index,
+        {"mean": np.clip(mean, 0.0, None), "lo": bounds[0], "hi": bounds[1]}, index=index
     )
     out.total_usd, out.model_lo_usd, out.model_hi_usd = _week_interval(mean, raw, level)
     out.lo_usd, out.hi_usd = out.model_lo_usd, out.model_hi_usd
