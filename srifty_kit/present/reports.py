@@ -196,10 +196,10 @@ def run_report(
 
 def _learn_kernel_credentials(profile: str | None) -> None:
     """Mask here the AWS credentials the kernel will resolve (an SSO login's, an assumed
-    role's: in no file and no variable of this process) before it prints any: the same chain
-    (``aws_errors.remember_resolved``), for ``profile`` (the report's ``aws_profile``
-    parameter) or the environment's. Without AWS configuration it reads a few missing files
-    and calls nothing."""
+    role's, an instance or container role's: in no file and no variable of this process)
+    before it prints any: the same chain (``aws_errors.remember_resolved``), for ``profile``
+    (the report's ``aws_profile`` parameter) or the environment's. Without AWS configuration
+    off EC2 it reads a few files and calls nothing."""
     from srifty_kit.tables.aws_errors import remember_resolved
 
     remember_resolved(profile)

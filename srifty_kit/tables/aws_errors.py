@@ -224,16 +224,70 @@ def shared_session(profile: str | None = None, region: str | None = None):
     return session
 
 
+# Files in which Linux tells, without the network, that this host is an EC2 instance: the
+# board asset tag holds the instance id (Nitro), the hypervisor's (Xen) or the DMI system UUID
+# begins with "ec2"/"EC2" ("Detect whether a host is an EC2 instance", Amazon EC2 User Guide,
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/identify_ec2_instances.html).
+# product_uuid is readable by root only; an unreadable or missing file says nothing.
+EC2_HOST_FILES = (
+    "/sys/devices/virtual/dmi/id/board_asset_tag",
+    "/sys/hypervisor/uuid",
+    "/sys/devices/virtual/dmi/id/product_uuid",
+)
+_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8}(?:[0-9a-f]{9})?")
+_UUID_HEAD = re.compile(r"[0-9a-f]{8}-")
+
+
+def on_ec2() -> bool:
+    """Whether this host is an EC2 instance, from the files ``EC2_HOST_FILES`` names (no
+    network): an instance id in the board asset tag, or a system UUID that begins with
+    ``ec2``, also where SMBIOS writes it little-endian (``45E12AEC-...``), as the EC2 user
+    guide says. A UUID that begins so by chance gives a false yes; its only cost is one wait
+    for the metadata service, bounded by botocore's ``metadata_service_timeout``.
+
+    Returns:
+        True when any of the files says so; False off Linux, or when none can be read.
+    """
+    for path in EC2_HOST_FILES:
+        try:
+            with open(path, encoding="ascii", errors="replace") as fh:
+                text = fh.read(80).strip().lower()
+        except OSError:  # absent (not Linux, not Xen), or root's only
+            continue
+        if _INSTANCE_ID.fullmatch(text) or text.startswith("ec2"):
+            return True
+        if _UUID_HEAD.match(text):  # little-endian: the first field's bytes reversed
+            head = text[:8]
+            if "".join(head[i : i + 2] for i in (6, 4, 2, 0)).startswith("ec2"):
+                return True
+    return False
+
+
+def _metadata_may_answer(session) -> bool:
+    """Whether botocore's instance metadata provider can answer ``session`` without waiting
+    on an address that is not there: metadata is not disabled (AWS_EC2_METADATA_DISABLED)
+    and either botocore is pointed at an endpoint (AWS_EC2_METADATA_SERVICE_ENDPOINT or the
+    profile's ``ec2_metadata_service_endpoint``) or this host is an EC2 instance."""
+    if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
+        return False
+    return bool(session.get_config_variable("ec2_metadata_service_endpoint")) or on_ec2()
+
+
 def remember_resolved(profile: str | None = None) -> None:
     """Add the credentials a process using ``shared_session(profile)`` will get (an SSO
-    login's, an assumed role's, a ``credential_process``'s, besides the keys a profile's
-    files hold: ``remember_profile``) to what ``redact`` masks in this one: for a process
-    that keeps what a kernel that calls AWS prints (a report).
+    login's, an assumed role's, a ``credential_process``'s, an EC2 instance role's, an ECS
+    task's or EKS pod's container role's, besides the keys a profile's files hold:
+    ``remember_profile``) to what ``redact`` masks in this one: for a process that keeps what
+    a kernel that calls AWS prints (a report).
 
-    The same credential chain is resolved here, less the EC2 instance metadata provider: with
-    nothing configured it would wait on the network for an answer that never comes (instance
-    role key ids are still masked by their shape). Nothing configured means no network and
-    no process started. A chain that fails here adds nothing: the kernel says so itself.
+    botocore's own credential chain is resolved here, with its own metadata timeout and
+    attempts. Its EC2 instance metadata provider is kept only where it can answer
+    (``_metadata_may_answer``: on an EC2 instance, ``on_ec2``, or with a metadata endpoint
+    set, and not disabled): elsewhere, with nothing configured, it would wait on the network
+    for an answer that never comes. The container provider asks only when
+    AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI is set. Off EC2 with nothing
+    configured this reads a few files and touches no network, starts no process. A chain
+    that fails here adds nothing: the kernel says so itself.
 
     Args:
         profile: the profile name (None: AWS_PROFILE, else the default chain).
@@ -247,7 +301,8 @@ def remember_resolved(profile: str | None = None) -> None:
         session = botocore.session.Session(profile=profile)
         _share_cache(session)
         resolver = session.get_component("credential_provider")
-        resolver.remove("iam-role")
+        if not _metadata_may_answer(session):
+            resolver.remove("iam-role")
         credentials = resolver.load_credentials()
     except (bx.BotoCoreError, bx.ClientError, OSError, ValueError):
         return
