@@ -12,10 +12,12 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from srifty_kit.tables.ec2_host import on_ec2
+
 # Instance metadata service, version 2 (session token first, then the query), as documented in
 # the EC2 user guide "Use the Instance Metadata Service to access instance metadata".
 _IMDS = "http://169.254.169.254/latest"
-_IMDS_TIMEOUT_S = 0.2  # off EC2 the link-local address blackholes: never wait longer than this
+_IMDS_TIMEOUT_S = 0.2  # a slow answer on EC2 is not worth a longer wait: a local label stands
 
 # Beyond two processes per core the timings measure the scheduler, not the model.
 _WORKERS_PER_CORE = 2
@@ -90,11 +92,14 @@ def local_label(device: str = "cpu") -> str:
 
 @functools.lru_cache(maxsize=4)
 def instance_type(device: str = "cpu") -> str:
-    """EC2 instance type when on EC2 (IMDSv2), else ``$SRIFTY_INSTANCE_TYPE``, else a label."""
+    """``$SRIFTY_INSTANCE_TYPE`` when set, else the EC2 instance type (IMDSv2) on an EC2
+    instance (``tables.ec2_host.on_ec2``: elsewhere the service is not asked, so no profile
+    waits on an address that does not answer, and another cloud's metadata service, at the
+    same address, is never read as EC2's), else a local label."""
     override = os.environ.get("SRIFTY_INSTANCE_TYPE", "").strip()
     if override:
         return override
-    return _imds_instance_type() or local_label(device)
+    return (on_ec2() and _imds_instance_type()) or local_label(device)
 
 
 def hostname() -> str:

@@ -19,6 +19,7 @@ import re
 from botocore import exceptions as bx
 from botocore.parsers import ResponseParserError
 
+from srifty_kit.tables.ec2_host import on_ec2
 from srifty_kit.tables.redact import redact
 
 # error codes meaning "these credentials do not work": renew or replace them
@@ -222,45 +223,6 @@ def shared_session(profile: str | None = None, region: str | None = None):
     session = boto3.Session(profile_name=profile, region_name=region)
     _share_cache(session._session)  # boto3 keeps its botocore session there
     return session
-
-
-# Files in which Linux tells, without the network, that this host is an EC2 instance: the
-# board asset tag holds the instance id (Nitro), the hypervisor's (Xen) or the DMI system UUID
-# begins with "ec2"/"EC2" ("Detect whether a host is an EC2 instance", Amazon EC2 User Guide,
-# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/identify_ec2_instances.html).
-# product_uuid is readable by root only; an unreadable or missing file says nothing.
-EC2_HOST_FILES = (
-    "/sys/devices/virtual/dmi/id/board_asset_tag",
-    "/sys/hypervisor/uuid",
-    "/sys/devices/virtual/dmi/id/product_uuid",
-)
-_INSTANCE_ID = re.compile(r"i-[0-9a-f]{8}(?:[0-9a-f]{9})?")
-_UUID_HEAD = re.compile(r"[0-9a-f]{8}-")
-
-
-def on_ec2() -> bool:
-    """Whether this host is an EC2 instance, from the files ``EC2_HOST_FILES`` names (no
-    network): an instance id in the board asset tag, or a system UUID that begins with
-    ``ec2``, also where SMBIOS writes it little-endian (``45E12AEC-...``), as the EC2 user
-    guide says. A UUID that begins so by chance gives a false yes; its only cost is one wait
-    for the metadata service, bounded by botocore's ``metadata_service_timeout``.
-
-    Returns:
-        True when any of the files says so; False off Linux, or when none can be read.
-    """
-    for path in EC2_HOST_FILES:
-        try:
-            with open(path, encoding="ascii", errors="replace") as fh:
-                text = fh.read(80).strip().lower()
-        except OSError:  # absent (not Linux, not Xen), or root's only
-            continue
-        if _INSTANCE_ID.fullmatch(text) or text.startswith("ec2"):
-            return True
-        if _UUID_HEAD.match(text):  # little-endian: the first field's bytes reversed
-            head = text[:8]
-            if "".join(head[i : i + 2] for i in (6, 4, 2, 0)).startswith("ec2"):
-                return True
-    return False
 
 
 def _metadata_may_answer(session) -> bool:

@@ -16,7 +16,7 @@ from secrets import token_hex
 
 import pytest
 
-from srifty_kit.tables import aws_errors, redact
+from srifty_kit.tables import aws_errors, ec2_host, redact
 from tests.present.test_reports import _assert_masked, _printing_notebook, aws_home  # noqa: F401
 
 # every test here runs with a HOME of its own and no AWS_* variable: none of the user's setup
@@ -108,7 +108,7 @@ def host_files(tmp_path, monkeypatch):
     folder = tmp_path / "sys"
     folder.mkdir()
     paths = tuple(str(folder / n) for n in ("board_asset_tag", "hypervisor_uuid", "product_uuid"))
-    monkeypatch.setattr(aws_errors, "EC2_HOST_FILES", paths)
+    monkeypatch.setattr(ec2_host, "EC2_HOST_FILES", paths)
     return folder
 
 
@@ -142,15 +142,15 @@ OTHER_HOSTS = {
 def test_an_ec2_host_is_told_from_any_one_of_its_files(host_files, name):
     for other, text in OTHER_HOSTS.items():
         (host_files / other).write_text(text)
-    assert not aws_errors.on_ec2()
+    assert not ec2_host.on_ec2()
     (host_files / name).write_text(EC2_SIGNS[name])
-    assert aws_errors.on_ec2()
+    assert ec2_host.on_ec2()
 
 
 def test_a_little_endian_uuid_is_told_too(host_files):
     # some SMBIOS versions write the first field byte-reversed: 45E12AEC for EC2AE145
     (host_files / "product_uuid").write_text("45E12AEC-DCD1-B213-94ED-012345ABCDEF\n")
-    assert aws_errors.on_ec2()
+    assert ec2_host.on_ec2()
 
 
 def test_off_ec2_with_nothing_configured_no_network_is_touched(host_files, metadata, connections):
@@ -205,3 +205,21 @@ def test_a_roles_credentials_the_kernel_prints_are_masked(
     report = run_report(nb, {"aws_profile": None}, tmp_path / "out", progress=False)
     _assert_masked(report, metadata.secret, metadata.token)
     assert metadata.requests.count(asked) == 2  # the report's process and its kernel
+
+
+def test_the_profiler_asks_for_its_instance_type_on_ec2_only(host_files, connections, monkeypatch):
+    from srifty_kit.measure import host
+
+    monkeypatch.delenv("SRIFTY_INSTANCE_TYPE", raising=False)
+    for name, text in OTHER_HOSTS.items():
+        (host_files / name).write_text(text)
+    host.instance_type.cache_clear()
+    try:
+        assert host.instance_type("cpu").startswith("local-cpu-")
+        assert connections == []  # off EC2 no profile waits on the metadata address
+        (host_files / "board_asset_tag").write_text(EC2_SIGNS["board_asset_tag"])
+        host.instance_type.cache_clear()
+        assert host.instance_type("cpu").startswith("local-cpu-")  # refused: a local label
+        assert connections and all(h == "169.254.169.254" for h, _ in connections)
+    finally:
+        host.instance_type.cache_clear()
