@@ -22,13 +22,13 @@ import numpy as np
 import pandas as pd
 from botocore import exceptions as bx
 from botocore.config import Config
-from tqdm.auto import tqdm
 
 from srifty_kit.catalog.query import EXTRA_COLUMNS, load_catalog
 from srifty_kit.errors import CommandFailed, InputError, did_you_mean
 from srifty_kit.tables import aws_errors, redact
 from srifty_kit.tables.contracts import CATALOG, validate_catalog
 from srifty_kit.tables.files import write_table
+from srifty_kit.tables.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -355,8 +355,6 @@ def fetch_catalog(
         connect_timeout=10,
         read_timeout=60,
     )
-    # progress None: shown on a terminal only (tqdm's disable=None)
-    disable = None if progress is None else not progress
     # botocore's debug records hold signed headers: every record is redacted when created
     redact.install_logging()
     with _aws_errors(profile, max_attempts, (endpoint_url, pricing_endpoint_url)):
@@ -368,7 +366,7 @@ def fetch_catalog(
         pricing = pricing_client or session.client(
             "pricing", region_name=PRICING_REGION, endpoint_url=pricing_endpoint_url, config=config
         )
-        bar = tqdm(total=4, desc=f"catalog {region}", disable=disable)
+        bar = progress_bar(total=4, desc=f"catalog {region}", show=progress)
         with bar as steps:
             steps.set_postfix_str("offerings")
             offered = _offered(ec2, region)

@@ -279,7 +279,7 @@ def online_search(
     the search stops once it is reached, keeping that run's measurements. Ctrl-C stops it
     too, keeping everything measured so far.
     """
-    from tqdm.auto import tqdm
+    from srifty_kit.tables.progress import progress_bar
 
     constraints = constraints or Constraints()
     if objective not in _OBJECTIVE_COLUMN:
@@ -295,7 +295,7 @@ def online_search(
     queue = [row for _, row in _seed(space).iterrows()]
     model = StepTimeModel()
     rec = nearest = predicted = None  # predicted: the space under the latest fitted model
-    bar = tqdm(total=limit, desc="online search", disable=not progress)
+    bar = progress_bar(total=limit, desc="online search", show=progress)
     try:
         while len(done) < limit:
             check_interrupt()  # one a library swallowed still ends the search

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from srifty_kit.errors import InputError, callers_level, check_interrupt, counted, first_line, plain
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
@@ -56,6 +55,7 @@ from srifty_kit.tables.files import (
     write_json,
     write_table,
 )
+from srifty_kit.tables.progress import progress_bar
 from srifty_kit.tables.redact import redact
 
 NOISE_SHARE = 0.1  # of max_seconds, for the gradient noise scale; the rest times steps
@@ -433,7 +433,7 @@ def profile_model(
         phase("setup_and_flops")
         opts["extra"] = {k: facts[k] for k in ("flops_per_sample", "param_count", "grad_bytes")}
         timing_end = wall0 + max_seconds * (1 - NOISE_SHARE if noise_seconds is None else 1)
-        with tqdm(sizes, desc=f"profiling {spec.name}", disable=not progress) as bar:
+        with progress_bar(sizes, desc=f"profiling {spec.name}", show=progress) as bar:
             for i, b in enumerate(bar):
                 share = max(0.0, timing_end - time.perf_counter()) / (len(sizes) - i)
                 try:

@@ -108,9 +108,10 @@ def _loading_numpy(pid: int) -> bool:
 MOMENTS = {
     # while srifty imports its modules (pandas, then the subcommand's: torch)
     "import": lambda run, out: run.wait_for(lambda: _handling_signals(run.proc.pid)),
-    # the progress bar is up: warming up or timing the first batch size, nothing saved yet
+    # the bar's first line is out: warming up or timing the first batch size, nothing saved yet
     "set-up": lambda run, out: run.wait_for(lambda: "profiling" in run.stderr),
-    # steps of the first batch size are being timed (the bar counts them)
+    # steps of the first batch size are being timed: the line that starts counting them (on a
+    # pipe the bar writes one as a batch size's timing begins, not only every 30 s)
     "timing": lambda run, out: run.wait_for(lambda: "n=" in run.stderr),
 }
 
@@ -268,7 +269,7 @@ def test_a_profile_interrupted_after_its_timing_says_every_batch_size_completed(
     args[2], args[6] = "slow_batches:build", "3"  # --model, --max-seconds
     with open(tmp_path / "said.txt", "w") as said:
         run = Run(args, tmp_path, ignore_sigint=False, stdout=said)
-        run.wait_for(lambda: "2/2" in run.stderr)  # both sizes timed: the noise scale runs
+        run.wait_for(lambda: "2/2" in run.stderr)  # both sizes timed (a line): noise scale runs
         run.stop(signal.SIGINT)
     assert run.proc.returncode == 130, run.stderr[-2000:]
     summary = (tmp_path / "said.txt").read_text()

@@ -163,7 +163,7 @@ def measure_world(
             check_interrupt()  # one a library swallowed still stops the workers
             if group.drain(sink, timeout=0.2):
                 last = time.monotonic()
-                bar.set_postfix(  # refresh=False: tqdm's own rate limit decides when to draw
+                bar.set_postfix(  # refresh=False: a terminal draws it at the next count
                     world=world,
                     steps=len(sink["row"]),
                     samples=len(sink["collective"]),

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from srifty_kit.errors import CommandFailed, InputError, callers_level, counted
 from srifty_kit.measure import host
@@ -65,6 +64,7 @@ from srifty_kit.measure.torch_step import resolve_device
 from srifty_kit.measure.zoo import load_spec
 from srifty_kit.tables.contracts import validate_measurements
 from srifty_kit.tables.files import Staging, write_json, write_table
+from srifty_kit.tables.progress import progress_bar
 
 # 1 KB to 64 MB, a factor of 4 apart: latency-bound to bandwidth-bound messages
 DEFAULT_SIZES = tuple(1024 * 4**k for k in range(9))
@@ -372,7 +372,7 @@ def _spawn_worlds(plan, worlds, timeout_s, stages: _Stages, progress) -> Distrib
     sink: dict[str, list] = {"row": [], "collective": [], "skipped": []}
     failure, interrupted = None, False
     try:
-        with tqdm(worlds, desc="distributed", disable=not progress) as bar:
+        with progress_bar(worlds, desc="distributed", show=progress) as bar:
             for world in bar:
                 failure = measure_world(world, plan, sink, timeout_s, bar)
                 if failure:
