@@ -6,12 +6,16 @@ per refresh, all on one line, and tqdm has no line mode of its own (tqdm issue #
 answer is ``disable=True``). Off a terminal, ``progress_bar`` gives a tqdm bar that writes
 whole lines instead: one when a stage ends (the count moves) or begins (the first postfix
 after that: a batch size, a world size, a catalog step), otherwise at most one every
-``LOG_INTERVAL_S``.
+``LOG_INTERVAL_S``. The user's own ``TQDM_*`` variables win over the kit's settings (tqdm reads
+them as its defaults, which arguments passed to it would override): ``TQDM_MININTERVAL`` is
+that interval in a log, ``TQDM_DISABLE=1`` silences every bar, as ``--quiet`` does one
+command's.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -122,20 +126,20 @@ def progress_bar(
     Returns:
         A tqdm bar (a context manager; ``set_postfix``, ``update`` as tqdm's). Off a terminal
         it writes a line when its count moves and at the first postfix after that, and
-        otherwise at most one every ``LOG_INTERVAL_S`` seconds; each line ends in '\\n', none
-        redraws another.
+        otherwise at most one every ``LOG_INTERVAL_S`` seconds (``TQDM_MININTERVAL`` where the
+        user set it); each line ends in '\\n', none redraws another.
 
     Raises:
-        Nothing of its own.
+        Nothing of its own (a ``TQDM_*`` value tqdm cannot read fails as tqdm is imported).
     """
-    options: dict[str, Any] = {
-        "desc": desc,
-        "total": total,
-        "disable": None if show is None else not show,
-    }
+    options: dict[str, Any] = {"desc": desc, "total": total}
+    if show is False:
+        options["disable"] = True
+    elif show is None and "TQDM_DISABLE" not in os.environ:
+        options["disable"] = None
+    # otherwise tqdm's default decides: False, or the user's TQDM_DISABLE
     notebook = autonotebook.tqdm is not std.tqdm  # tqdm.auto drew a widget in a kernel
     if show is not True or notebook or _on_terminal(sys.stderr):
         return auto_tqdm(iterable, **options)
-    return _LogBar(
-        iterable, interval=LOG_INTERVAL_S, file=_Lines(sys.stderr), mininterval=0, **options
-    )
+    interval = float(os.environ.get("TQDM_MININTERVAL", LOG_INTERVAL_S))
+    return _LogBar(iterable, interval=interval, file=_Lines(sys.stderr), mininterval=0, **options)

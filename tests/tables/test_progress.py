@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from srifty_kit.tables import progress
 from srifty_kit.tables.progress import progress_bar
 from tests.builders import SRIFTY
 
@@ -48,8 +47,8 @@ def test_a_log_gets_a_line_as_each_stage_begins_and_ends_and_no_redraws(capsys):
     assert "bsz=16" in lines[-2] and "3/3" in lines[-1], text
 
 
-def test_a_log_gets_a_line_at_most_once_an_interval_within_a_stage(capsys, monkeypatch):
-    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)  # every update is past the interval
+def test_a_log_gets_a_line_at_most_once_the_users_tqdm_mininterval(capsys, monkeypatch):
+    monkeypatch.setenv("TQDM_MININTERVAL", "0")  # every update is past the interval
     with progress_bar((4, 8, 16), desc="profiling x") as bar:
         _stages(bar, updates=5)
     text = _logged(capsys)
@@ -107,6 +106,21 @@ def test_profile_logged_to_a_file_writes_a_few_whole_lines(tmp_path):
     # the first line, then a line as each batch size begins and one as it ends
     assert 3 <= len(bar) <= 1 + 2 * 2, bar
     assert "0/2" in bar[0] and "2/2" in bar[-1], bar
+
+
+@pytest.mark.slow
+def test_profile_says_no_progress_where_the_user_set_tqdm_disable(tmp_path):
+    done = subprocess.run(
+        [SRIFTY, *PROFILE],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "TQDM_DISABLE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "profiling mlp" not in done.stderr, done.stderr[-2000:]
+    assert (tmp_path / "p.csv").is_file()
 
 
 @pytest.mark.slow
