@@ -144,10 +144,13 @@ def run_report(
     AWS credentials its kernel will resolve for that profile (None: the environment's),
     learned first. A report without it (the search report, the lessons) resolves none: a
     default profile that assumes a role would otherwise call STS for a report that never
-    calls AWS.
+    calls AWS. ``progress``: papermill's bar of executed cells, on a terminal or in a notebook
+    only (in a cron log it would be a frame per cell on one line).
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
+
+    from srifty_kit.tables.progress import redraws_in_place
 
     source = find_notebook(notebook)
     if "aws_profile" in parameters:  # a report that calls AWS: only it resolves credentials
@@ -167,7 +170,8 @@ def run_report(
                     parameters=parameters,
                     kernel_name=kernel_name,
                     cwd=str(out),
-                    progress_bar=progress,
+                    # papermill's own bar, in a log a frame per cell on one line
+                    progress_bar=progress and redraws_in_place(),
                     execution_timeout=timeout_s,
                     kernel_manager_class=_quiet_kernel_manager(),
                 )

@@ -106,6 +106,21 @@ def _on_terminal(stream: TextIO) -> bool:
         return False
 
 
+def _in_notebook() -> bool:
+    return autonotebook.tqdm is not std.tqdm  # tqdm.auto draws a widget in a kernel
+
+
+def redraws_in_place() -> bool:
+    """Whether a tqdm bar made with ``tqdm.auto`` (as a library's own, papermill's) redraws in
+    place here: on a terminal's stderr or as a notebook's widget; not in a file or a pipe,
+    where it would leave a frame per refresh on one line.
+
+    Returns:
+        True on a terminal or in a notebook kernel.
+    """
+    return _in_notebook() or _on_terminal(sys.stderr)
+
+
 def progress_bar(
     iterable: Iterable | None = None,
     *,
@@ -138,8 +153,7 @@ def progress_bar(
     elif show is None and "TQDM_DISABLE" not in os.environ:
         options["disable"] = None
     # otherwise tqdm's default decides: False, or the user's TQDM_DISABLE
-    notebook = autonotebook.tqdm is not std.tqdm  # tqdm.auto drew a widget in a kernel
-    if show is not True or notebook or _on_terminal(sys.stderr):
+    if show is not True or redraws_in_place():
         return auto_tqdm(iterable, **options)
     interval = float(os.environ.get("TQDM_MININTERVAL", LOG_INTERVAL_S))
     return _LogBar(iterable, interval=interval, file=_Lines(sys.stderr), mininterval=0, **options)

@@ -141,3 +141,27 @@ def test_profile_on_a_terminal_still_redraws_its_bar_in_place(tmp_path):
             proc.kill()
     # each frame returns to the line's start and draws over the last one
     assert seen.count(b"\rprofiling mlp") >= 2, seen[-2000:]
+
+
+@pytest.mark.slow
+def test_a_report_run_into_a_log_leaves_no_frames_of_papermills_bar(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell(f"x = {i}") for i in range(6)])
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, tmp_path / "r.ipynb")
+    run = (
+        "from srifty_kit.present.reports import run_report; "
+        f"run_report({str(tmp_path / 'r.ipynb')!r}, {{}}, {str(tmp_path / 'out')!r}, html=False)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", run], capture_output=True, text=True, timeout=240
+    )  # stderr a pipe, as under cron
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out" / "r.ipynb").is_file()
+    assert "\r" not in done.stderr and "Executing" not in done.stderr, done.stderr[-2000:]
