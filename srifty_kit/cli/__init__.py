@@ -191,6 +191,24 @@ def _quiet_on_stdout() -> None:
         pass
 
 
+def _check_tqdm_environment() -> None:
+    """Raise ``InputError`` naming the ``TQDM_*`` variables when tqdm cannot read them: tqdm
+    reads them as it is imported (by the profiler, by torch), where a value of the wrong kind
+    would end the command in a traceback."""
+    names = sorted(k for k in os.environ if k.startswith("TQDM_"))
+    if not names:  # nothing to read: no import here
+        return
+    try:
+        import tqdm  # noqa: F401
+    except ValueError as err:
+        given = ", ".join(f"{n}={os.environ[n]!r}" for n in names)
+        raise InputError(
+            f"tqdm cannot read the environment's {given} ({err}); to fix: unset it, or give "
+            "it a value of its kind (a number of seconds for TQDM_MININTERVAL, 1 for "
+            "TQDM_DISABLE)"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``srifty`` command.
 
@@ -220,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _held.clear()
         command = args.prog  # 'srifty report weekly', as argparse names it in its own errors
         errors.check_interrupt()  # one recorded while parsing, or that a library swallowed
+        _check_tqdm_environment()  # before check_paths, whose imports bring torch's tqdm
         check_paths(args)  # no output over an input or another output, before any work
         started = True
         code = int(args.func(args) or 0)

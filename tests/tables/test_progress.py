@@ -22,6 +22,19 @@ PROFILE = ["profile", "--model", "mlp", "--batch-sizes", "4,8", "--max-seconds",
            "--out", "p.csv"]  # fmt: skip
 
 
+def _profile_with(folder, **environment: str) -> subprocess.CompletedProcess:
+    """The quick profile run in ``folder`` with these environment variables added, its
+    stderr a pipe (not a terminal) kept as text."""
+    return subprocess.run(
+        [SRIFTY, *PROFILE],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, **environment},
+    )
+
+
 def _stages(bar, sizes=(4, 8, 16), updates=50) -> None:
     """What the profiler does: per batch size, many postfix updates, then the next size."""
     for b in bar:
@@ -110,14 +123,7 @@ def test_profile_logged_to_a_file_writes_a_few_whole_lines(tmp_path):
 
 @pytest.mark.slow
 def test_profile_says_no_progress_where_the_user_set_tqdm_disable(tmp_path):
-    done = subprocess.run(
-        [SRIFTY, *PROFILE],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={**os.environ, "TQDM_DISABLE": "1"},
-    )
+    done = _profile_with(tmp_path, TQDM_DISABLE="1")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "profiling mlp" not in done.stderr, done.stderr[-2000:]
     assert (tmp_path / "p.csv").is_file()
@@ -165,3 +171,11 @@ def test_a_report_run_into_a_log_leaves_no_frames_of_papermills_bar(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "out" / "r.ipynb").is_file()
     assert "\r" not in done.stderr and "Executing" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_tqdm_variable_tqdm_cannot_read_is_bad_input_in_one_line(tmp_path):
+    done = _profile_with(tmp_path, TQDM_MININTERVAL="abc")
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "TQDM_MININTERVAL='abc'" in lines[0] and "to fix" in lines[0]
+    assert not (tmp_path / "p.csv").exists()
