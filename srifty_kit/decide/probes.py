@@ -189,7 +189,7 @@ def suggest_probes(
     p_now = pool.belief.prob_below(pool.bound())
     fallback = int(np.lexsort((pool.belief.mean * pool.per_hour, -p_now))[0])
     loss_now = _loss(pool, np.full(outcomes, int(now)), truth, fallback)
-    c = result.candidates.cols
+    c, types = result.candidates.cols, result.candidates.types
     rows = []
     for j in _probe_choices(result, pool):
         b = pool.belief
@@ -198,7 +198,10 @@ def suggest_probes(
         after = _decide(pool, b.condition(int(j), y, 0.0))
         loss_after = _loss(pool, after, truth, fallback)
         i = pool.index[j]
-        od_per_hr = c["usd_per_hr"][i] if not c["spot"][i] else np.nan
+        # the probe runs on-demand (as it is said) whatever pricing its candidate row has: a
+        # spot row's own hourly figure is the spot price, which under-priced the run (a probe
+        # is one type, never a mix: ``_probe_choices``)
+        od_per_hr = float(c["nodes"][i] * types.ondemand[c["type"][i]])
         if not np.isfinite(od_per_hr):
             od_per_hr = pool.per_hour[j]
         probe_h = steps * c["step_time_s"][i] / SECONDS_PER_HOUR + launch_h

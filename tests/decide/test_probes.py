@@ -11,7 +11,7 @@ import pytest
 from srifty_kit import InputError, StepTimeModel
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.planner import Constraints, Job, search
-from srifty_kit.decide.probes import probe_sentence, suggest_probes
+from srifty_kit.decide.probes import LAUNCH_H, probe_sentence, suggest_probes
 from tests.builders import measurements
 
 TYPE = "g4dn.12xlarge"
@@ -114,6 +114,29 @@ def test_an_unanswerable_question_gets_a_probe_worth_more_than_it_costs(small_mo
     assert said.startswith(f"Measure {int(first['num_nodes'])} x {TYPE}") and "saving" in said
     # the same seed, the same suggestion
     assert suggest_probes(tight, k=2).equals(probes)
+
+
+def test_a_probe_said_on_demand_is_priced_on_demand_when_its_candidate_is_spot(small_model):
+    # a list of spot rows only: the probe is still run (and said) on-demand, so its price is
+    # the on-demand one, about 3x the spot one here (before: priced at the spot rate)
+    _, deadline = _tight(small_model)
+    spot = search(
+        small_model,
+        load_catalog(),
+        JOB,
+        Constraints(deadline_h=deadline, spot=True),
+        candidates=_listed().assign(pricing="spot"),
+    )
+    probes = suggest_probes(spot, k=3)
+    assert not probes.empty
+    catalog = load_catalog().set_index("instance_type")
+    per_node = float(catalog.loc[TYPE, "ondemand_usd_per_hr"])
+    evaluated = spot.sample(n=100)
+    for probe in probes.itertuples():
+        run = evaluated[evaluated["num_nodes"] == probe.num_nodes].iloc[0]
+        hours = probe.steps * run["step_time_s"] / 3600 + LAUNCH_H
+        assert probe.pricing == "on-demand"
+        assert probe.cost_usd == pytest.approx(hours * probe.num_nodes * per_node, rel=1e-9)
 
 
 def test_no_probe_when_nothing_it_could_show_would_change_the_decision(small_model):
