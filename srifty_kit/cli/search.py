@@ -16,6 +16,7 @@ from srifty_kit.cli.flags import (
     input_file,
     name_list,
     non_negative,
+    number,
     output,
     positive,
     positive_int,
@@ -25,6 +26,7 @@ from srifty_kit.cli.flags import (
 )
 from srifty_kit.decide.choices import left_out_lines
 from srifty_kit.decide.planner import OBJECTIVES, Constraints, Job, search
+from srifty_kit.decide.probes import MAX_PROBES
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.tables.files import (
     json_records,
@@ -458,9 +460,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--suggest-probes",
-        type=positive_int,
+        # bounded while parsing: a K the library refuses is said with this flag, before the
+        # search runs
+        type=number(1, MAX_PROBES, whole=True),
         metavar="K",
-        help="also propose up to K short runs worth measuring to decide (value of information)",
+        help="also propose up to K short runs worth measuring to decide (value of information; "
+        f"K at most {MAX_PROBES})",
     )
     p.add_argument("--top", type=positive_int, default=10, help="rows in the ranked table (10)")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")

@@ -45,6 +45,7 @@ LAUNCH_H = 5 / 60  # starting the nodes and the job before the first timed step 
 PROBE_STEPS = 200  # enough steps for the stopping rule's warm-up cut and a stable mean
 _POOL = 1500  # candidates the value of information is computed over (by closeness)
 _PROBES = 24  # probe configurations tried
+MAX_PROBES = 20  # the most probes one call suggests (``k``; ``srifty search --suggest-probes``)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def suggest_probes(
         InputError: bad k, steps or outcomes, or a result without candidates.
     """
     for name, value, top in (
-        ("k", k, 20),
+        ("k", k, MAX_PROBES),
         ("steps", steps, 100_000),
         ("outcomes", outcomes, 10_000),
     ):

@@ -547,6 +547,15 @@ def test_an_unanswerable_deadline_exits_1_and_says_what_to_measure(synthetic_mod
     assert table.returncode == 1 and "Measure " in table.stdout
 
 
+@pytest.mark.parametrize("k", ["0", "21", "50"])
+def test_a_probe_count_out_of_range_is_said_with_its_flag(synthetic_model, tmp_path, k):
+    # before: 21 and 50 ran the whole search, then said "k must be a whole number 1..20"
+    done = _decide(synthetic_model, tmp_path, "8", "--suggest-probes", k)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert f"argument --suggest-probes: {k} is not in [1, 20]" in line
+
+
 def _among(model, candidates, cwd, *extra: str) -> subprocess.CompletedProcess:
     """srifty search among a candidates file (the resnet job; ``extra``: more flags)."""
     args = ("--model", str(model), "--workload", "resnet", "--samples", "2e8", *extra)
