@@ -367,8 +367,10 @@ def left_out_lines(
     others = [(t, why) for t, why in result.skipped.items() if t not in gone]
     lines = [no_figures_note(missing, workload, how)] if missing else []
     if others:
+        # a listed candidate is left out by its cluster ("16 x g4dn.12xlarge") or its type
+        noun = "candidate" if any(" x " in t for t, _ in others) else "instance type"
         lines.append(
-            f"left out {counted(len(others), 'instance type')}: "
+            f"left out {counted(len(others), noun)}: "
             + "; ".join(f"{t} ({why.split(';')[0]})" for t, why in others[:4])
             + (" ..." if len(others) > 4 else "")
         )

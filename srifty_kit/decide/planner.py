@@ -74,7 +74,8 @@ class SearchResult:
     knee: pd.Series | None
     pick: pd.Series | None
     why: Explanation  # the reasons as data; ``explanation`` is their text
-    skipped: dict[str, str] = field(default_factory=dict)  # instance type -> why left out
+    # instance type (or a listed cluster, "16 x g4dn.12xlarge") -> why left out
+    skipped: dict[str, str] = field(default_factory=dict)
     n_candidates: int = 0
     n_feasible: int = 0
     candidates: cand.Candidates | None = field(default=None, repr=False)
@@ -343,6 +344,52 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
     return out.reset_index(drop=True)
 
 
+def _allowed(
+    catalog: pd.DataFrame, constraints: Constraints, listed: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """The listed rows the constraints allow, their types' catalog rows (one each), and why
+    each other row was left out: its type (``_select_types``' checks, and the families and
+    instance types asked for) or its cluster ("16 x g4dn.12xlarge": more nodes than
+    ``max_nodes``, more vCPUs than the quota). A list names its types, so what an enumeration
+    leaves out unless named (retired types, other accelerators) is kept."""
+    from srifty_kit.catalog.query import instance_family
+
+    names = listed["instance_type"].astype(str)
+    listed_types = pd.Series(names.unique())
+    wanted = np.ones(len(listed_types), bool)
+    if constraints.instance_types is not None:
+        wanted &= listed_types.isin(constraints.instance_types).to_numpy()
+    if constraints.families is not None:
+        wanted &= instance_family(listed_types).isin(constraints.families).to_numpy()
+    skipped = {
+        t: "not among the instance types asked for (by name, family or GPU)"
+        for t in listed_types[~wanted]
+    }
+    rows = catalog.iloc[:0]
+    if wanted.any():
+        named = replace(constraints, instance_types=tuple(listed_types[wanted]), families=None)
+        rows, dropped = _select_types(catalog, named)
+        skipped.update(dropped)
+    rows = rows.drop_duplicates("instance_type").reset_index(drop=True)
+    vcpus = names.map(dict(zip(rows["instance_type"], rows["vcpus"], strict=True)))
+    nodes = listed["num_nodes"].to_numpy()
+    over_nodes = nodes > constraints.max_nodes
+    over_quota = np.zeros(len(listed), bool)
+    if constraints.vcpu_quota is not None:
+        over_quota = nodes * pd.to_numeric(vcpus).to_numpy() > constraints.vcpu_quota
+    allowed = names.isin(set(rows["instance_type"])).to_numpy()
+    for i in np.flatnonzero(allowed & (over_nodes | over_quota)):
+        n, t = int(nodes[i]), names.iloc[i]
+        skipped[f"{n} x {t}"] = (
+            f"over the node limit of {constraints.max_nodes}"
+            if over_nodes[i]
+            else f"over the vCPU quota of {constraints.vcpu_quota} "
+            f"({n} nodes of {int(vcpus.iloc[i])} vCPUs)"
+        )
+    keep = allowed & ~over_nodes & ~over_quota
+    return listed[keep].reset_index(drop=True), rows, skipped
+
+
 def _listed(
     model: StepTimeModel,
     catalog: pd.DataFrame,
@@ -350,13 +397,10 @@ def _listed(
     constraints: Constraints,
     listed: pd.DataFrame,
 ) -> cand.Candidates:
-    """The candidates of a given list, predicted and priced (only their own pricing)."""
-    rows = catalog[catalog["instance_type"].isin(set(listed["instance_type"].astype(str)))]
-    if constraints.regions is not None:
-        rows = rows[rows["region"].isin(constraints.regions)]
-    rows = rows.drop_duplicates("instance_type").reset_index(drop=True)
+    """The candidates of a given list, predicted and priced (only their own pricing), less
+    the rows the constraints rule out (``_allowed``)."""
+    listed, rows, skipped = _allowed(catalog, constraints, listed)
     types = cand.Types.from_catalog(rows)
-    skipped: dict[str, str] = {}
     cfg = cand.from_table(listed, types)
     cfg["row"] = np.arange(len(listed))
     cfg = cand.predict(model, job, types, cfg, constraints.confidence, catalog, skipped)
@@ -620,7 +664,9 @@ def search(
         candidates: decide among exactly these configurations (columns instance_type,
             num_nodes, num_workers, local_bsz; optional pricing, gpus_per_node) instead of
             enumerating the catalog; a row repeating an earlier configuration is dropped
-            with a warning (``unique_candidates``).
+            with a warning (``unique_candidates``); a row the constraints rule out (its
+            type by the filters, its cluster by ``max_nodes`` or the vCPU quota) is left out
+            and said in ``skipped``.
 
     Returns:
         A ``SearchResult``; ``pick`` is None (with the reason) when nothing meets the

@@ -562,6 +562,18 @@ def _among(model, candidates, cwd, *extra: str) -> subprocess.CompletedProcess:
     return srifty("search", *args, "--candidates", str(candidates), cwd=cwd)
 
 
+def test_a_listed_cluster_over_max_nodes_is_left_out_and_said(synthetic_model, tmp_path):
+    # before: --max-nodes did not hold for a list, and the 12- or 16-node row could be picked
+    done = _decide(synthetic_model, tmp_path, "1000", "--max-nodes", "4", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["n_candidates"] == 3 and doc["pick"]["num_nodes"] <= 4
+    assert {r["num_nodes"] for r in doc["ranked"]} <= {1, 2, 4}
+    table = _decide(synthetic_model, tmp_path, "1000", "--max-nodes", "4")
+    (line,) = [x for x in table.stdout.splitlines() if x.startswith("left out")]
+    assert line.startswith("left out 3 candidates: 8 x g4dn.12xlarge (over the node limit of 4)")
+
+
 def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"instance_type": ["g4dn.12xlarg"], "num_nodes": [1], "local_bsz": [8]}).to_csv(

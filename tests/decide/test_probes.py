@@ -66,6 +66,41 @@ def test_a_listed_pricing_is_kept_and_bad_lists_are_refused(small_model):
         search(small_model, None, JOB, candidates=_listed().iloc[:0])
 
 
+def test_a_listed_configuration_the_constraints_rule_out_is_left_out_and_said(small_model):
+    # before: a list was ranked whatever max_nodes, the vCPU quota or the type filters said,
+    # so `--candidates FILE --max-nodes 4` could pick 16 nodes
+    listed = pd.concat(
+        [
+            _listed(),
+            pd.DataFrame(
+                [{"instance_type": "p3.8xlarge", "num_nodes": 2, "num_workers": 8, "local_bsz": 32}]
+            ),
+        ],
+        ignore_index=True,
+    )
+    catalog = load_catalog()
+    vcpus = int(catalog.loc[catalog["instance_type"] == TYPE, "vcpus"].iloc[0])
+    for constraints, kept in (
+        (Constraints(max_nodes=4), {(TYPE, 1), (TYPE, 2), (TYPE, 4), ("p3.8xlarge", 2)}),
+        (Constraints(vcpu_quota=2 * vcpus), {(TYPE, 1), (TYPE, 2), ("p3.8xlarge", 2)}),
+        (Constraints(families=("g4dn",), max_nodes=8), {(TYPE, k) for k in (1, 2, 4, 8)}),
+        (Constraints(instance_types=("p3.8xlarge",)), {("p3.8xlarge", 2)}),
+    ):
+        result = search(small_model, catalog, JOB, constraints, candidates=listed, top=20)
+        assert result.n_candidates == len(kept), constraints
+        ranked = set(zip(result.ranked["instance_type"], result.ranked["num_nodes"], strict=True))
+        assert ranked == kept, constraints
+        for t, k in zip(listed["instance_type"], listed["num_nodes"], strict=True):
+            if (t, k) not in kept:  # each row left out is said, by its type or its cluster
+                assert t in result.skipped or f"{k} x {t}" in result.skipped, (t, k)
+    said = search(small_model, catalog, JOB, Constraints(max_nodes=4), candidates=listed).skipped
+    assert said[f"16 x {TYPE}"] == "over the node limit of 4"
+    # nothing left: the answer says the filters bind, it does not fail
+    none = search(small_model, catalog, JOB, Constraints(max_nodes=1), candidates=_listed((2, 4)))
+    assert not none.feasible and none.why.binding == "filters"
+    assert "(2 over the node limit of 1)" in none.explanation
+
+
 def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_file(small_model):
     # the same contract and the same one-row-per-configuration as `srifty search --candidates`
     with pytest.raises(InputError) as refused:
