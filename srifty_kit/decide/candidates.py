@@ -79,6 +79,9 @@ class Candidates:
     cols: dict[str, np.ndarray]
     types: Types
     skipped: dict[str, str] = field(default_factory=dict)  # instance type -> why left out
+    # a given list's own columns beyond the contract's, one row per listed row (``cols["row"]``
+    # points into it): passed through to the result table (design.md: extra columns are kept)
+    extra: pd.DataFrame | None = None
 
     def __len__(self) -> int:
         return len(self.cols["type"])
@@ -88,7 +91,8 @@ class Candidates:
 
     def take(self, index: np.ndarray) -> Candidates:
         """The candidates at ``index`` (positions or a boolean mask)."""
-        return Candidates({k: v[index] for k, v in self.cols.items()}, self.types, self.skipped)
+        cols = {k: v[index] for k, v in self.cols.items()}
+        return Candidates(cols, self.types, self.skipped, self.extra)
 
 
 def local_batches(job: Job, types: Types) -> list[np.ndarray]:
@@ -647,7 +651,8 @@ RESULT_COLUMNS = (
 
 
 def to_frame(c: Candidates, index: np.ndarray | None = None) -> pd.DataFrame:
-    """The candidates at ``index`` (all if None) as the result table."""
+    """The candidates at ``index`` (all if None) as the result table, a given list's own
+    columns (``Candidates.extra``) after the result's."""
     cols = c.cols if index is None else {k: v[index] for k, v in c.cols.items()}
     ty = c.types
     mixed = cols["type2"] >= 0
@@ -673,4 +678,8 @@ def to_frame(c: Candidates, index: np.ndarray | None = None) -> pd.DataFrame:
     for name in RESULT_COLUMNS[11:]:
         out[name] = cols[name] if name in cols else np.full(n, np.nan)
     # one constructor call: a column at a time costs a block insert each (the panel's hot path)
-    return pd.DataFrame(out, columns=list(RESULT_COLUMNS))
+    frame = pd.DataFrame(out, columns=list(RESULT_COLUMNS))
+    if c.extra is None or c.extra.columns.empty:
+        return frame
+    theirs = c.extra.iloc[cols["row"]].reset_index(drop=True)
+    return pd.concat([frame, theirs], axis=1)

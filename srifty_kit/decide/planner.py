@@ -411,7 +411,10 @@ def _listed(
         keep = cols["spot"] == wanted
     else:
         keep = np.ones(cols["type"].size, bool) if constraints.spot else ~cols["spot"]
-    return cand.Candidates({k: v[keep] for k, v in cols.items()}, types, skipped)
+    # the list's own columns ride along; a result column of the same name keeps the result's
+    known = {c.name for c in CANDIDATES} | {"model", "placement"} | set(cand.RESULT_COLUMNS)
+    extra = listed[[c for c in listed.columns if c not in known]]
+    return cand.Candidates({k: v[keep] for k, v in cols.items()}, types, skipped, extra)
 
 
 def _evaluate(

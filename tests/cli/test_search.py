@@ -574,6 +574,27 @@ def test_a_listed_cluster_over_max_nodes_is_left_out_and_said(synthetic_model, t
     assert line.startswith("left out 3 candidates: 8 x g4dn.12xlarge (over the node limit of 4)")
 
 
+def test_a_candidates_file_s_own_columns_reach_the_pick_in_json(synthetic_model, tmp_path):
+    path = tmp_path / "quoted.parquet"
+    k = pd.Series([1, 2, 4])
+    pd.DataFrame(
+        {
+            "instance_type": "g4dn.12xlarge",
+            "num_nodes": k,
+            "num_workers": 4 * k,
+            "local_bsz": 32,
+            "quote": "Q-" + k.astype(str),
+            "discount": [0.1, None, 0.3],
+        }
+    ).to_parquet(path)
+    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)  # strict JSON: no NaN where a cell is empty
+    assert doc["pick"]["quote"] == f"Q-{doc['pick']['num_nodes']}"
+    by_nodes = {r["num_nodes"]: r["discount"] for r in doc["ranked"]}
+    assert by_nodes == {1: 0.1, 2: None, 4: 0.3}
+
+
 def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"instance_type": ["g4dn.12xlarg"], "num_nodes": [1], "local_bsz": [8]}).to_csv(

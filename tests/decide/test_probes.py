@@ -101,6 +101,24 @@ def test_a_listed_configuration_the_constraints_rule_out_is_left_out_and_said(sm
     assert "(2 over the node limit of 1)" in none.explanation
 
 
+def test_a_listed_table_s_own_columns_are_passed_through_to_its_rows(small_model):
+    # design.md: extra columns are kept and passed through (before: dropped from the result)
+    listed = _listed((1, 2, 4)).assign(
+        quote=["Q-1", "Q-2", "Q-4"], reserved_until=[None, "2027-01", "2027-02"]
+    )
+    listed["cost_usd"] = 1.0  # a result's own column keeps the result's figure
+    result = search(small_model, load_catalog(), JOB, Constraints(), candidates=listed, top=5)
+    ranked = result.ranked
+    assert len(ranked) == 3
+    for row in ranked.itertuples():
+        assert row.quote == f"Q-{row.num_nodes}"
+    assert ranked.loc[ranked["num_nodes"] == 1, "reserved_until"].isna().all()
+    assert result.pick["quote"] == f"Q-{result.pick['num_nodes']}"
+    assert (ranked["cost_usd"] != 1.0).all() and list(ranked.columns).count("cost_usd") == 1
+    assert "model" not in ranked  # the training model the check added is no column of theirs
+    assert "quote" in result.pareto
+
+
 def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_file(small_model):
     # the same contract and the same one-row-per-configuration as `srifty search --candidates`
     with pytest.raises(InputError) as refused:
