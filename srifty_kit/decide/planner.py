@@ -403,6 +403,10 @@ def _listed(
     types = cand.Types.from_catalog(rows)
     cfg = cand.from_table(listed, types)
     cfg["row"] = np.arange(len(listed))
+    if "pricing" in listed:  # a spot row of a type without a spot price cannot be priced
+        unpriced = (listed["pricing"] == "spot").to_numpy() & np.isnan(types.spot[cfg["type"]])
+        for t in listed["instance_type"][unpriced].astype(str).unique():
+            skipped[t] = "no spot price in the catalog for its spot rows"
     cfg = cand.predict(model, job, types, cfg, constraints.confidence, catalog, skipped)
     wants_spot = "pricing" in listed and (listed["pricing"] == "spot").any()
     cols = cand.price(job, replace(constraints, spot=constraints.spot or wants_spot), types, cfg)

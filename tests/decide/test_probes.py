@@ -119,6 +119,23 @@ def test_a_listed_table_s_own_columns_are_passed_through_to_its_rows(small_model
     assert "quote" in result.pareto
 
 
+def test_a_listed_spot_row_without_a_spot_price_is_said_not_dropped_silently(small_model):
+    # the embedded catalog has no spot price for p5.4xlarge; before: its spot row vanished
+    # and, alone, left "no instance type passes the filters" without a reason
+    catalog = load_catalog()
+    assert catalog.loc[catalog["instance_type"] == "p5.4xlarge", "spot_usd_per_hr"].isna().all()
+    p5 = pd.DataFrame(
+        {"instance_type": "p5.4xlarge", "num_nodes": 2, "num_workers": 2, "local_bsz": 32},
+        index=[0, 1],
+    ).assign(pricing=["spot", "on-demand"])
+    listed = pd.concat([_listed((1,)).assign(pricing="on-demand"), p5], ignore_index=True)
+    result = search(small_model, catalog, JOB, Constraints(), candidates=listed, top=5)
+    assert result.n_candidates == 2
+    assert "no spot price" in result.skipped["p5.4xlarge"]
+    alone = search(small_model, catalog, JOB, Constraints(), candidates=p5.iloc[:1])
+    assert not alone.feasible and "no spot price" in alone.explanation
+
+
 def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_file(small_model):
     # the same contract and the same one-row-per-configuration as `srifty search --candidates`
     with pytest.raises(InputError) as refused:
