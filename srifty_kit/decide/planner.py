@@ -325,8 +325,11 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
             )
     out = validate_configs(with_model, source=source, catalog=catalog)
     if "pricing" in out:
-        pricing = out["pricing"].astype(str).str.strip().str.lower()
-        bad = ~pricing.isin(PRICINGS)
+        # an empty cell (the contract allows one) asks for no pricing: as without the column
+        text = out["pricing"].astype("string").str.strip().str.lower()
+        given = text.fillna("") != ""
+        pricing = text.astype(object).where(given, None)
+        bad = given & ~pricing.isin(PRICINGS)
         if bad.any():
             raise InputError(
                 f"pricing must be on-demand or spot, got {out['pricing'][bad].iloc[0]!r}",
@@ -403,18 +406,18 @@ def _listed(
     types = cand.Types.from_catalog(rows)
     cfg = cand.from_table(listed, types)
     cfg["row"] = np.arange(len(listed))
-    if "pricing" in listed:  # a spot row of a type without a spot price cannot be priced
-        unpriced = (listed["pricing"] == "spot").to_numpy() & np.isnan(types.spot[cfg["type"]])
-        for t in listed["instance_type"][unpriced].astype(str).unique():
-            skipped[t] = "no spot price in the catalog for its spot rows"
+    asked = listed["pricing"].to_numpy() if "pricing" in listed else np.full(len(listed), None)
+    on_spot = asked == "spot"
+    # a spot row of a type without a spot price cannot be priced
+    for t in listed["instance_type"][on_spot & np.isnan(types.spot[cfg["type"]])].unique():
+        skipped[str(t)] = "no spot price in the catalog for its spot rows"
     cfg = cand.predict(model, job, types, cfg, constraints.confidence, catalog, skipped)
-    wants_spot = "pricing" in listed and (listed["pricing"] == "spot").any()
-    cols = cand.price(job, replace(constraints, spot=constraints.spot or wants_spot), types, cfg)
-    if "pricing" in listed:
-        wanted = listed["pricing"].to_numpy()[cols["row"]] == "spot"
-        keep = cols["spot"] == wanted
-    else:
-        keep = np.ones(cols["type"].size, bool) if constraints.spot else ~cols["spot"]
+    spot_too = constraints.spot or bool(on_spot.any())
+    cols = cand.price(job, replace(constraints, spot=spot_too), types, cfg)
+    # a row's own pricing, or without one (no column, an empty cell) the search's: on-demand,
+    # and spot too where allowed
+    own = asked[cols["row"]]
+    keep = np.where(pd.isna(own), constraints.spot | ~cols["spot"], cols["spot"] == (own == "spot"))
     # the list's own columns ride along; a result column of the same name keeps the result's
     known = {c.name for c in CANDIDATES} | {"model", "placement"} | set(cand.RESULT_COLUMNS)
     extra = listed[[c for c in listed.columns if c not in known]]

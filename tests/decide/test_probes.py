@@ -136,6 +136,26 @@ def test_a_listed_spot_row_without_a_spot_price_is_said_not_dropped_silently(sma
     assert not alone.feasible and "no spot price" in alone.explanation
 
 
+def test_an_empty_pricing_cell_is_priced_as_a_list_without_the_column(small_model):
+    # the contract lets pricing be empty (before: refused, "pricing must be on-demand or
+    # spot, got nan"); empty is on-demand, and spot too where spot is allowed
+    listed = _listed((1, 2)).assign(pricing=[None, "spot"])
+    for spot, want in (
+        (False, [(1, "on-demand"), (2, "spot")]),
+        (True, [(1, "on-demand"), (1, "spot"), (2, "spot")]),
+    ):
+        result = search(
+            small_model, load_catalog(), JOB, Constraints(spot=spot), candidates=listed, top=5
+        )
+        got = sorted(zip(result.ranked["num_nodes"], result.ranked["pricing"], strict=True))
+        assert got == want, spot
+    blank = pd.DataFrame(
+        {"instance_type": TYPE, "num_nodes": [1], "num_workers": 4, "local_bsz": 32, "pricing": " "}
+    )
+    result = search(small_model, load_catalog(), JOB, Constraints(), candidates=blank)
+    assert result.ranked["pricing"].tolist() == ["on-demand"]
+
+
 def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_file(small_model):
     # the same contract and the same one-row-per-configuration as `srifty search --candidates`
     with pytest.raises(InputError) as refused:
