@@ -344,9 +344,11 @@ def _run(args: argparse.Namespace) -> int:
             print(front.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
             print()
     # where the JSON or CSV went to stdout, stdout is that document alone (a script reads it
-    # whole) and the words go to stderr; a negative answer always says why (exit 1)
+    # whole) and the words go to stderr; a negative answer always says why (exit 1), and so
+    # do probes asked for where the document (a CSV of the ranked table) has no place for them
     words = sys.stdout if args.format == "table" or out else sys.stderr
-    if args.format == "table" or args.out or not result.feasible:
+    unsaid = probes is not None and args.format == "csv"
+    if args.format == "table" or args.out or not result.feasible or unsaid:
         lines = [result.explanation]
         if probes is not None:
             lines.append(probe_sentence(probes))

@@ -428,6 +428,16 @@ def test_json_csv_and_the_api_give_the_same_numbers(synthetic_model, tmp_path):
     assert any(len(repr(v)) > 13 for v in doc["probes"][0].values() if isinstance(v, float))
 
 
+def test_probes_asked_for_with_a_csv_on_stdout_are_said_on_stderr(synthetic_model, tmp_path):
+    # the CSV holds the ranked table only: the probe has no column there, and before it was
+    # computed and shown nowhere
+    done = _decide(synthetic_model, tmp_path, "60", "--suggest-probes", "1", "--format", "csv")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("instance_type,") and "Measure" not in done.stdout
+    (said,) = [x for x in done.stderr.splitlines() if x.startswith(("Measure ", "No short"))]
+    assert said.endswith(".")
+
+
 def test_predictions_written_as_json_hold_the_csvs_numbers(synthetic_model, tmp_path):
     configs = tmp_path / "configs.csv"
     configs.write_text(
