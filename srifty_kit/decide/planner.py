@@ -355,8 +355,14 @@ def _allowed(
     instance types asked for) or its cluster ("16 x g4dn.12xlarge": more nodes than
     ``max_nodes``, more vCPUs than the quota). A list names its types, so what an enumeration
     leaves out unless named (retired types, other accelerators) is kept."""
-    from srifty_kit.catalog.query import instance_family
+    from srifty_kit.catalog.query import filter_catalog, instance_family, lookup
 
+    # a misspelt filter is refused with "did you mean", as an enumeration refuses it
+    if constraints.families is not None:
+        filter_catalog(catalog, family=list(constraints.families))
+    if constraints.instance_types is not None:
+        every = catalog.drop_duplicates("instance_type")
+        lookup(every, list(constraints.instance_types), ["instance_type"])
     names = listed["instance_type"].astype(str)
     listed_types = pd.Series(names.unique())
     wanted = np.ones(len(listed_types), bool)

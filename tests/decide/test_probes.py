@@ -119,6 +119,16 @@ def test_a_listed_table_s_own_columns_are_passed_through_to_its_rows(small_model
     assert "quote" in result.pareto
 
 
+def test_a_misspelt_filter_beside_a_list_is_refused_as_without_one(small_model):
+    # before: every listed row was "not among the instance types asked for", exit 1
+    for constraints in (
+        Constraints(instance_types=("g4dn.12xlarg",)),
+        Constraints(families=("g4d",)),
+    ):
+        with pytest.raises(InputError, match="did you mean 'g4dn"):
+            search(small_model, load_catalog(), JOB, constraints, candidates=_listed())
+
+
 def test_a_listed_spot_row_without_a_spot_price_is_said_not_dropped_silently(small_model):
     # the embedded catalog has no spot price for p5.4xlarge; before: its spot row vanished
     # and, alone, left "no instance type passes the filters" without a reason
