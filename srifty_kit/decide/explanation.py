@@ -328,10 +328,13 @@ def _render_infeasible(e: Explanation) -> str:
         # one count per reason (the part before any parenthesis), most common first
         kinds = Counter(r.split(" (")[0] for r in e.filtered_out.values())
         why = "; ".join(f"{n} {reason}" for reason, n in kinds.most_common())
+        widen = "families, instance types, memory or the vCPU quota"
+        if any(r.startswith("over the node limit") for r in kinds):  # a listed cluster's
+            widen = "families, instance types, memory, the vCPU quota or the node limit"
         return (
             "No configuration to evaluate: no instance type passes the filters"
             + (f" ({why})" if why else "")
-            + ". Widen families, instance types, memory or the vCPU quota."
+            + f". Widen {widen}."
         )
     if e.binding == "deadline":
         binds = (

@@ -99,6 +99,7 @@ def test_a_listed_configuration_the_constraints_rule_out_is_left_out_and_said(sm
     none = search(small_model, catalog, JOB, Constraints(max_nodes=1), candidates=_listed((2, 4)))
     assert not none.feasible and none.why.binding == "filters"
     assert "(2 over the node limit of 1)" in none.explanation
+    assert none.explanation.endswith("the vCPU quota or the node limit.")
 
 
 def test_a_listed_table_s_own_columns_are_passed_through_to_its_rows(small_model):
