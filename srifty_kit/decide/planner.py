@@ -424,6 +424,9 @@ def _listed(
     # and spot too where allowed
     own = asked[cols["row"]]
     keep = np.where(pd.isna(own), constraints.spot | ~cols["spot"], cols["spot"] == (own == "spot"))
+    # a row without a pricing beside the same configuration with one asks for it twice
+    same = pd.DataFrame({k: cols[k] for k in ("type", "nodes", "workers", "local_bsz", "spot")})
+    keep &= ~same[keep].duplicated().reindex(same.index, fill_value=False).to_numpy()
     # the list's own columns ride along; a result column of the same name keeps the result's
     known = {c.name for c in CANDIDATES} | {"model", "placement"} | set(cand.RESULT_COLUMNS)
     extra = listed[[c for c in listed.columns if c not in known]]

@@ -165,6 +165,11 @@ def test_an_empty_pricing_cell_is_priced_as_a_list_without_the_column(small_mode
     )
     result = search(small_model, load_catalog(), JOB, Constraints(), candidates=blank)
     assert result.ranked["pricing"].tolist() == ["on-demand"]
+    # beside the same row on-demand, the empty one adds only what that row does not ask for
+    both = pd.concat([blank, blank.assign(pricing="on-demand")], ignore_index=True)
+    result = search(small_model, load_catalog(), JOB, Constraints(spot=True), candidates=both)
+    assert sorted(result.ranked["pricing"]) == ["on-demand", "spot"]
+    assert result.n_candidates == 2
 
 
 def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_file(small_model):
