@@ -297,13 +297,54 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out, note
 
 
+def _refuse_types_without_gpus(table: pd.DataFrame, catalog: pd.DataFrame, source: str) -> None:
+    """Refuse the first listed type the catalog knows with no GPU (a c5.xlarge), naming the
+    GPU types to list instead: a GPU type of its family or size when one is alike (did you
+    mean), else the nearest GPU names. Before, it was filled with 0 GPUs per node and refused
+    as "more workers than num_nodes x gpus_per_node can hold", which hides the cause."""
+    import difflib
+
+    from srifty_kit.catalog.query import instance_family
+
+    every = catalog.drop_duplicates("instance_type")
+    count = pd.to_numeric(every["gpu_count"], errors="coerce")
+    kind = (
+        every["accelerator_kind"].fillna("GPU").astype(str)
+        if "accelerator_kind" in every
+        else pd.Series("GPU", index=every.index)
+    )
+    gpu = sorted(every.loc[(count > 0) & (kind == "GPU"), "instance_type"].astype(str))
+    none = set(every.loc[count == 0, "instance_type"].astype(str))
+    names = table["instance_type"].astype("string").str.strip()
+    bad = names.isin(none).fillna(False).to_numpy()
+    if not bad.any():
+        return
+    name = str(names[bad].iloc[0])
+    family, size = instance_family(pd.Series([name])).iloc[0], name.partition(".")[2]
+    alike = [t for t in gpu if t.startswith(f"{family}.") or t.partition(".")[2] == size]
+    hint = did_you_mean(name, alike)
+    if hint:
+        fix = f"list a GPU instance type{hint}"
+    else:
+        nearest = difflib.get_close_matches(name, gpu, n=3, cutoff=0)
+        fix = "list a GPU instance type, e.g. " + ", ".join(repr(t) for t in nearest)
+    raise InputError(
+        f"instance type {name!r} has no GPU: data-parallel GPU training cannot run there",
+        source=source,
+        column="instance_type",
+        rows=row_labels(table, (names == name).fillna(False).to_numpy()),
+        fix=fix,
+    )
+
+
 def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) -> pd.DataFrame:
     """Check a candidates table (``design.md``: instance_type, num_nodes, num_workers,
     local_bsz; optional pricing, gpus_per_node) and return it validated, one row each.
 
     Raises:
         InputError: a missing or bad column, an unknown instance type (with "did you mean"),
-            a pricing other than on-demand or spot, or an empty table.
+            a type the catalog lists without a GPU (with GPU types to list instead), a
+            pricing other than on-demand or spot, or an empty table.
     """
     from srifty_kit.tables.contracts import validate_configs
 
@@ -323,6 +364,7 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
                 column="instance_type",
                 fix="use a catalog instance type, or pass a catalog that has it (--catalog)",
             )
+    _refuse_types_without_gpus(with_model, catalog, source)
     out = validate_configs(with_model, source=source, catalog=catalog)
     if "pricing" in out:
         # an empty cell (the contract allows one) asks for no pricing: as without the column

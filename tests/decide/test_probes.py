@@ -297,3 +297,28 @@ def test_the_probe_sentence_names_the_configuration_as_the_pick_is_named():
         "Measure 1 x g6e.24xlarge (1 worker x batch 12), on-demand, for 200 steps, about $0.48, "
         "to decide; expected saving $110."
     )
+
+
+def test_a_listed_type_without_a_gpu_is_refused_as_having_none_with_gpu_types_to_list(
+    small_model,
+):
+    # before: "more workers than num_nodes x gpus_per_node can hold", as if the row were
+    # miscounted, with nothing to say that a c5 has no GPU at all
+    listed = pd.concat(
+        [_listed((1,)), _listed((2,)).assign(instance_type="c5.xlarge", num_workers=2)],
+        ignore_index=True,
+    )
+    with pytest.raises(InputError) as refused:
+        search(small_model, load_catalog(), JOB, Constraints(), candidates=listed)
+    said = str(refused.value)
+    assert "instance type 'c5.xlarge' has no GPU" in said and "can hold" not in said
+    assert "rows 1:" in said  # the c5 row, 0-based as a DataFrame's rows are
+    fix = said.split("to fix: ")[1]
+    # a GPU type of the same size is what was most likely meant
+    assert "did you mean 'g5.xlarge'" in fix
+    # a type sharing neither family nor size with any GPU type is given the nearest ones
+    odd = _listed((1,)).assign(instance_type="m7i.large", num_workers=1)
+    with pytest.raises(InputError, match="has no GPU") as refused:
+        search(small_model, load_catalog(), JOB, Constraints(), candidates=odd)
+    fix = str(refused.value).split("to fix: ")[1]
+    assert "list a GPU instance type, e.g. '" in fix
