@@ -81,7 +81,7 @@ class InputError(ValueError):
         if self.column:
             where.append(f"column '{self.column}'")
         if self.rows:
-            where.append(f"rows {rows_said(self.rows, self.n_rows)}")
+            where.append(rows_named(self.rows, self.n_rows, self.source))
         text = (": ".join([", ".join(where), self.problem]) if where else self.problem).strip()
         if self.fix:
             text += f"; to fix: {self.fix}"
@@ -150,6 +150,28 @@ def rows_said(rows: Iterable[int], count: int | None = None) -> str:
     count = len(rows) if count is None else count
     more = f" (+{count - 5} more)" if count > 5 else ""
     return ", ".join(str(r) for r in rows[:5]) + more
+
+
+# files whose rows have no line numbers: their rows are said as pandas reads them, from 0
+_ROWS_FROM_0 = {".parquet": "Parquet", ".json": "JSON"}
+
+
+def rows_named(rows: Iterable[int], count: int | None = None, source: object = None) -> str:
+    """Rows as a message names them: 'rows 3, 7' (a CSV's line numbers, header line 1, or
+    a DataFrame's rows), or 'rows 1, 5 of the Parquet file, counted from 0' when ``source``
+    is a Parquet or JSON file, which has no lines to number its rows by.
+
+    Args:
+        rows: the labels (``tables.contracts.row_labels``), the first five shown.
+        count: how many there are in all (default: as many as given).
+        source: the file or table they are rows of, as an InputError names it.
+
+    Returns:
+        The phrase, without a trailing colon.
+    """
+    shown = f"rows {rows_said(rows, count)}"
+    kind = _ROWS_FROM_0.get(os.path.splitext(str(source or ""))[1].lower())
+    return f"{shown} of the {kind} file, counted from 0" if kind else shown
 
 
 def ratio_said(ratio: float) -> str:

@@ -43,7 +43,7 @@ from srifty_kit.decide.pareto import (
     knee_score,
     pareto_mask,
 )
-from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_said
+from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_named
 from srifty_kit.tables.contracts import (
     CANDIDATES,
     require_columns,
@@ -267,8 +267,9 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     case of a pricing do not count) would be ranked twice.
 
     Args:
-        table: the candidates as read (rows named as ``tables.contracts.row_labels`` does:
-            their file's line numbers, else the DataFrame's 0-based rows).
+        table: the candidates as read (rows named as ``tables.contracts.row_labels`` and
+            ``errors.rows_named`` do: a CSV's line numbers, else 0-based rows, a Parquet or
+            JSON file's said to be counted from 0).
 
     Returns:
         (the table without the repeats, its ``attrs`` kept; the note).
@@ -286,11 +287,11 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if not repeated.any():
         return table, ""
     lines = row_labels(table, repeated).tolist()
-    shown = rows_said(lines)
+    source = table.attrs.get("source", "candidates")
     note = (
-        f"{table.attrs.get('source', 'candidates')}: dropped {len(lines)} "
+        f"{source}: dropped {len(lines)} "
         f"row{'s' if len(lines) > 1 else ''} repeating a configuration listed before "
-        f"(rows {shown}): each configuration is ranked once"
+        f"({rows_named(lines, source=source)}): each configuration is ranked once"
     )
     out = table[~repeated].reset_index(drop=True)
     out.attrs = dict(table.attrs)

@@ -54,6 +54,7 @@ from srifty_kit.model.transfer import TransferFit, build_transfer
 from srifty_kit.tables.contracts import (
     CATALOG,
     require_columns,
+    row_labels,
     validate_configs,
     validate_measurements,
 )
@@ -210,13 +211,12 @@ def _check_fitted_gpus(configs: pd.DataFrame, given: pd.Series, fitted: pd.Serie
         return
     first = int(np.flatnonzero(wrong)[0])
     itype, held = configs["instance_type"].iloc[first], int(fitted.iloc[first])
-    header = 2 if configs.attrs.get("from_file") else 0
     raise InputError(
         f"gpus_per_node {given.iloc[first]:g} for {itype}, which the model was fitted "
         f"with {held} GPUs per node",
         source=configs.attrs.get("source"),
         column="gpus_per_node",
-        rows=(np.flatnonzero(wrong) + header).tolist(),
+        rows=row_labels(configs, wrong).tolist(),
         fix=f"give gpus_per_node {held} (what one node holds), or leave it out; a run on "
         "part of a node is said by num_workers and placement",
     )
@@ -721,7 +721,6 @@ class StepTimeModel(BaseEstimator):
         for col in columns:
             out[col] = np.nan
         # by position: a table's index labels may repeat (two frames concatenated)
-        header = 2 if out.attrs.get("from_file") else 0
         for (model, itype), at in table.groupby(
             ["model", "instance_type"], sort=False
         ).indices.items():
@@ -729,7 +728,8 @@ class StepTimeModel(BaseEstimator):
             try:
                 fit = self._group(model, itype, catalog)
             except InputError as err:  # say which rows of which file could not be predicted
-                rows = {} if err.rows else {"rows": (at + header).tolist()}
+                mine = np.isin(np.arange(len(out)), at)
+                rows = {} if err.rows else {"rows": row_labels(out, mine).tolist()}
                 raise err.but(source=err.source or out.attrs.get("source"), **rows) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             _warn_far_beyond(model, itype, fit, *shape[:2])
@@ -741,7 +741,7 @@ class StepTimeModel(BaseEstimator):
                     fit.refusal(*shape[:2]),
                     source=out.attrs.get("source"),
                     column="num_workers",
-                    rows=(at[refused] + header).tolist(),
+                    rows=row_labels(out, np.isin(np.arange(len(out)), at[refused])).tolist(),
                     fix="predict only one-worker configurations of this type, or " + _SYNC_FIX,
                 )
             for col in columns:

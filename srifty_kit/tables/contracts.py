@@ -154,9 +154,11 @@ def _source(table: pd.DataFrame, source: str | None, what: str) -> str:
 
 
 def row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
-    """Positions of the rows ``mask`` marks as the user sees them: line numbers of the file
-    the table was read from (``attrs['from_file']``; the header is line 1), else 0-based rows
-    of the DataFrame. All of them: InputError keeps the first few and counts the rest.
+    """Positions of the rows ``mask`` marks as the user sees them: line numbers of the CSV
+    file the table was read from (``attrs['from_file']`` is ``'.csv'``; the header is line 1),
+    else 0-based rows (a DataFrame's, a Parquet or JSON file's, as pandas reads them; an
+    InputError naming such a file says so: ``errors.rows_named``). All of them: InputError
+    keeps the first few and counts the rest.
 
     Args:
         table: the table as read (``tables.files.read_table`` marks a file's).
@@ -165,7 +167,7 @@ def row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     Returns:
         The labels, an integer array.
     """
-    offset = 2 if table.attrs.get("from_file") else 0  # header is line 1 of a CSV
+    offset = 2 if table.attrs.get("from_file") == ".csv" else 0  # header is line 1 of a CSV
     return np.flatnonzero(mask) + offset
 
 

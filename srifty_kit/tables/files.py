@@ -39,7 +39,9 @@ TABLE_FIX = "give a table: a .csv with a header line, a .parquet, or a .json lis
 
 
 def read_table(path: str | os.PathLike, fix: str = TABLE_FIX) -> pd.DataFrame:
-    """Read a CSV, Parquet or JSON-records table; the frame remembers its file in ``attrs``.
+    """Read a CSV, Parquet or JSON-records table; the frame remembers its file in ``attrs``
+    (``source``: the path; ``from_file``: its suffix, which says how its rows are numbered:
+    ``tables.contracts.row_labels``).
 
     ``fix``: what to do when the file is there but is no table (empty, or a JSON document of
     another kind), said in the caller's words (e.g. which table a command wants).
@@ -63,7 +65,7 @@ def read_table(path: str | os.PathLike, fix: str = TABLE_FIX) -> pd.DataFrame:
         ) from err
     _refuse_duplicate_header(path, table)
     table.attrs["source"] = str(path)
-    table.attrs["from_file"] = True
+    table.attrs["from_file"] = path.suffix.lower()
     return table
 
 

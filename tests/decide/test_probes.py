@@ -322,3 +322,15 @@ def test_a_listed_type_without_a_gpu_is_refused_as_having_none_with_gpu_types_to
         search(small_model, load_catalog(), JOB, Constraints(), candidates=odd)
     fix = str(refused.value).split("to fix: ")[1]
     assert "list a GPU instance type, e.g. '" in fix
+
+
+def test_a_repeat_in_a_parquet_list_is_named_by_its_row_of_the_parquet_file(small_model, tmp_path):
+    # before: "(rows 8)", numbered like a CSV's lines, for the seventh row (6, from 0)
+    from srifty_kit.tables.files import read_table
+
+    path = tmp_path / "listed.parquet"
+    pd.concat([_listed(), _listed((1,))], ignore_index=True).to_parquet(path)
+    with pytest.warns(UserWarning) as said:
+        search(small_model, load_catalog(), JOB, Constraints(), candidates=read_table(path))
+    (note,) = [str(w.message) for w in said if "repeating" in str(w.message)]
+    assert "(rows 6 of the Parquet file, counted from 0)" in note

@@ -66,6 +66,24 @@ def test_bad_value_names_column_value_and_file_line(tmp_path):
     assert str(path) in text and "step_time_s" in text and "3" in text and "-1" in text
 
 
+@pytest.mark.parametrize(
+    ("suffix", "said"),
+    [
+        # a CSV's rows are its lines: the second data row is line 3, after the header
+        (".csv", "rows 3:"),
+        # a Parquet or JSON file has no lines: its rows are said as pandas reads them, and so
+        # said (before: "rows 3", numbered as if a header line preceded them)
+        (".parquet", "rows 1 of the Parquet file, counted from 0:"),
+        (".json", "rows 1 of the JSON file, counted from 0:"),
+    ],
+)
+def test_a_bad_row_is_numbered_as_its_file_format_numbers_rows(tmp_path, suffix, said):
+    path = write_table(measurements(step_time_s=[0.5, -1.0, 0.9]), tmp_path / f"m{suffix}")
+    with pytest.raises(InputError) as err:
+        validate_measurements(read_table(path), catalog=CATALOG)
+    assert f"{path}, column 'step_time_s', {said}" in str(err.value)
+
+
 def test_non_numeric_cell_is_reported_not_silently_dropped():
     with pytest.raises(InputError, match="num_workers.*whole numbers.*'eight'"):
         validate_measurements(measurements(num_workers=[4, "eight", 5]), catalog=CATALOG)
