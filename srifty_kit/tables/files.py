@@ -11,6 +11,7 @@ where.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import math
 import os
@@ -439,15 +440,29 @@ def write_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
 
 
 def json_records(table: pd.DataFrame) -> list[dict]:
-    """A table's rows as JSON-ready dicts, one per row: every float exactly as the table holds
-    it (pandas' ``to_json`` keeps 10 decimals, so a JSON result disagreed with the same
-    result's CSV and with the Python API), missing values and infinities as null, other
-    values as ``to_json`` writes them."""
-    records = json.loads(table.to_json(orient="records"))
+    """A table's rows as JSON-ready dicts, one per row.
+
+    Every float is exactly as the table holds it (pandas' ``to_json`` keeps 10 decimals, so a
+    JSON result disagreed with the same result's CSV and with the Python API); dates and
+    times are ISO 8601 text ('2024-06-01', '2024-06-01T12:30:05', with its offset when the
+    time has a zone: ``to_json`` writes epoch milliseconds, which no reader takes for a
+    date); missing values (NaN, NaT, None) and infinities are null; other values are as
+    ``to_json`` writes them.
+
+    Args:
+        table: any table (its index is not written).
+
+    Returns:
+        One dict per row, keyed by column.
+    """
+    # dates are rewritten below; "iso" is pandas' coming default, asked for to say so
+    records = json.loads(table.to_json(orient="records", date_format="iso"))
     for record, row in zip(records, table.itertuples(index=False, name=None), strict=True):
         for key, value in zip(list(record), row, strict=True):
             if isinstance(value, float | np.floating):
                 record[key] = float(value) if math.isfinite(value) else None
+            elif isinstance(value, dt.date | np.datetime64):
+                record[key] = json_safe(value)
     return records
 
 
@@ -461,12 +476,26 @@ def write_json(obj: object, path: str | os.PathLike) -> Path:
 
 
 def json_safe(obj: object) -> object:
-    """``obj`` (nested dicts and lists) with every non-finite float replaced by None and numpy
-    scalars made plain Python: what standard JSON can hold."""
+    """``obj`` (nested dicts and lists) made what standard JSON can hold.
+
+    Every non-finite float becomes None; dates and times become ISO 8601 text (a date,
+    ``Timestamp`` or ``numpy.datetime64``; NaT is None: a datetime64's ``item()`` is an int
+    of nanoseconds, and a date is no JSON value); other numpy scalars become plain Python.
+
+    Args:
+        obj: a JSON-like value.
+
+    Returns:
+        A copy ``json.dumps(..., allow_nan=False)`` writes.
+    """
     if isinstance(obj, dict):
         return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
+    if isinstance(obj, dt.date | np.datetime64):
+        if pd.isna(obj):  # NaT
+            return None
+        return pd.Timestamp(obj).isoformat() if isinstance(obj, np.datetime64) else obj.isoformat()
     item = getattr(obj, "item", None)
     if callable(item) and not isinstance(obj, str | bytes):
         try:

@@ -605,6 +605,31 @@ def test_a_candidates_file_s_own_columns_reach_the_pick_in_json(synthetic_model,
     assert by_nodes == {1: 0.1, 2: None, 4: 0.3}
 
 
+def test_a_candidates_file_s_dates_reach_the_json_as_iso_8601(synthetic_model, tmp_path):
+    # before: a quote's date and expiry came out as epoch milliseconds (1717200000000)
+    import datetime as dt
+
+    path = tmp_path / "dated.parquet"
+    k = pd.Series([1, 2])
+    pd.DataFrame(
+        {
+            "instance_type": "g4dn.12xlarge",
+            "num_nodes": k,
+            "num_workers": 4 * k,
+            "local_bsz": 32,
+            "quoted_on": [dt.date(2024, 6, 1), dt.date(2024, 6, 2)],
+            "valid_until": pd.to_datetime(["2024-07-01 09:00", "2024-07-02 09:00"]),
+        }
+    ).to_parquet(path)
+    done = _among(synthetic_model, path, tmp_path, "--deadline-h", "1000", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    day = doc["pick"]["num_nodes"]
+    assert doc["pick"]["quoted_on"] == f"2024-06-0{day}"
+    assert doc["pick"]["valid_until"] == f"2024-07-0{day}T09:00:00"
+    assert {r["quoted_on"] for r in doc["ranked"]} == {"2024-06-01", "2024-06-02"}
+
+
 def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"instance_type": ["g4dn.12xlarg"], "num_nodes": [1], "local_bsz": [8]}).to_csv(

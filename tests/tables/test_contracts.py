@@ -18,7 +18,7 @@ from srifty_kit.tables.contracts import (
     validate_measurements,
     validate_predictions,
 )
-from srifty_kit.tables.files import read_table, write_table
+from srifty_kit.tables.files import read_table, write_json, write_table
 
 CATALOG = pd.DataFrame(
     {"instance_type": ["g4dn.12xlarge", "g5.xlarge", "c5.large"], "gpu_count": [4, 1, None]}
@@ -238,6 +238,32 @@ def test_write_table_is_atomic_and_round_trips(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
     with pytest.raises(InputError, match=r"\.xlsx"):
         write_table(measurements(), tmp_path / "m.xlsx")
+
+
+def test_a_json_table_writes_dates_and_times_as_iso_8601(tmp_path):
+    # before: epoch milliseconds (1717200000000), which no reader takes for a date
+    import datetime as dt
+
+    table = pd.DataFrame(
+        {
+            "day": [dt.date(2024, 6, 1), None],  # what a Parquet date32 column reads as
+            "at": pd.to_datetime(["2024-06-01 12:30:05", None]),
+            "utc": pd.to_datetime(["2024-06-01 12:30:05.25", None]).tz_localize("UTC"),
+            "price": [1.5, float("nan")],
+        }
+    )
+    records = json.loads(write_table(table, tmp_path / "t.json").read_text())
+    assert records[0] == {
+        "day": "2024-06-01",
+        "at": "2024-06-01T12:30:05",
+        "utc": "2024-06-01T12:30:05.250000+00:00",
+        "price": 1.5,
+    }
+    assert records[1] == {"day": None, "at": None, "utc": None, "price": None}
+    # a JSON document (a report's figures, a search's pick) says them the same way
+    doc = {"day": dt.date(2024, 6, 1), "at": [table["at"].to_numpy()[0], pd.NaT]}
+    written = json.loads(write_json(doc, tmp_path / "d.json").read_text())
+    assert written == {"day": "2024-06-01", "at": ["2024-06-01T12:30:05", None]}
 
 
 def test_a_json_table_keeps_every_float_and_writes_no_nan(tmp_path):
