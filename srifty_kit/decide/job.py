@@ -71,7 +71,7 @@ class Job:
                 fix="widen the global batch range (`global_bsz_max`)",
             )
         if self.local_bsz is not None:
-            object.__setattr__(self, "local_bsz", _batches(self.local_bsz))
+            object.__setattr__(self, "local_bsz", whole_batches(self.local_bsz))
         self.work  # noqa: B018 - validates the work now, where the user gave it
 
     @property
@@ -190,8 +190,19 @@ def _whole(obj: object, name: str, *, required: bool = False) -> None:
     object.__setattr__(obj, name, int(value))
 
 
-def _batches(value: object) -> tuple[int, ...]:
-    """Local batches as a sorted tuple of whole numbers >= 1 (one number is one batch)."""
+def whole_batches(value: object) -> tuple[int, ...]:
+    """Local batches as a sorted tuple of whole numbers >= 1 (one number is one batch): the
+    check of ``Job.local_bsz``, and of any other way a user gives the batches to consider.
+
+    Args:
+        value: one number, or an iterable of numbers (not text: '16,32' is refused).
+
+    Returns:
+        The distinct batches, ascending.
+
+    Raises:
+        InputError: text, an empty list, or a value that is not a whole number >= 1.
+    """
     items = [value] if _is_number(value) else value
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
         raise InputError(

@@ -38,7 +38,7 @@ from srifty_kit.decide.choices import (
     search_choices,
 )
 from srifty_kit.decide.explanation import config_phrase
-from srifty_kit.decide.job import Constraints, Job
+from srifty_kit.decide.job import Constraints, Job, whole_batches
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
 from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.present.plots import budget_label, cost_time_axes
@@ -250,6 +250,79 @@ def _column_format(name: str) -> str | None:
     if name.endswith("_s"):
         return "{:.3g}"
     return None
+
+
+def check_search_parameters(
+    *,
+    model_path: object = None,
+    workload: object = None,
+    local_bsz: object = None,
+    objective: object = "cost",
+    spot: object = True,
+    hetero: object = False,
+    probe_runs: object = 1,
+    interactive: object = True,
+) -> None:
+    """Refuse a parameter of notebook 03 that cannot work, in one line naming it as the
+    notebook does, before a model is fitted or searched (papermill's ``-p`` gives a value as
+    it is typed: text where a number or a list was meant). The question's numbers
+    (``samples``, ``reference_bsz``, ``noise_scale``, ``deadline_h``, ``budget_usd``,
+    ``confidence``, ``max_nodes``) are checked by ``Job`` and ``Constraints``, under the same
+    names; ``hetero`` is ``Constraints.mixes``, named here as the notebook names it.
+
+    Args:
+        model_path: None, or the file ``srifty fit`` wrote (it must exist).
+        workload: None, or a training model's name.
+        local_bsz: None, or the local batches (``decide.job.whole_batches``).
+        objective: one of ``planner.OBJECTIVES``.
+        spot, hetero, interactive: True or False.
+        probe_runs: a whole number from 0 (none) to ``probes.MAX_PROBES``.
+
+    Raises:
+        InputError: the first wrong parameter, with what to give instead.
+    """
+    import os
+
+    from srifty_kit.decide.probes import MAX_PROBES
+
+    if model_path is not None:
+        if not isinstance(model_path, str | os.PathLike) or not str(model_path).strip():
+            raise InputError(
+                f"model_path must be a file path, got {model_path!r}",
+                fix="give `model_path` as the file `srifty fit --out` wrote, or None",
+            )
+        if not os.path.isfile(model_path):
+            raise InputError(
+                f"model_path: file not found: {model_path}",
+                fix="give `model_path` as the file `srifty fit --out` wrote, or None to fit "
+                "the default measurements",
+            )
+    if workload is not None and (not isinstance(workload, str) or not workload.strip()):
+        raise InputError(
+            f"workload must be the training model's name, got {workload!r}",
+            fix="give `workload` as the model names it, or None for its first",
+        )
+    if local_bsz is not None:
+        whole_batches(local_bsz)
+    if objective not in OBJECTIVES:
+        raise InputError(
+            f"unknown objective {objective!r}{did_you_mean(str(objective), OBJECTIVES)}",
+            fix="give `objective` as one of " + ", ".join(OBJECTIVES),
+        )
+    for name, value in (("spot", spot), ("hetero", hetero), ("interactive", interactive)):
+        if not isinstance(value, bool | np.bool_):
+            raise InputError(
+                f"{name} must be True or False, got {value!r}",
+                fix=f"give `{name}` as True or False",
+            )
+    runs = probe_runs
+    if isinstance(runs, bool | np.bool_) or not isinstance(runs, int | np.integer):
+        runs = -1
+    if not 0 <= runs <= MAX_PROBES:
+        raise InputError(
+            f"probe_runs must be a whole number 0..{MAX_PROBES} (0: none), got {probe_runs!r}",
+            fix="give `probe_runs` such as 1, or 0 for none",
+        )
 
 
 def decision_table(frame: pd.DataFrame) -> Any:

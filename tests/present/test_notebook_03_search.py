@@ -109,3 +109,50 @@ def test_the_probes_cell_answers_the_question_the_panel_asks_now(model_file):
         exec(probes_cell.source, ns)
     pd.testing.assert_frame_equal(ns["probes"], suggest_probes(panel.result, k=1))
     assert not ns["probes"].equals(suggest_probes(shown, k=1))
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        # before: "k must be a whole number 1..20" after the whole search, naming no parameter
+        ("probe_runs", -1, "probe_runs must be a whole number 0..20 (0: none), got -1"),
+        ("probe_runs", "2", "probe_runs must be a whole number 0..20 (0: none), got '2'"),
+        # before: any text counted as True and the panel was shown
+        ("interactive", "no", "interactive must be True or False, got 'no'"),
+        # before: "mixes must be True or False", a name the notebook does not have
+        ("hetero", "yes", "hetero must be True or False, got 'yes'"),
+        # before: a TypeError traceback from the notebook's own code
+        ("local_bsz", "16,32", "local_bsz must list whole batches >= 1, got '16,32'"),
+    ],
+)
+def test_a_wrong_parameter_is_one_line_naming_it_before_any_work(tmp_path, name, value, said):
+    from srifty_kit.errors import InputError
+    from srifty_kit.present.reports import run_report
+    from tests.builders import REPO
+
+    notebook = REPO / "notebooks" / "03_search_ec2.ipynb"
+    with pytest.raises(InputError) as refused:
+        run_report(notebook, {name: value}, tmp_path, html=False, progress=False)
+    line = str(refused.value)
+    assert said in line and "\n" not in line and "Traceback" not in line
+    assert f"give `{name}`" in line  # what to fix, in the notebook's own name
+
+
+def test_every_parameter_of_the_search_notebook_is_checked_up_front():
+    from srifty_kit.errors import InputError
+    from srifty_kit.present.widgets import check_search_parameters
+
+    check_search_parameters()  # the parameters cell's defaults pass
+    check_search_parameters(probe_runs=0, local_bsz=[8, 16], objective="knee", interactive=False)
+    for wrong, said in (
+        ({"probe_runs": 21}, "probe_runs must be a whole number 0..20"),
+        ({"probe_runs": True}, "probe_runs must be a whole number 0..20"),
+        ({"objective": "cheap"}, "unknown objective 'cheap'"),
+        ({"spot": 1}, "spot must be True or False"),
+        ({"model_path": "nowhere/model.json"}, "model_path: file not found"),
+        ({"model_path": 3}, "model_path must be a file path"),
+        ({"workload": ""}, "workload must be the training model's name"),
+        ({"local_bsz": [8, 0]}, "local_bsz must list whole batches >= 1, found 0"),
+    ):
+        with pytest.raises(InputError, match=said):
+            check_search_parameters(**wrong)
