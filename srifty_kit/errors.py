@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import numbers
 import os
 import signal
 import sys
@@ -209,6 +210,20 @@ def first_line(err: BaseException, limit: int = 300) -> str:
     masked by neither half)."""
     said = (redact(str(err)).strip().splitlines() or [""])[0][:limit]
     return f"{type(err).__name__}: {said}"
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is a number as an argument means one: a Python or numpy int or float
+    (``np.float32(0.9)`` from a table's cell included), never a bool, which Python counts
+    as an int but nobody gives as a level or a count.
+
+    Args:
+        value: an argument as the caller gave it.
+
+    Returns:
+        True for a real number (NaN and infinities included: the caller bounds it).
+    """
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def plain(value: object) -> str:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from srifty_kit.decide.spot import SpotPolicy
-from srifty_kit.errors import InputError, plain
+from srifty_kit.errors import InputError, is_number, plain
 from srifty_kit.model.efficiency import Work
 
 # how fast a checkpoint is written: EBS gp3's baseline throughput, 125 MiB/s ("Amazon EBS General
@@ -152,10 +151,6 @@ class Constraints:
 # flag) and what to give instead; they run in the constructors, where the values enter
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-
-
 def _positive(obj: object, name: str, *, zero: bool = False, required: bool = False) -> None:
     """``obj.name`` is None (unless required) or a finite number > 0 (>= 0 with ``zero``);
     stored as a plain float."""
@@ -163,7 +158,7 @@ def _positive(obj: object, name: str, *, zero: bool = False, required: bool = Fa
     if value is None and not required:
         return
     wanted = ">= 0" if zero else "> 0"
-    if not _is_number(value) or not math.isfinite(float(value)):
+    if not is_number(value) or not math.isfinite(float(value)):
         raise InputError(
             f"{name} must be a finite number {wanted}, got {value!r} ({type(value).__name__})",
             fix=f"give `{name}` as a number (a float or an int, not text)",
@@ -180,7 +175,7 @@ def _whole(obj: object, name: str, *, required: bool = False) -> None:
     value = getattr(obj, name)
     if value is None and not required:
         return
-    if not _is_number(value) or not math.isfinite(float(value)) or float(value) != int(value):
+    if not is_number(value) or not math.isfinite(float(value)) or float(value) != int(value):
         raise InputError(
             f"{name} must be a whole number >= 1, got {value!r}",
             fix=f"give `{name}` as a whole number",
@@ -203,14 +198,14 @@ def whole_batches(value: object) -> tuple[int, ...]:
     Raises:
         InputError: text, an empty list, or a value that is not a whole number >= 1.
     """
-    items = [value] if _is_number(value) else value
+    items = [value] if is_number(value) else value
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
         raise InputError(
             f"local_bsz must list whole batches >= 1, got {value!r}",
             fix="give `local_bsz` such as (16, 32, 64)",
         )
     items = list(items)
-    bad = [b for b in items if not _is_number(b) or not math.isfinite(b) or b != int(b) or b < 1]
+    bad = [b for b in items if not is_number(b) or not math.isfinite(b) or b != int(b) or b < 1]
     if not items or bad:
         shown = plain(bad[0]) if bad else "nothing"
         raise InputError(
