@@ -26,7 +26,14 @@ from sklearn.base import BaseEstimator
 
 from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.errors import InputError, callers_level, counted, did_you_mean, ratio_said
+from srifty_kit.errors import (
+    InputError,
+    callers_level,
+    counted,
+    did_you_mean,
+    is_number,
+    ratio_said,
+)
 from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
 from srifty_kit.model.fit import (
@@ -49,7 +56,7 @@ from srifty_kit.model.holdout import (
     rows_of,
     with_variant,
 )
-from srifty_kit.model.physics import max_per_node
+from srifty_kit.model.physics import BOUNDS, max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
 from srifty_kit.tables.contracts import (
     CATALOG,
@@ -291,7 +298,9 @@ class StepTimeModel(BaseEstimator):
             self, fitted.
 
         Raises:
-            InputError: a bad table, level, structure or correction, or a malformed op mix.
+            InputError: a bad table, level, structure, correction, decay_prior (a number in
+                the network decay's bounds, ``physics.BOUNDS``) or node_move_prior, or a
+                malformed op mix.
         """
         self._check_options()
         catalog = _given_catalog(catalog)
@@ -417,6 +426,15 @@ class StepTimeModel(BaseEstimator):
                 "[, growth[, seen]]): finite numbers, the two spreads above 0, scatter not "
                 f"negative, growth in [0, 1], seen above 0 (inf allowed), got {prior!r}",
                 fix="e.g. (0.0, 0.2, 0.3, 0.05, 0.5, 1.5), or None for intervals.NODE_MOVE_PRIOR",
+            )
+        decay, (lo, hi) = self.decay_prior, BOUNDS["decay"]
+        # outside the fit's own bounds a prior slows (or speeds) every multi-node step
+        # without limit: 100 made an 8-node bert step 510 s, NaN stopped the fit in scipy
+        if decay is not None and not (is_number(decay) and lo <= decay <= hi):
+            raise InputError(
+                f"decay_prior must be a number in [{lo:g}, {hi:g}] (the network decay's "
+                f"bounds) or None, got {decay!r}",
+                fix="e.g. 0.05, or None for fit.DECAY_PRIOR (no decay where none was measured)",
             )
         for value, allowed, what in (
             (self.structure, ("auto", *VARIANTS), "structure"),
