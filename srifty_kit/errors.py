@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import math
 import numbers
 import os
 import signal
@@ -224,6 +225,24 @@ def is_number(value: object) -> bool:
         True for a real number (NaN and infinities included: the caller bounds it).
     """
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def is_whole(value: object, least: int = 1) -> bool:
+    """Whether ``value`` is a whole number (``is_number``; 8.0 counts) of at least ``least``.
+
+    Args:
+        value: an argument as the caller gave it.
+        least: the smallest value accepted.
+
+    Returns:
+        True for a finite whole number >= ``least``.
+    """
+    return (
+        is_number(value)
+        and math.isfinite(float(value))
+        and float(value) == int(value)
+        and value >= least
+    )
 
 
 def plain(value: object) -> str:

@@ -32,6 +32,7 @@ from srifty_kit.errors import (
     counted,
     did_you_mean,
     is_number,
+    is_whole,
     ratio_said,
 )
 from srifty_kit.model import intervals, persist, posterior, roofline
@@ -414,7 +415,7 @@ class StepTimeModel(BaseEstimator):
         if prior is not None and not (
             isinstance(prior, tuple | list)
             and len(prior) in (4, 5, 6)
-            and all(isinstance(v, int | float) and not np.isnan(v) for v in prior)
+            and all(is_number(v) and not np.isnan(v) for v in prior)
             and all(np.isfinite(v) for v in prior[:5])
             and min(prior[1:3]) > 0
             and prior[3] >= 0
@@ -647,8 +648,9 @@ class StepTimeModel(BaseEstimator):
         Raises:
             InputError: a bad table, draws or seed, or a configuration that cannot be predicted.
         """
-        if not (isinstance(draws, int) and 1 <= draws <= 100_000):
+        if not (is_whole(draws) and draws <= 100_000):
             raise InputError(f"draws must be a whole number 1..100000, got {draws!r}", fix="200")
+        draws = int(draws)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InputError(f"seed must be a whole number >= 0, got {seed!r}", fix="seed=0")
         self._check_fitted()
@@ -942,7 +944,7 @@ class StepTimeModel(BaseEstimator):
 
     @staticmethod
     def _check_level(level: float) -> float:
-        if not (isinstance(level, int | float) and 0.0 < float(level) < 1.0):
+        if not (is_number(level) and 0.0 < float(level) < 1.0):
             raise InputError(
                 f"level must be a probability between 0 and 1, got {level!r}", fix="e.g. 0.9"
             )

@@ -130,7 +130,7 @@ def document(init: dict, learned: Learned) -> dict:
     body = {
         "format": FORMAT,
         "version": VERSION,
-        "init": dict(init),
+        "init": {name: _native(value) for name, value in init.items()},
         "gpus_per_node": dict(learned.gpus_per_node),
         "profile_facts": learned.profile_facts,
         "groups": [
@@ -553,6 +553,15 @@ def _rows_doc(rows: pd.DataFrame | None) -> list[dict]:
     for row in rows.to_dict(orient="records"):
         records.append({k: _plain(row.get(k)) for k in KEPT_COLUMNS})
     return records
+
+
+def _native(value: object) -> object:
+    """An estimator parameter as JSON holds it: a numpy scalar (``np.float32(0.9)`` read
+    from a table's cell, which the estimator accepts) as Python's number, in lists too."""
+    if isinstance(value, tuple | list):
+        return [_native(v) for v in value]
+    item = getattr(value, "item", None)
+    return item() if callable(item) and not isinstance(value, str) else value
 
 
 def _plain(value: object) -> object:

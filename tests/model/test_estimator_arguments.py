@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from srifty_kit import InputError, StepTimeModel
-from tests.builders import measurements
+from tests.builders import configs, measurements
 
 
 @pytest.mark.parametrize("prior", [-1.0, 100, float("nan"), float("inf"), "0.1", True])
@@ -25,3 +27,41 @@ def test_a_decay_prior_within_the_bounds_is_used():
         warnings.simplefilter("ignore")
         model = StepTimeModel(decay_prior=0.5).fit(measurements(1))
     assert model.network_decay_["g4dn.12xlarge"][0] == 0.5
+
+
+def test_numbers_of_numpys_kind_are_taken_and_saved_as_numbers(tmp_path):
+    # a level or a count read from a table's cell is np.float32 / np.int64: it was refused
+    # ("level must be a probability between 0 and 1, got np.float32(0.9)")
+    table = measurements(1)
+    cfg = configs(table).head(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel(level=np.float32(0.8), decay_prior=np.float32(0.5)).fit(table)
+    model.save(tmp_path / "model.json")
+    again = StepTimeModel.load(tmp_path / "model.json")
+    assert again.get_params()["level"] == pytest.approx(0.8)
+    pd.testing.assert_frame_equal(
+        again.predict(cfg, level=np.float32(0.9)), again.predict(cfg, level=0.9), rtol=1e-6
+    )
+    draws = again.predict_draws(cfg, draws=np.int64(7), seed=np.int64(1))
+    assert draws.values.shape == (7, 3)
+    ends = draws.interval(np.float32(0.9))
+    assert (ends["lower"] <= ends["upper"]).all()
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda m, cfg: m.predict(cfg, level=True), "level must be a probability"),
+        (lambda m, cfg: m.predict_draws(cfg, draws=True), "draws must be a whole number"),
+        (lambda m, cfg: m.predict_draws(cfg).interval(True), "level must be between 0 and 1"),
+    ],
+)
+def test_a_bool_is_neither_a_level_nor_a_count(call, words):
+    # draws=True ended in numpy's "TypeError: an integer is required"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(measurements(1))
+    with pytest.raises(InputError, match=words) as err:
+        call(model, configs(measurements(1)).head(2))
+    assert "to fix" in str(err.value)
