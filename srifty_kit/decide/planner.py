@@ -43,7 +43,7 @@ from srifty_kit.decide.pareto import (
     knee_score,
     pareto_mask,
 )
-from srifty_kit.errors import InputError, callers_level, did_you_mean, rows_named
+from srifty_kit.errors import InputError, callers_level, did_you_mean, is_whole, rows_named
 from srifty_kit.tables.contracts import (
     CANDIDATES,
     require_columns,
@@ -561,7 +561,7 @@ def _lexsmallest(keys: tuple[np.ndarray, ...], top: int) -> np.ndarray:
 
 
 def _check_ranking(objective: str, top: int) -> None:
-    if not (isinstance(top, int) and top >= 1):
+    if not is_whole(top):
         raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. 10")
     if objective not in OBJECTIVES:
         raise InputError(

@@ -40,7 +40,7 @@ from srifty_kit.decide.choices import (
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job, whole_batches
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, did_you_mean, is_whole
 from srifty_kit.present.plots import budget_label, cost_time_axes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -385,7 +385,7 @@ def _check_panel(
                 fix="Constraints(families=...) among the catalog's GPU families: "
                 + ", ".join(choices["families"]),
             )
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+    if not is_whole(top):
         raise InputError(f"top must be a whole number >= 1, got {top!r}", fix="e.g. top=10")
     if noise_scales is not None and not isinstance(noise_scales, dict):
         raise InputError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -76,3 +77,11 @@ def test_select_checks_the_objective_and_top_like_search(evaluated):
         select(evaluated, objective="costs")
     with pytest.raises(InputError, match="top"):
         select(evaluated, top=0)
+
+
+def test_top_counts_numpys_ints_and_refuses_a_bool(evaluated):
+    # top=np.int64(3) (a count read from a table) was refused as not a whole number, and
+    # top=True taken as one row
+    assert len(select(evaluated, top=np.int64(3)).ranked) == 3
+    with pytest.raises(InputError, match="top must be a whole number >= 1, got True"):
+        select(evaluated, top=True)
