@@ -28,18 +28,15 @@ cost (``steps`` steps plus ``launch_h`` of start-up, at the on-demand price of i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from srifty_kit.decide import candidates as cand
-from srifty_kit.errors import InputError
+from srifty_kit.decide.planner import SearchResult
+from srifty_kit.errors import InputError, is_number, is_whole
 from srifty_kit.model.efficiency import SECONDS_PER_HOUR
 from srifty_kit.model.posterior import Belief
-
-if TYPE_CHECKING:  # pragma: no cover
-    from srifty_kit.decide.planner import SearchResult
 
 LAUNCH_H = 5 / 60  # starting the nodes and the job before the first timed step (assumed)
 PROBE_STEPS = 200  # enough steps for the stopping rule's warm-up cut and a stable mean
@@ -158,15 +155,31 @@ def suggest_probes(
         probe is worth its cost.
 
     Raises:
-        InputError: bad k, steps or outcomes, or a result without candidates.
+        InputError: ``result`` is not a search's result; k, steps or outcomes not a whole
+            number in range; seed not a whole number >= 0; launch_h not a finite number of
+            hours >= 0.
     """
+    if not isinstance(result, SearchResult):
+        raise InputError(
+            f"result must be what search() returns, got {type(result).__name__}",
+            fix="suggest_probes(search(model, catalog, job, constraints), k=1)",
+        )
     for name, value, top in (
         ("k", k, MAX_PROBES),
         ("steps", steps, 100_000),
         ("outcomes", outcomes, 10_000),
     ):
-        if not (isinstance(value, int | np.integer) and 1 <= value <= top):
+        if not (is_whole(value) and value <= top):
             raise InputError(f"{name} must be a whole number 1..{top}, got {value!r}", fix="e.g. 1")
+    if not is_whole(seed, least=0):
+        raise InputError(f"seed must be a whole number >= 0, got {seed!r}", fix="seed=0")
+    # a negative start-up made a probe cheaper than its own steps; NaN made none worth it
+    if not (is_number(launch_h) and 0 <= launch_h < np.inf):
+        raise InputError(
+            f"launch_h must be a finite number of hours >= 0, got {launch_h!r}",
+            fix=f"e.g. {LAUNCH_H:.3g} (five minutes to start the nodes), or 0",
+        )
+    k, steps, outcomes, seed = int(k), int(steps), int(outcomes), int(seed)
     columns = [
         "instance_type",
         "num_nodes",

@@ -280,6 +280,32 @@ def test_bad_probe_arguments_are_refused(small_model):
             suggest_probes(tight, **bad)
 
 
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        ({"seed": -1}, "seed must be a whole number >= 0"),  # numpy's ValueError
+        ({"seed": "x"}, "seed must be a whole number >= 0"),  # numpy's TypeError
+        ({"k": True}, "k must be a whole number"),  # pandas' TypeError
+        ({"launch_h": -1.0}, "launch_h must be a finite number of hours >= 0"),  # cheaper
+        ({"launch_h": float("nan")}, "launch_h must be a finite number"),  # none, silently
+        ({"launch_h": "5m"}, "launch_h must be a finite number"),  # numpy's UFuncTypeError
+        ({"result": None}, "result must be what search"),  # AttributeError
+    ],
+)
+def test_a_probe_argument_that_cannot_be_is_one_input_error(small_model, bad, words):
+    tight, _ = _tight(small_model)
+    args = {"result": tight, **bad}
+    with pytest.raises(InputError, match=words) as err:
+        suggest_probes(args.pop("result"), **args)
+    assert "to fix" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_probe_counts_and_seeds_of_numpys_kind_are_numbers(small_model):
+    tight, _ = _tight(small_model)
+    expected = suggest_probes(tight, k=2, seed=1)
+    assert suggest_probes(tight, k=np.int64(2), seed=np.int64(1)).equals(expected)
+
+
 def test_the_probe_sentence_names_the_configuration_as_the_pick_is_named():
     probes = pd.DataFrame(
         {
