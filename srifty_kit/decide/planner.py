@@ -606,7 +606,9 @@ def _check_arguments(model, job, constraints) -> None:
             fix="load it first: StepTimeModel.load(path)",
         )
     if getattr(model, "models_", None) is None:
-        raise InputError("the performance model is not fitted", fix="fit or load it first")
+        from srifty_kit.model.estimator import NotFitted  # scikit-learn's NotFittedError too
+
+        raise NotFitted("the performance model is not fitted", fix="fit or load it first")
     if not isinstance(job, Job):
         raise InputError(f"job must be a Job, got {type(job).__name__}", fix=usage)
     if constraints is not None and not isinstance(constraints, Constraints):

@@ -23,6 +23,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
 from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
@@ -228,6 +229,12 @@ def _check_fitted_gpus(configs: pd.DataFrame, given: pd.Series, fitted: pd.Serie
         fix=f"give gpus_per_node {held} (what one node holds), or leave it out; a run on "
         "part of a node is said by num_workers and placement",
     )
+
+
+class NotFitted(InputError, NotFittedError):
+    """A StepTimeModel used before ``fit`` (or ``load``): an InputError (one line; the CLI's
+    exit 2) that is also scikit-learn's ``NotFittedError``, which its estimators raise there
+    and ``except NotFittedError`` in a user's code or a pipeline expects."""
 
 
 def _label(name: str) -> int:
@@ -931,7 +938,7 @@ class StepTimeModel(BaseEstimator):
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "groups_"):
-            raise InputError("this StepTimeModel is not fitted", fix="call fit(measurements)")
+            raise NotFitted("this StepTimeModel is not fitted", fix="call fit(measurements)")
 
     def _check_model(self, model: str) -> None:
         self._check_fitted()

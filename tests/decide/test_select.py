@@ -85,3 +85,11 @@ def test_top_counts_numpys_ints_and_refuses_a_bool(evaluated):
     assert len(select(evaluated, top=np.int64(3)).ranked) == 3
     with pytest.raises(InputError, match="top must be a whole number >= 1, got True"):
         select(evaluated, top=True)
+
+
+def test_searching_with_an_unfitted_model_raises_scikit_learns_not_fitted_error(catalog):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not fitted") as err:
+        search(StepTimeModel(), catalog, JOB, BASE)
+    assert isinstance(err.value, InputError)

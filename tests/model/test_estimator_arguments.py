@@ -65,3 +65,31 @@ def test_a_bool_is_neither_a_level_nor_a_count(call, words):
     with pytest.raises(InputError, match=words) as err:
         call(model, configs(measurements(1)).head(2))
     assert "to fix" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, cfg, tmp: m.predict(cfg),
+        lambda m, cfg, tmp: m.predict_draws(cfg),
+        lambda m, cfg, tmp: m.explain(cfg),
+        lambda m, cfg, tmp: m.summary(),
+        lambda m, cfg, tmp: m.save(tmp / "model.json"),
+        lambda m, cfg, tmp: m.batch_range("resnet", "g4dn.12xlarge"),
+        lambda m, cfg, tmp: m.predict_arrays("resnet", "g4dn.12xlarge", 1, 1, 8),
+    ],
+    ids=["predict", "predict_draws", "explain", "summary", "save", "batch_range", "arrays"],
+)
+def test_a_model_used_before_fit_raises_scikit_learns_not_fitted_error(call, tmp_path):
+    # it raised only an InputError, which `except NotFittedError` (the scikit-learn
+    # convention this estimator follows) let through
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    unfitted = StepTimeModel()
+    with pytest.raises(NotFittedError):  # what scikit-learn itself says of it
+        check_is_fitted(unfitted)
+    with pytest.raises(NotFittedError, match="not fitted") as err:
+        call(unfitted, configs(measurements(1)).head(2), tmp_path)
+    assert isinstance(err.value, InputError) and "to fix: call fit" in str(err.value)
+    assert list(tmp_path.iterdir()) == []
