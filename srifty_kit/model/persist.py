@@ -34,7 +34,7 @@ from srifty_kit.model.intervals import NodeMove, Spread
 from srifty_kit.model.physics import StepParams
 from srifty_kit.model.posterior import LogBeliefs
 from srifty_kit.model.transfer import FACTORS, HOST_GAMMA, STEP_NOISE, TransferFit
-from srifty_kit.tables.files import as_path, write_json
+from srifty_kit.tables.files import as_path, not_a_directory, write_json
 
 FORMAT = "srifty_kit.StepTimeModel"
 # 2: carried groups split host and device compute (joint beliefs); every group records the
@@ -164,10 +164,11 @@ def load(path: str | os.PathLike) -> tuple[dict, Learned]:
         ``(init, learned)``: the estimator's parameters and its fitted state.
 
     Raises:
-        InputError: the file is missing, not JSON, of another format or version, edited by
-            hand (checksum) or malformed; the message names the file and how to fix it.
+        InputError: the path is not one or names a folder; the file is missing, not JSON,
+            of another format or version, edited by hand (checksum) or malformed; the
+            message names the file and how to fix it.
     """
-    path = as_path(path, "the model file")
+    path = not_a_directory(as_path(path, "the model file"), (".json",))
     src = str(path)
     if not path.is_file():
         raise InputError("model file not found", source=src, fix="check the path")

@@ -46,8 +46,12 @@ def read_table(path: str | os.PathLike, fix: str = TABLE_FIX) -> pd.DataFrame:
 
     ``fix``: what to do when the file is there but is no table (empty, or a JSON document of
     another kind), said in the caller's words (e.g. which table a command wants).
+
+    Raises:
+        InputError: ``path`` is not a path or names a folder, its suffix is not a table's,
+            the file is missing, or it cannot be read as its suffix says.
     """
-    path = Path(path)
+    path = not_a_directory(as_path(path, "the table's file"))
     reader = _READERS.get(path.suffix.lower())
     if reader is None:
         raise InputError(
@@ -88,10 +92,22 @@ def _refuse_duplicate_header(path: Path, table: pd.DataFrame) -> None:
         seen.add(name)
 
 
-def _not_a_directory(path: Path, suffixes: tuple[str, ...] | None = None) -> Path:
+def not_a_directory(path: Path, suffixes: tuple[str, ...] | None = None) -> Path:
     """``path``, or an InputError when it is a directory (checked before a suffix: a folder
     has none, and that is not what is wrong; writing over one fails with advice about disk
-    space)."""
+    space, and reading one said "unsupported file type ''" or "not found" of a folder
+    that is there).
+
+    Args:
+        path: a file to read or write.
+        suffixes: the accepted suffixes; the first names the example in the fix.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        InputError: ``path`` is a directory.
+    """
     if path.is_dir():
         name = f"NAME{suffixes[0]}" if suffixes else "NAME"
         raise InputError(
@@ -116,7 +132,7 @@ def check_writable(path: str | os.PathLike, suffixes: tuple[str, ...] | None = N
         InputError: the path is a directory, the suffix is not accepted, a parent is a file, or
             the folder that would hold it cannot be written; the message says what to change.
     """
-    path = _not_a_directory(as_path(path, "the output"), suffixes)
+    path = not_a_directory(as_path(path, "the output"), suffixes)
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise InputError(
             f"cannot write this kind of file ({path.suffix or 'no suffix'})",
@@ -386,7 +402,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None
             kept in a recovery file in the temporary folder, and the message says where. An
             existing ``path`` is never touched by a failure.
     """
-    path = _not_a_directory(as_path(path, "the file to write"))
+    path = not_a_directory(as_path(path, "the file to write"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)

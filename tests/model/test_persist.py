@@ -23,6 +23,13 @@ def test_a_model_file_of_an_earlier_version_is_refused_with_how_to_refit():
     assert "version" in str(err.value)
 
 
+def test_a_folder_given_as_the_model_file_is_said_to_be_a_folder(tmp_path):
+    # it was "model file not found" of a folder that is there
+    with pytest.raises(InputError, match="is a directory, not a file") as err:
+        StepTimeModel.load(tmp_path)
+    assert f"to fix: give a file name, e.g. {tmp_path / 'NAME.json'}" in str(err.value)
+
+
 def test_the_old_file_is_one_line_through_the_cli(tmp_path):
     out = tmp_path / "pred.csv"
     done = run_srifty(

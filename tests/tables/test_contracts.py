@@ -305,6 +305,22 @@ def test_unreadable_file_is_an_input_error(tmp_path):
         read_table(bad)
 
 
+@pytest.mark.parametrize("where", ["folder", "folder.csv"])
+def test_a_folder_given_as_a_table_is_said_to_be_a_folder(tmp_path, where):
+    # read_table (and load_catalog(path=...)) said "unsupported file type ''" of a folder,
+    # or "file not found" of one named like a table
+    folder = tmp_path / where
+    folder.mkdir()
+    with pytest.raises(InputError, match="is a directory, not a file") as err:
+        read_table(folder)
+    assert str(folder) in str(err.value) and "to fix: give a file name" in str(err.value)
+
+
+def test_a_table_path_that_is_no_path_is_an_input_error():
+    with pytest.raises(InputError, match="must be a file path, got 123"):  # was TypeError
+        read_table(123)
+
+
 def test_a_file_that_is_no_table_says_what_to_give(tmp_path):
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "doc.json").write_text('{"model": "mlp", "sizes": [4, 8], "shifts": [1, 2, 3]}')
