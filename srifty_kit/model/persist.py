@@ -183,13 +183,17 @@ def load(path: str | os.PathLike) -> tuple[dict, Learned]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise InputError("not a srifty_kit StepTimeModel file", source=src, fix=FIX)
     if doc.get("version") not in READS:
-        older = isinstance(doc.get("version"), int) and doc["version"] < min(READS)
+        version = doc.get("version")
+        known = isinstance(version, int) and not isinstance(version, bool)
+        older, newer = known and version < min(READS), known and version > VERSION
+        # a newer file is fine where it was written: refitting is not the only way
         raise InputError(
-            f"model file version {doc.get('version')!r}"
+            f"model file version {version!r}"
             + (" was written by an older srifty_kit" if older else "")
+            + (" was written by a newer srifty_kit" if newer else "")
             + f"; this srifty_kit reads versions {', '.join(map(str, READS))}",
             source=src,
-            fix=FIX,
+            fix="upgrade srifty_kit to the release that wrote it, or " + FIX if newer else FIX,
         )
     body = {k: v for k, v in doc.items() if k != "sha256"}
     try:

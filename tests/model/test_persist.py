@@ -30,6 +30,19 @@ def test_a_folder_given_as_the_model_file_is_said_to_be_a_folder(tmp_path):
     assert f"to fix: give a file name, e.g. {tmp_path / 'NAME.json'}" in str(err.value)
 
 
+def test_a_model_file_of_a_newer_release_says_to_upgrade(model, tmp_path):
+    # it said only "model file version 14; ...; to fix: refit it", as of a file of
+    # unknown make: the measurements may be gone, and an upgrade reads it as written
+    path = tmp_path / "model.json"
+    model.save(path)
+    doc = json.loads(path.read_text())
+    doc["version"] = persist.VERSION + 1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="was written by a newer srifty_kit") as err:
+        StepTimeModel.load(path)
+    assert "to fix: upgrade srifty_kit to the release that wrote it, or refit" in str(err.value)
+
+
 def test_the_old_file_is_one_line_through_the_cli(tmp_path):
     out = tmp_path / "pred.csv"
     done = run_srifty(
