@@ -12,14 +12,14 @@ import datetime as dt
 import logging
 import os
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from srifty_kit.errors import CommandFailed, InputError, did_you_mean
-from srifty_kit.tables.files import atomic_write
+from srifty_kit.tables.files import as_path, atomic_write
 from srifty_kit.tables.redact import redact, scrub
 
 
@@ -145,7 +145,9 @@ def run_report(
     learned first. A report without it (the search report, the lessons) resolves none: a
     default profile that assumes a role would otherwise call STS for a report that never
     calls AWS. ``progress``: papermill's bar of executed cells, on a terminal or in a notebook
-    only (in a cron log it would be a frame per cell on one line).
+    only (in a cron log it would be a frame per cell on one line). Parameters that are not a
+    dict, an ``out_dir`` that is a file and a ``kernel_name`` that is not installed are
+    refused (``InputError``) before a kernel starts.
     """
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -153,10 +155,17 @@ def run_report(
     from srifty_kit.tables.progress import redraws_in_place
 
     source = find_notebook(notebook)
+    out = _report_folder(parameters, out_dir, kernel_name)
     if "aws_profile" in parameters:  # a report that calls AWS: only it resolves credentials
         _learn_kernel_credentials(parameters["aws_profile"])
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a parent that is a file, no permission
+        raise InputError(
+            f"cannot make the report folder ({err.strerror})",
+            source=str(out),
+            fix="give a folder that is there or can be made",
+        ) from err
     stem = name or source.stem
     with _one_run_at_a_time(out, stem):  # no other run of this report writes here now
         executed = out / f"{stem}.ipynb"
@@ -196,6 +205,42 @@ def run_report(
             text = _html_of(executed, exclude_input)
             atomic_write(page, lambda p: p.write_text(text, encoding="utf-8"))
         return Report(notebook=executed, html=page)
+
+
+def _report_folder(parameters: object, out_dir: object, kernel_name: str | None) -> Path:
+    """The report's folder (resolved), once what a run needs is what it must be.
+
+    Papermill and jupyter_client took these as tracebacks, some after the run's lock was
+    taken: parameters of None or a list (TypeError), a file as the folder
+    (FileExistsError), a kernel that is not installed (NoSuchKernel).
+
+    Raises:
+        InputError: parameters not a mapping, the folder a file or no path, the kernel
+            unknown (with "did you mean" and the installed ones).
+    """
+    if not isinstance(parameters, Mapping):
+        raise InputError(
+            f"parameters must be a dict of the notebook's parameters, got "
+            f"{type(parameters).__name__}",
+            fix="e.g. run_report('03_search_ec2', {'deadline_h': 10}, 'reports/'), or {}",
+        )
+    out = as_path(out_dir, "the report folder").resolve()
+    if out.exists() and not out.is_dir():
+        raise InputError(
+            "is a file, not a folder",
+            source=str(out),
+            fix="give a folder for the report's files (it is made if missing)",
+        )
+    if kernel_name is not None:  # None: the notebook's own kernelspec, papermill's to find
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        kernels = sorted(KernelSpecManager().find_kernel_specs())
+        if kernel_name not in kernels:
+            raise InputError(
+                f"no Jupyter kernel named {kernel_name!r}{did_you_mean(str(kernel_name), kernels)}",
+                fix="use one of " + ", ".join(kernels) + " (`jupyter kernelspec list`)",
+            )
+    return out
 
 
 def _learn_kernel_credentials(profile: str | None) -> None:

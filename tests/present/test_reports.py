@@ -55,6 +55,31 @@ def test_unknown_notebook_name_suggests_the_shipped_ones(tmp_path):
         find_notebook(tmp_path / "nope")
 
 
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"parameters": None}, "parameters must be a dict"),  # TypeError in papermill
+        ({"parameters": [("budget_usd", 2.0)]}, "parameters must be a dict"),  # TypeError
+        ({"out_dir": "a_file"}, "is a file, not a folder"),  # FileExistsError
+        ({"out_dir": "a_file/sub"}, "cannot make the report folder"),  # NotADirectoryError
+        ({"out_dir": None}, "the report folder must be a file path"),  # TypeError
+        ({"kernel_name": "pyhton3"}, "no Jupyter kernel named 'pyhton3' .did you mean 'python3'"),
+    ],
+    ids=["none", "list", "file", "under-a-file", "no-folder", "kernel"],
+)
+def test_a_run_that_cannot_start_is_one_input_error_before_any_kernel(tmp_path, change, words):
+    nb = _notebook(tmp_path / "r.ipynb", "print('ran')")
+    (tmp_path / "a_file").write_text("mine")
+    args = {"parameters": {}, "out_dir": tmp_path / "out", "progress": False, **change}
+    if isinstance(args["out_dir"], str):
+        args["out_dir"] = tmp_path / args["out_dir"]
+    with pytest.raises(InputError, match=words) as err:
+        run_report(nb, args.pop("parameters"), args.pop("out_dir"), **args)
+    assert "to fix" in str(err.value) and "\n" not in str(err.value)
+    assert (tmp_path / "a_file").read_text() == "mine"
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing was made
+
+
 def test_a_rerun_that_fails_never_replaces_the_last_good_report(tmp_path):
     # as `srifty demo` reruns its search report: no failed_name given, yet the half-run
     # notebook goes beside the last good one, never over it
