@@ -42,6 +42,7 @@ from srifty_kit.decide.job import Constraints, Job, whole_batches
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
 from srifty_kit.errors import InputError, did_you_mean, is_whole
 from srifty_kit.present.plots import budget_label, cost_time_axes
+from srifty_kit.tables.contracts import validate_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -366,6 +367,8 @@ def _check_panel(
             f"constraints must be Constraints, got {type(constraints).__name__}",
             fix="SearchPanel(model, catalog, job, Constraints(...))",
         )
+    # as search refuses it; a path here reached search_choices as a string and a TypeError
+    validate_catalog(catalog)
     choices = search_choices(model, catalog)
     if job.model not in choices["workloads"]:
         hint = did_you_mean(job.model, choices["workloads"])

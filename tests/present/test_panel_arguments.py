@@ -45,6 +45,18 @@ def test_a_panel_argument_it_cannot_show_is_one_input_error(model, change, words
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("catalog", "words"),
+    [("catalog.csv", "catalog must be a table"), ({"g5": 1}, "catalog must be a table")],
+    ids=["path", "dict"],
+)
+def test_a_panel_catalog_that_is_no_table_is_one_input_error(model, catalog, words):
+    # a path reached search_choices as a string: "TypeError: string indices must be integers"
+    with pytest.raises(InputError, match=words) as err:
+        SearchPanel(model, catalog, JOB)
+    assert "\n" not in str(err.value) and "to fix" in str(err.value)
+
+
 @pytest.mark.parametrize("model", [None, "model.json"], ids=["none", "path"])
 def test_a_panel_without_a_fitted_model_says_so(model):
     with pytest.raises(InputError, match="needs a fitted StepTimeModel"):
