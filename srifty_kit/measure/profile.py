@@ -30,7 +30,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from srifty_kit.errors import InputError, callers_level, check_interrupt, counted, first_line, plain
+from srifty_kit.errors import (
+    InputError,
+    callers_level,
+    check_interrupt,
+    counted,
+    first_line,
+    is_number,
+    is_whole,
+    plain,
+)
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.op_trace import TRACE_STEPS, trace_batch
 from srifty_kit.measure.stopping import INTERVALS, PrecisionTracker, fewest_steps
@@ -82,8 +91,15 @@ def check_batch_sizes(batch_sizes: Iterable[int] | str, what: str = "batch sizes
         text = batch_sizes.strip().strip("[]()")
         parts = [p.strip() for p in text.split(",")] if text.strip() else []
         sizes = [int(p) if p.isdigit() else p for p in parts]
-    else:
+    elif is_number(batch_sizes):  # one size, as Job(local_bsz=8) takes one batch
+        sizes = [batch_sizes]
+    elif isinstance(batch_sizes, Iterable):
         sizes = list(batch_sizes)
+    else:
+        raise InputError(
+            f"{what} must be a list of whole numbers, got {type(batch_sizes).__name__}",
+            fix=f"give {what} such as [4, 8, 16]",
+        )
     if not sizes:
         raise InputError(f"no {what} given", fix=f"give at least one, e.g. {what} 4,8,16")
     for b in sizes:
@@ -97,12 +113,47 @@ def check_batch_sizes(batch_sizes: Iterable[int] | str, what: str = "batch sizes
 
 def check_budget(target_precision: float, max_seconds: float) -> None:
     """A target precision in (0, 1) and a positive time budget, or an InputError."""
-    if not 0 < target_precision < 1:
+    if not (is_number(target_precision) and 0 < target_precision < 1):
         raise InputError(
             f"target precision {target_precision} is not in (0, 1)", fix="e.g. 0.02 for +-2%"
         )
-    if not max_seconds > 0:
+    if not (is_number(max_seconds) and max_seconds > 0):
         raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
+
+
+def _check_options(model: object, name: object, level: object, counts: dict[str, tuple]) -> None:
+    """profile_model's other arguments, before anything is measured: each went on to fail
+    mid-run (a level of 'x' lost every batch size to a TypeError said as the model's; a
+    warmup of 1.5 as "check the model") or to be used as given (a level of 1.5, a negative
+    noise budget).
+
+    Args:
+        model, name, level: as profile_model's.
+        counts: argument -> (value, least, None allowed).
+
+    Raises:
+        InputError: the first argument that cannot be, named with what to give.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(
+            f"model must be a torch.nn.Module, got {type(model).__name__}",
+            fix="pass the model object; a demo or reference model by name: "
+            "srifty_kit.measure.zoo.load_spec('mlp') gives its model and functions",
+        )
+    if name is not None and not (isinstance(name, str) and name.strip()):
+        raise InputError(f"name must be a text label, got {name!r}", fix="e.g. name='resnet50'")
+    if not (is_number(level) and 0 < level < 1):
+        raise InputError(
+            f"level must be a probability in (0, 1), got {level!r}", fix="e.g. level=0.95"
+        )
+    for arg, (value, least, optional) in counts.items():
+        if value is None and optional:
+            continue
+        if not is_whole(value, least):
+            raise InputError(
+                f"{arg} must be a whole number >= {least}, got {value!r}",
+                fix=f"give `{arg}` >= {least}" + (", or None" if optional else ""),
+            )
 
 
 def check_out_path(path: str | os.PathLike | None) -> None:
@@ -370,10 +421,31 @@ def profile_model(
     ``op_trace`` (default: on a CUDA device only) profiles a few more steps at each measured
     batch size under ``torch.profiler`` and records where their device time goes, per operator
     class (``measure.op_trace``; facts ``op_trace``): what carries them to other GPUs class by
-    class.
+    class. Arguments that cannot be (a model that is no ``torch.nn.Module``, a level outside
+    (0, 1), a negative or fractional count, a negative noise budget) are refused with an
+    ``InputError`` naming the argument before anything is measured.
     """
     sizes = check_batch_sizes(batch_sizes)
     check_budget(target_precision, max_seconds)
+    _check_options(
+        model,
+        name,
+        level,
+        {
+            "warmup": (warmup, 0, False),
+            "min_steps": (min_steps, 1, False),
+            "max_steps": (max_steps, 1, False),
+            "noise_repeats": (noise_repeats, 1, False),
+            "memory_budget_bytes": (memory_budget_bytes, 1, True),
+            "max_batch_limit": (max_batch_limit, 1, False),
+        },
+    )
+    # 0 (falsy) keeps the default share; a negative one measured no noise scale, silently
+    if noise_seconds is not None and not (is_number(noise_seconds) and 0 <= noise_seconds < 1e9):
+        raise InputError(
+            f"noise_seconds must be a number of seconds >= 0 or None, got {noise_seconds!r}",
+            fix="e.g. noise_seconds=5, or None for a tenth of max_seconds",
+        )
     if interval not in INTERVALS:
         raise InputError(f"unknown interval {interval!r}", fix="use " + " or ".join(INTERVALS))
     pair = _noise_pair(sizes, noise_batch_sizes)

@@ -474,6 +474,37 @@ def test_a_profile_warning_names_the_users_line_not_the_librarys():
     assert ours and all(w.filename == __file__ for w in ours)
 
 
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"model": "mlp"}, "model must be a torch.nn.Module, got str"),  # AttributeError
+        ({"level": 1.5}, r"level must be a probability in \(0, 1\), got 1.5"),  # used
+        ({"level": "x"}, "level must be a probability"),  # every batch size lost
+        ({"warmup": 1.5}, "warmup must be a whole number >= 0"),  # "check the model"
+        ({"warmup": -1}, "warmup must be a whole number >= 0"),
+        ({"min_steps": -5}, "min_steps must be a whole number >= 1"),
+        ({"noise_repeats": 0}, "noise_repeats must be a whole number >= 1"),
+        ({"noise_seconds": -1}, "noise_seconds must be a number of seconds >= 0"),
+        ({"memory_budget_bytes": -1}, "memory_budget_bytes must be a whole number >= 1"),
+        ({"name": 3}, "name must be a text label"),  # a model column of 3
+        ({"target_precision": "2%"}, "target precision 2% is not in"),  # TypeError
+        ({"batch_sizes": None}, "batch sizes must be a list of whole numbers"),  # TypeError
+    ],
+)
+def test_an_argument_that_cannot_be_is_refused_before_a_step_is_timed(change, words):
+    model, make_batch, loss, opt = _linear_spec()
+    args = {"model": model, "batch_sizes": [4], "max_seconds": 1, **FAST, **change}
+    with pytest.raises(InputError, match=words) as err:
+        profile_model(make_batch=make_batch, loss_fn=loss, optimizer_fn=opt, **args)
+    assert "to fix" in str(err.value)
+
+
+def test_one_batch_size_given_as_a_number_is_one_batch_size():
+    # as Job(local_bsz=8): it was "TypeError: 'int' object is not iterable"
+    assert check_batch_sizes(8) == [8]
+    assert check_batch_sizes(np.int64(8)) == [8]
+
+
 @pytest.mark.parametrize("given", ["8,4", "[4, 8]", " 4, 8 ,4"])
 def test_batch_sizes_as_the_command_line_writes_them_are_read(given):
     # papermill -p batch_sizes 4,8 gives notebook 01 this string
