@@ -627,8 +627,26 @@ class Draws:
         return pd.DataFrame({"lower": lo, "upper": hi}, index=self.configs.index)
 
     def prob_below(self, t: float | np.ndarray) -> np.ndarray:
-        """Share of draws at or under ``t`` (seconds; broadcast over configurations)."""
-        return np.mean(self.values <= np.asarray(t, float), axis=0)
+        """Share of draws at or under ``t`` (seconds; broadcast over configurations).
+
+        Raises:
+            InputError: ``t`` is not a number (or array of numbers), or is NaN, where a
+                share of 0 would read as an answer (a NaN deadline, say, from a table's
+                empty cell).
+        """
+        try:
+            seconds = np.asarray(t, float)
+        except (TypeError, ValueError) as err:
+            raise InputError(
+                f"t must be seconds: a number or an array of numbers, got {t!r}",
+                fix="e.g. draws.prob_below(0.5)",
+            ) from err
+        if np.isnan(seconds).any():
+            raise InputError(
+                "t is NaN: no share of draws lies under it",
+                fix="give the step time in seconds to compare the draws with",
+            )
+        return np.mean(self.values <= seconds, axis=0)
 
     def summary_frame(self, level: float = 0.9) -> pd.DataFrame:
         """configs plus mean, median and the interval ends at ``level`` (statsmodels' shape)."""

@@ -93,3 +93,17 @@ def test_a_model_used_before_fit_raises_scikit_learns_not_fitted_error(call, tmp
         call(unfitted, configs(measurements(1)).head(2), tmp_path)
     assert isinstance(err.value, InputError) and "to fix: call fit" in str(err.value)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("t", [float("nan"), [0.1, float("nan")], "0.5s", None])
+def test_the_share_of_draws_under_a_time_that_is_not_one_is_refused(t):
+    # NaN gave a share of 0 as if an answer; "0.5s" and None reached numpy as ValueError and
+    # TypeError
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(measurements(1))
+    draws = model.predict_draws(configs(measurements(1)).head(2))
+    assert draws.prob_below(np.inf).tolist() == [1.0, 1.0]
+    with pytest.raises(InputError, match="t must be seconds|t is NaN") as err:
+        draws.prob_below(t)
+    assert "to fix" in str(err.value)
