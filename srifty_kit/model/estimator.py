@@ -663,7 +663,10 @@ class StepTimeModel(BaseEstimator):
         self._check_fitted()
         out = validate_configs(self._fill_gpus(configs), catalog=lambda: self._catalog(catalog))
         parts, order = [], []
-        for (model, itype), rows in out.groupby(["model", "instance_type"], sort=False):
+        # by position, as _predict_table: two frames concatenated repeat index labels
+        for at in out.groupby(["model", "instance_type"], sort=False).indices.values():
+            rows = out.iloc[at]
+            model, itype = rows["model"].iloc[0], rows["instance_type"].iloc[0]
             parts.append(
                 self.predict_belief(
                     model,
@@ -674,7 +677,7 @@ class StepTimeModel(BaseEstimator):
                     catalog,
                 )
             )
-            order.append(out.index.get_indexer(rows.index))
+            order.append(at)
         belief = posterior.concat(parts)
         values = np.empty((draws, len(out)))
         if order:

@@ -107,3 +107,20 @@ def test_the_share_of_draws_under_a_time_that_is_not_one_is_refused(t):
     with pytest.raises(InputError, match="t must be seconds|t is NaN") as err:
         draws.prob_below(t)
     assert "to fix" in str(err.value)
+
+
+def test_draws_of_two_frames_concatenated_are_drawn_by_position():
+    # pd.concat([a, b]) repeats index labels: predict_draws ended in pandas'
+    # "InvalidIndexError: Reindexing only valid with uniquely valued Index objects"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(measurements(1))
+    cfg = configs(measurements(1))
+    small = cfg[cfg["local_bsz"] == 8].head(2).reset_index(drop=True)
+    large = cfg[cfg["local_bsz"] == 64].head(2).reset_index(drop=True)
+    both = pd.concat([small, large])
+    assert both.index.duplicated().any()
+    draws = model.predict_draws(both, draws=400)
+    alone = model.predict_draws(pd.concat([small, large], ignore_index=True), draws=400)
+    np.testing.assert_array_equal(draws.values, alone.values)
+    assert (draws.mean[2:] > draws.mean[:2]).all()  # batch 64 takes longer than batch 8
