@@ -252,7 +252,13 @@ def require_columns(
 def validate_table(
     table: pd.DataFrame, columns: tuple[Column, ...], *, what: str, source: str | None = None
 ) -> pd.DataFrame:
-    """Check ``table`` against a contract and return a copy with the contract's dtypes."""
+    """Check ``table`` against a contract and return a copy with the contract's dtypes (and
+    without the names of index levels that repeat a column's, its values kept).
+
+    Raises:
+        InputError: not a DataFrame, a repeated or missing column, no rows, or a cell that
+            breaks its column's contract (naming the column, the rows and the fix).
+    """
     if not isinstance(table, pd.DataFrame):
         _refuse_non_frame(table, what, source)
     src = _source(table, source, what)
@@ -270,6 +276,11 @@ def validate_table(
         raise InputError(f"the {what} table has no rows", source=src, fix="give at least one row")
     out = table.copy()
     out.attrs = dict(table.attrs)
+    # an index level named as a column (set_index(..., drop=False)) makes pandas refuse every
+    # groupby by that name as ambiguous; the column is what the contract reads
+    names = [None if name in out.columns else name for name in out.index.names]
+    if names != list(out.index.names):
+        out.index = out.index.set_names(names)
     for col in columns:
         if col.name not in out.columns:
             continue

@@ -124,3 +124,23 @@ def test_draws_of_two_frames_concatenated_are_drawn_by_position():
     alone = model.predict_draws(pd.concat([small, large], ignore_index=True), draws=400)
     np.testing.assert_array_equal(draws.values, alone.values)
     assert (draws.mean[2:] > draws.mean[:2]).all()  # batch 64 takes longer than batch 8
+
+
+def test_a_table_indexed_by_its_own_columns_fits_and_predicts_as_it_reads():
+    # df.set_index(["model", "instance_type"], drop=False), a notebook habit, ended in
+    # pandas' "ValueError: 'model' is both an index level and a column label"
+    table = measurements(1)
+    cfg = configs(table).head(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain_fit = StepTimeModel().fit(table)
+        indexed = table.set_index(["model", "instance_type"], drop=False)
+        indexed_fit = StepTimeModel().fit(indexed)
+    keyed = cfg.set_index(["model", "instance_type"], drop=False)
+    got = indexed_fit.predict(keyed)
+    expected = plain_fit.predict(cfg)
+    np.testing.assert_allclose(got["step_time_s"], expected["step_time_s"])
+    np.testing.assert_allclose(got["step_time_hi"], expected["step_time_hi"])
+    assert got.index.tolist() == keyed.index.tolist()  # the user's labels, in order
+    assert indexed_fit.explain(keyed)["route"].tolist() == plain_fit.explain(cfg)["route"].tolist()
+    assert indexed_fit.predict_draws(keyed).values.shape == (200, 4)
