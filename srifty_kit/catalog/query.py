@@ -79,7 +79,8 @@ def load_catalog(
 
     With ``path``, ``region=None`` keeps every row of the file; a region the file lacks is an
     InputError naming the regions it has. A file name given as the region
-    (``load_catalog("x.csv")``) is an InputError saying to pass it as ``path``.
+    (``load_catalog("x.csv")``) is an InputError saying to pass it as ``path``, and so is an
+    empty name (``--region ""`` is refused alike).
     """
     _check_region(region)
     if path is None:
@@ -106,9 +107,10 @@ def _check_region(region: object) -> None:
     if region is None:
         return
     text = os.fspath(region) if isinstance(region, str | os.PathLike) else None
-    if text is None:
+    if text is None or not text.strip():  # '' read as "the default region", silently
         raise InputError(
-            f"region must be a name such as 'us-east-1', got {type(region).__name__}",
+            "region must be a name such as 'us-east-1', got "
+            + (repr(region) if isinstance(region, str) else type(region).__name__),
             fix="load_catalog(region='us-east-1'), or load_catalog(path=FILE) for a file",
         )
     if not isinstance(region, str) or names_a_file(text):

@@ -182,6 +182,14 @@ def test_unknown_region_names_the_embedded_ones_and_the_refresh_command():
     assert "us-east-1" in text and "srifty catalog refresh --region eu-west-1" in text
 
 
+@pytest.mark.parametrize("region", ["", "  "])
+def test_an_empty_region_is_refused_not_read_as_the_default(region):
+    # load_catalog("") returned us-east-1's catalog, as if no region had been asked for
+    with pytest.raises(InputError, match="region must be a name such as 'us-east-1'") as err:
+        load_catalog(region)
+    assert "to fix" in str(err.value)
+
+
 def test_a_catalog_file_is_filtered_to_the_region_asked_for(catalog, tmp_path):
     two = pd.concat([catalog, catalog.assign(region="eu-west-1")])
     path = tmp_path / "two.csv"
