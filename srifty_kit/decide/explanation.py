@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.decide import candidates as cand
-from srifty_kit.errors import duration, hours, ratio_said
+from srifty_kit.errors import counted, duration, hours, ratio_said
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.decide.job import Constraints, Job
@@ -194,6 +194,7 @@ class Explanation:
     nearest: pd.Series | None = None
     nearest_point_meets: bool = False  # its point estimate meets the constraints
     filtered_out: dict[str, str] = field(default_factory=dict)
+    types_left: int = 0  # "filters": instance types that passed them (the job left none)
 
     @property
     def feasible(self) -> bool:
@@ -256,10 +257,24 @@ def explain(
     )
 
 
+def _left_out_types(skipped: dict[str, str]) -> set[str]:
+    """The instance types ``skipped`` names, by themselves or by a listed cluster of them
+    ("2 x g4dn.12xlarge")."""
+    return {key.split(" x ", 1)[-1] for key in skipped}
+
+
 def _infeasible(c: cand.Candidates, constraints: Constraints, common: dict) -> Explanation:
     """Which constraint binds, and the nearest configuration that would satisfy a relaxed one."""
     if len(c) == 0:
-        return Explanation(binding="filters", filtered_out=dict(c.skipped), **common)
+        return Explanation(
+            binding="filters",
+            filtered_out=dict(c.skipped),
+            # types the model could not predict were left out too, and a listed type whose
+            # clusters the node limit or the quota left out ("2 x g4dn.12xlarge"): only the
+            # others count
+            types_left=len(set(map(str, c.types.names)) - _left_out_types(c.skipped)),
+            **common,
+        )
     t, k = c["time_hi_h"], c["cost_hi_usd"]
     deadline, budget = constraints.deadline_h, constraints.budget_usd
     time_ok = t <= deadline if deadline is not None else np.ones(len(c), bool)
@@ -324,6 +339,20 @@ def _render_pick(e: Explanation) -> str:
 
 def _render_infeasible(e: Explanation) -> str:
     level = f"{e.level:.0%}"
+    if e.binding == "filters" and e.types_left:
+        # types passed, yet the job's own bounds left none of their clusters: widening the
+        # type filters (what the message below says) would change nothing
+        job = e.job
+        batches = (
+            f"global batch {job.global_bsz_min}..{job.global_bsz_max or 'any'}, local "
+            f"batches {', '.join(map(str, job.local_bsz)) if job.local_bsz else '1..1024'}"
+        )
+        return (
+            f"No configuration to evaluate: {counted(e.types_left, 'instance type')} "
+            f"{'passes' if e.types_left == 1 else 'pass'} the filters, but none of their "
+            f"clusters fits the job ({batches}, within GPU memory and the node limit). Widen "
+            "the job's global_bsz_min/global_bsz_max or local_bsz, or its memory figures."
+        )
     if e.binding == "filters":
         # one count per reason (the part before any parenthesis), most common first
         kinds = Counter(r.split(" (")[0] for r in e.filtered_out.values())

@@ -228,6 +228,19 @@ def test_filters_that_leave_nothing_explain_themselves(model, catalog):
     assert result.skipped["g4dn.12xlarge"] == "GPU memory under 500 GiB (one GPU has 16 GiB)"
 
 
+def test_a_job_whose_batches_leave_no_cluster_says_so_not_the_type_filters(model, catalog):
+    # every type passed, but a global batch of at most 4 at local batch 8 is no cluster: the
+    # explanation said "no instance type passes the filters. Widen families, instance types,
+    # memory or the vCPU quota", which changes nothing
+    job = Job("resnet", samples=1.2e8, global_bsz_max=4, local_bsz=(8,))
+    result = search(model, catalog, job, Constraints(max_nodes=8))
+    assert not result.feasible and result.why.binding == "filters" and result.n_candidates == 0
+    said = result.explanation
+    assert "instance types pass the filters, but none of their clusters fits the job" in said
+    assert "global batch 1..4, local batches 8" in said and "global_bsz_max" in said
+    assert "Widen families" not in said
+
+
 def test_mixes_split_the_batch_by_speed_and_say_so_in_their_columns(model, catalog):
     result = search(model, catalog, JOB, Constraints(mixes=True, max_nodes=4), top=5)
     every = result.sample(n=100_000)
