@@ -1144,7 +1144,10 @@ def _per_model(facts: Mapping[str, Any] | None, key: str, check) -> dict[str, An
     out = {}
     for model, one in facts.items():
         if not isinstance(one, Mapping):
-            raise InputError(f"the facts of {model!r} are not a mapping")
+            raise InputError(
+                f"the facts of {model!r} are not a mapping",
+                fix="give {model: that profile's facts JSON read as a dict}, or one profile's",
+            )
         if one.get(key) is not None:
             out[str(model)] = check(one[key], str(model))
     return out

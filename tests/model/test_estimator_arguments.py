@@ -144,3 +144,10 @@ def test_a_table_indexed_by_its_own_columns_fits_and_predicts_as_it_reads():
     assert got.index.tolist() == keyed.index.tolist()  # the user's labels, in order
     assert indexed_fit.explain(keyed)["route"].tolist() == plain_fit.explain(cfg)["route"].tolist()
     assert indexed_fit.predict_draws(keyed).values.shape == (200, 4)
+
+
+def test_facts_of_one_model_that_are_no_mapping_say_what_to_give():
+    # the one line named the problem and no fix
+    with pytest.raises(InputError, match="the facts of 'resnet' are not a mapping") as err:
+        StepTimeModel().fit(measurements(1), facts={"resnet": "facts.json"})
+    assert "to fix: give {model: that profile's facts JSON" in str(err.value)
