@@ -307,10 +307,17 @@ class StepTimeModel(BaseEstimator):
 
         Raises:
             InputError: a bad table, level, structure, correction, decay_prior (a number in
-                the network decay's bounds, ``physics.BOUNDS``) or node_move_prior, or a
-                malformed op mix.
+                the network decay's bounds, ``physics.BOUNDS``), node_move_prior or
+                device_shape, or a malformed op mix.
         """
         self._check_options()
+        if device_shape is not None and not isinstance(device_shape, DeviceShape):
+            raise InputError(  # it reached learn_curves as an AttributeError
+                f"device_shape must be a device_curve.DeviceShape, got "
+                f"{type(device_shape).__name__}",
+                fix="leave it out (learned from the measurements, else DEFAULT_SHAPE), or "
+                "give device_curve.DeviceShape(...)",
+            )
         catalog = _given_catalog(catalog)
         op_mix, op_trace = roofline.op_mixes_of(facts), roofline.op_traces_of(facts)
         table = with_per_node(

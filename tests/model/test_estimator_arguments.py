@@ -151,3 +151,10 @@ def test_facts_of_one_model_that_are_no_mapping_say_what_to_give():
     with pytest.raises(InputError, match="the facts of 'resnet' are not a mapping") as err:
         StepTimeModel().fit(measurements(1), facts={"resnet": "facts.json"})
     assert "to fix: give {model: that profile's facts JSON" in str(err.value)
+
+
+@pytest.mark.parametrize("shape", ["learned", {"sharpness": 4.0}])
+def test_a_device_shape_that_is_no_shape_is_refused_before_fitting(shape):
+    # it reached learn_curves as "AttributeError: 'str' object has no attribute 'sharpness'"
+    with pytest.raises(InputError, match="device_shape must be a device_curve.DeviceShape"):
+        StepTimeModel().fit(measurements(1), device_shape=shape)
