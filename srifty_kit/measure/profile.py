@@ -112,13 +112,16 @@ def check_batch_sizes(batch_sizes: Iterable[int] | str, what: str = "batch sizes
 
 
 def check_budget(target_precision: float, max_seconds: float) -> None:
-    """A target precision in (0, 1) and a positive time budget, or an InputError."""
+    """A target precision in (0, 1) and a positive, finite time budget, or an InputError (an
+    infinite one would time steps until the target is met, which noise can put off forever)."""
     if not (is_number(target_precision) and 0 < target_precision < 1):
         raise InputError(
             f"target precision {target_precision} is not in (0, 1)", fix="e.g. 0.02 for +-2%"
         )
-    if not (is_number(max_seconds) and max_seconds > 0):
-        raise InputError(f"max seconds {max_seconds} is not positive", fix="e.g. 60")
+    if not (is_number(max_seconds) and 0 < max_seconds < math.inf):
+        raise InputError(
+            f"max seconds {max_seconds} is not a positive, finite number of seconds", fix="e.g. 60"
+        )
 
 
 def _check_options(model: object, name: object, level: object, counts: dict[str, tuple]) -> None:

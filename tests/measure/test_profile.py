@@ -322,6 +322,9 @@ def test_other_bad_arguments_are_input_errors():
         profile_spec("mlp", [4], target_precision=0, **FAST)
     with pytest.raises(InputError, match="max seconds"):
         profile_spec("mlp", [4], max_seconds=0, **FAST)
+    # an endless budget would time steps until noise let the target be met: maybe never
+    with pytest.raises(InputError, match="max seconds inf .* finite"):
+        profile_spec("mlp", [4], max_seconds=float("inf"), **FAST)
     with pytest.raises(InputError) as refused:
         profile_spec("mlp", [4], out="p.txt", **FAST)
     assert refused.value.source == "p.txt" and ".csv" in refused.value.fix
