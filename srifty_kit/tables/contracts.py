@@ -171,6 +171,15 @@ def row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
     return np.flatnonzero(mask) + offset
 
 
+def _bool_cells(values: pd.Series) -> np.ndarray:
+    """Which cells hold a bool (a bool column, or True/False among an object column's)."""
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return values.notna().to_numpy()
+    if values.dtype == object:
+        return values.map(lambda v: isinstance(v, bool | np.bool_)).to_numpy(dtype=bool)
+    return np.zeros(len(values), bool)
+
+
 def _coerce(values: pd.Series, kind: str) -> tuple[pd.Series, np.ndarray]:
     """Convert a column to its kind; return it and a mask of cells that would not convert."""
     missing = values.isna().to_numpy()
@@ -179,10 +188,12 @@ def _coerce(values: pd.Series, kind: str) -> tuple[pd.Series, np.ndarray]:
         out = out.mask(out == "")
         return out.astype(object).where(out.notna(), None), np.zeros(len(values), bool)
     if kind in ("int", "float"):
-        out = pd.to_numeric(values, errors="coerce")
+        # True and False are no measurement or count, though to_numeric reads them as 1 and 0
+        flags = _bool_cells(values)
+        out = pd.to_numeric(values.mask(flags), errors="coerce")
         # inf is never a measurement, a count or a price: refuse it like text
         out = out.mask(np.isinf(out.to_numpy(dtype=float, na_value=np.nan)))
-        bad = out.isna().to_numpy() & ~missing
+        bad = (out.isna().to_numpy() & ~missing) | flags
         if kind == "int":
             whole = out.isna() | (out == np.round(out))
             bad |= ~whole.to_numpy()

@@ -84,6 +84,23 @@ def test_a_bad_row_is_numbered_as_its_file_format_numbers_rows(tmp_path, suffix,
     assert f"{path}, column 'step_time_s', {said}" in str(err.value)
 
 
+@pytest.mark.parametrize("flags", [[True, False, True], [0.5, True, 0.7]])
+def test_a_true_or_false_is_no_step_time(flags):
+    # to_numeric reads True as 1: a step of one second the user never measured
+    table = pd.DataFrame(
+        {
+            "model": "m",
+            "instance_type": "g4dn.xlarge",
+            "num_nodes": 1,
+            "num_workers": 1,
+            "local_bsz": [4, 8, 16],
+            "step_time_s": pd.Series(flags, dtype=object if 0.5 in flags else bool),
+        }
+    )
+    with pytest.raises(InputError, match="step_time_s.*expected numbers, found True"):
+        validate_measurements(table)
+
+
 def test_non_numeric_cell_is_reported_not_silently_dropped():
     with pytest.raises(InputError, match="num_workers.*whole numbers.*'eight'"):
         validate_measurements(measurements(num_workers=[4, "eight", 5]), catalog=CATALOG)
