@@ -78,13 +78,14 @@ def rolling_origins(daily: pd.Series) -> pd.DataFrame:
     origins = range(spend.MIN_DAYS, len(daily) - spend.SEASON + 1)
     past = spend.past_forecasts(daily, origins, level=LEVEL)
     rows = []
-    for t, earlier in zip(origins, past, strict=True):
+    for t, earlier, days in zip(origins, past, spend.realised_days(daily, origins), strict=True):
         rows.append(
             {
                 "origin": t,
                 "model": spend.model_forecast(daily.iloc[:t], level=LEVEL),
                 "past": earlier,
-                "actual": float(daily.iloc[t : t + spend.SEASON].clip(lower=0.0).sum()),
+                "days": days,
+                "actual": float(days.sum()),
             }
         )
         print(f"  origin day {t}", file=sys.stderr, flush=True)
@@ -101,7 +102,7 @@ def intervals(frame: pd.DataFrame, window: int | None) -> pd.DataFrame:
         if window is not None:
             last = row.origin - spend.SEASON  # the latest origin whose week has ended
             past = by_origin.loc[last + 1 - window : last]
-            spend.calibrate(f, list(past["past"]), list(past["actual"]))
+            spend.calibrate(f, list(past["past"]), list(past["days"]))
         ok = window is None or f.calibrated
         lo.append(f.lo_usd if ok else np.nan)
         hi.append(f.hi_usd if ok else np.nan)

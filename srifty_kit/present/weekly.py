@@ -792,8 +792,8 @@ def _nothing(ax: Any, text: str) -> Any:
 
 def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
     """Daily spend of the last ``weeks`` weeks, the report's week shaded, and next week's
-    forecast with the model's own interval of each day (the calibrated interval is the week's
-    total's, in ``forecast_text``)."""
+    forecast with each day's interval, calibrated as the week's total is (``forecast_text``)
+    or, with too little history, the model's own, as the legend says."""
     import seaborn as sns
 
     ax = _axes(ax)
@@ -804,6 +804,7 @@ def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
     ax.axvspan(start, start + pd.Timedelta(days=7), color="0.85", zorder=0, label="this week")
     f = report.forecast
     if f.available:
+        whose = "calibrated" if f.daily_calibrated else "the model's"
         ax.plot(f.daily.index, f.daily["mean"], color="C1", label="forecast")
         ax.fill_between(
             f.daily.index,
@@ -811,7 +812,7 @@ def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
             f.daily["hi"],
             color="C1",
             alpha=0.25,
-            label=f"the model's {f.level:.0%} interval of a day",
+            label=f"{whose} {f.level:.0%} interval of a day",
         )
     ax.set(
         xlabel="",

@@ -4,6 +4,7 @@ history to check it."""
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
@@ -14,9 +15,12 @@ from srifty_kit.present.spend import (
     CALIBRATION_DAYS,
     MIN_DAYS,
     SEASON,
+    calibrate,
     calibration_needed,
     conformal_scale,
     forecast_next_week,
+    past_forecasts,
+    realised_days,
 )
 from tests.builders import REPO
 
@@ -62,7 +66,54 @@ def test_too_short_a_history_to_calibrate_gives_the_models_interval_and_says_so(
     assert (f.lo_usd, f.hi_usd) == (f.model_lo_usd, f.model_hi_usd)
     assert "unchecked" in f.note and f"needs {needed} past weeks" in f.note
     assert f"{days + 1} days of history" in f.note
+    # the days' band is the model's own too, and the note says so
+    assert not f.daily_calibrated and "each day's band are the model's own" in f.note
+    assert f.daily["lo"].equals(f.daily["model_lo"]) and f.daily["hi"].equals(f.daily["model_hi"])
     assert forecast_next_week(working_weeks(6, 0.1).iloc[: days + 1]).calibrated
+
+
+def quiet_then_lumpy(quiet_days: int, lumpy_days: int, seed: int = 0) -> pd.Series:
+    """A working week whose day-to-day noise jumps from 3% to 30%: a model fitted to the whole
+    history averages the two and simulates days too narrow for the lumpy ones."""
+    rng = np.random.default_rng(seed)
+    index = pd.date_range("2026-06-01", periods=quiet_days + lumpy_days, freq="D")  # a Monday
+    weekday = np.where(index.day_of_week < 5, 1000.0, 250.0)
+    sigma = np.where(np.arange(len(index)) < quiet_days, 0.03, 0.3)
+    return pd.Series(weekday * rng.lognormal(0.0, sigma), index=index)
+
+
+def test_the_days_band_is_calibrated_to_hold_the_days_that_follow():
+    # what forecast_next_week does at each origin t, from the same pieces: the forecast made at
+    # t calibrated on the CALIBRATION_DAYS past forecasts whose weeks ended before t
+    y = quiet_then_lumpy(20 * SEASON, 70)
+    origins = range(20 * SEASON, len(y) - SEASON + 1)  # past forecasts of the lumpy days only
+    past = past_forecasts(y, origins, simulations=300)
+    days = realised_days(y, origins)
+    held = {"lo": 0, "model_lo": 0}
+    first = CALIBRATION_DAYS + SEASON - 1  # the first with a whole window of lumpy weeks
+    for i in range(first, len(origins)):
+        window = slice(i - SEASON - CALIBRATION_DAYS + 1, i - SEASON + 1)
+        f = calibrate(copy.deepcopy(past[i]), past[window], days[window])
+        assert f.daily_calibrated and (f.daily_scale > 1.0).all()  # the model's days: too narrow
+        d = f.daily
+        for lo in held:
+            hi = lo.replace("lo", "hi")
+            held[lo] += int(((d[lo] <= days[i]) & (days[i] <= d[hi])).sum())
+    checked = SEASON * (len(origins) - first)
+    # the model's own 90% band held about half of the days; the calibrated one its level
+    assert held["model_lo"] / checked < 0.75 and held["lo"] / checked >= 0.85, (held, checked)
+
+
+def test_the_days_band_and_the_weeks_interval_are_scaled_from_one_calibration():
+    f = forecast_next_week(working_weeks(12, 0.5, seed=1))
+    assert f.calibrated and f.daily_calibrated and len(f.daily_scale) == SEASON
+    d = f.daily
+    # each day's half-widths scaled on each side around the same point, never below zero
+    assert np.allclose(d["hi"] - d["mean"], f.daily_scale * (d["model_hi"] - d["mean"]))
+    assert np.allclose(
+        d["lo"], np.maximum(d["mean"] - f.daily_scale * (d["mean"] - d["model_lo"]), 0.0)
+    )
+    assert (d["lo"] <= d["mean"]).all() and (d["mean"] <= d["hi"]).all()
 
 
 def test_the_conformal_scale_is_the_rank_a_level_needs():
@@ -71,6 +122,21 @@ def test_the_conformal_scale_is_the_rank_a_level_needs():
     assert conformal_scale(scores[:8], 0.9) is None
     assert conformal_scale(np.arange(1.0, 21.0), 0.9) == 19.0  # rank ceil(21 * 0.9) = 19
     assert conformal_scale(np.r_[scores, np.inf], 0.9) is None  # an unbounded interval
+
+
+def band_label(report) -> str:
+    """The legend entry of the report figure's band around next week's days."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from srifty_kit.present.weekly import spend_figure
+
+    ax = spend_figure(report)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(ax.figure)
+    return next(label for label in labels if "interval of a day" in label)
 
 
 def sample_report(week: str):
@@ -96,6 +162,8 @@ def test_the_report_says_how_its_interval_was_calibrated():
     assert promised < own and text.endswith(f"made {f.scale:.2f} times as wide.")
     summary = report.summary()["forecast"]
     assert summary["calibrated"] and summary["scale"] == pytest.approx(f.scale)
+    # the figure's band around next week's days is calibrated too, and its legend says so
+    assert f.daily_calibrated and band_label(report) == "calibrated 90% interval of a day"
 
 
 def test_the_report_of_a_short_history_promises_no_level():
@@ -109,3 +177,4 @@ def test_the_report_of_a_short_history_promises_no_level():
     assert "not a promise of 90%" in text and "too little history to check it" in text
     assert "(8 past weeks to forecast, 9 needed)" in text
     assert report.summary()["forecast"]["calibrated"] is False
+    assert band_label(report) == "the model's 90% interval of a day"

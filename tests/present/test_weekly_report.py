@@ -87,10 +87,11 @@ def test_a_spend_that_dropped_to_zero_is_forecast_near_zero_in_dollars():
     f = forecast_next_week(spend, level=0.9)
     assert f.available and f.idle_days == 14
     assert 0 <= f.model_lo_usd <= f.total_usd <= f.model_hi_usd < 55.0  # under 1% of a week
-    assert (f.daily["hi"] < 15.0).all()
-    # the shown interval is calibrated on the weeks the model just missed as the spend
-    # stopped: wider, still under 10% of a working week
+    assert (f.daily["model_hi"] < 15.0).all()
+    # the shown interval and days' band are calibrated on the weeks the model just missed as
+    # the spend stopped: wider, still under 10% of a working week and of a working day
     assert 0 <= f.lo_usd <= f.total_usd <= f.hi_usd < 550.0
+    assert f.daily_calibrated and (f.daily["hi"] < 100.0).all()
     # a spend that carries on keeps a model interval proportionate to it
     going = forecast_next_week(daily_spend(84), level=0.9)
     model_width = going.model_hi_usd - going.model_lo_usd
