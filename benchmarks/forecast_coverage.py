@@ -19,12 +19,14 @@ only, and the realised total of days ``t .. t+6`` is checked against its interva
   only the other origins.
 - **each day's band**: the same origins and the same ``spend.calibrate`` call, its band of each
   of the 7 days (the report's figure) against the day's spend, the model's own band against
-  the one calibrated per day ahead on the same last W origins. W is the one the weeks'
-  totals chose: the daily rows chose nothing, on any ledger.
+  the one calibrated per day ahead on those of the same last W origins that had H days of
+  history or more (H = ``spend.MIN_DAYS``: all of them). W is the one the weeks' totals chose.
 
 Held out: W is chosen on synthetic ledgers only (``--seeds``, written with ``make_ledger.py``'s
 own functions and other seeds, 12 weeks each like the sample): the narrowest W whose pooled
-coverage there reaches 90% (``spend.CALIBRATION_DAYS`` must be that W; the run says if not).
+coverage there reaches 90% (``spend.CALIBRATION_DAYS`` must be that W; the run says if not),
+and H is chosen there too: the narrowest band whose pooled coverage of the days is 85-95%
+(``spend.DAILY_MIN_HISTORY`` must be that H).
 The packaged sample CUR and jobs ledger (the same synthetic runs in two formats: not
 independent of each other) chose nothing.
 
@@ -57,6 +59,8 @@ from srifty_kit.tables.ledger import weekly_usage
 LEVEL = 0.9
 LAST_WEEK = dt.date(2026, 11, 23)  # the samples' last full week: their daily spend ends with it
 WINDOWS = (9, 14, 21, 28, 42, 63)  # candidate W (63: every earlier origin of a 12-week ledger)
+HISTORIES = (14, 21, 28, 35, 42, 49, 56)  # candidate H (14, spend.MIN_DAYS: every past forecast)
+DAY_TARGET = (0.85, 0.95)  # the days' coverage a band must reach on the choosing ledgers
 CHOICE = "synthetic"  # the ledgers that choose W; the packaged samples are held out
 AS_IT_STOOD = "ETS simulated (as it stood)"
 
@@ -96,10 +100,11 @@ def rolling_origins(daily: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def intervals(frame: pd.DataFrame, window: int | None) -> pd.DataFrame:
+def intervals(frame: pd.DataFrame, window: int | None, history: int) -> pd.DataFrame:
     """Each origin's interval of the week (``lo``, ``hi``) and band of its days (``day_lo``,
     ``day_hi``, 7 each): the model's own (``window`` None), or ``spend.calibrate``d on the last
-    ``window`` earlier origins whose weeks have ended (NaN: too few to calibrate)."""
+    ``window`` earlier origins whose weeks have ended, the days on those of them made from
+    ``history`` days or more (NaN: too few to calibrate the week's)."""
     lo, hi, day_lo, day_hi = [], [], [], []
     by_origin = frame.set_index("origin")
     unknown = np.full(spend.SEASON, np.nan)
@@ -108,24 +113,30 @@ def intervals(frame: pd.DataFrame, window: int | None) -> pd.DataFrame:
         if window is not None:
             last = row.origin - spend.SEASON  # the latest origin whose week has ended
             past = by_origin.loc[last + 1 - window : last]
-            spend.calibrate(f, list(past["past"]), list(past["days"]))
+            spend.calibrate(f, list(past["past"]), list(past["days"]), daily_history=history)
         ok = window is None or f.calibrated
         lo.append(f.lo_usd if ok else np.nan)
         hi.append(f.hi_usd if ok else np.nan)
-        days_ok = window is None or f.daily_calibrated
-        day_lo.append(f.daily["lo"].to_numpy() if days_ok else unknown)
-        day_hi.append(f.daily["hi"].to_numpy() if days_ok else unknown)
+        # the band the report shows: the model's own where too few past forecasts were made
+        # from ``history`` days to calibrate it
+        day_lo.append(f.daily["lo"].to_numpy() if ok else unknown)
+        day_hi.append(f.daily["hi"].to_numpy() if ok else unknown)
     return frame.assign(lo=lo, hi=hi, day_lo=day_lo, day_hi=day_hi)
 
 
 def score(
-    frames: dict[str, pd.DataFrame], window: int | None, subset: str, days: bool = False
+    frames: dict[str, pd.DataFrame],
+    window: int | None,
+    subset: str,
+    days: bool = False,
+    history: int = spend.DAILY_MIN_HISTORY,
 ) -> dict:
     """Coverage and median width over ``frames``' origins (``subset``: all, those with enough
     history to calibrate, or those with a whole window of ``spend.CALIBRATION_DAYS`` earlier
     weeks): of the weeks' totals, or with ``days`` of each origin's 7 days (``held``: days,
-    ``held by day ahead``: the coverage of each of the 7)."""
-    rows = pd.concat([intervals(f, window) for f in frames.values()], ignore_index=True)
+    ``held by day ahead``: the coverage of each of the 7), calibrated on past forecasts made
+    from ``history`` days or more."""
+    rows = pd.concat([intervals(f, window, history) for f in frames.values()], ignore_index=True)
     past = {"calibrated": spend.calibration_needed(LEVEL), "full window": spend.CALIBRATION_DAYS}
     if subset in past:
         rows = rows[rows["origin"] >= spend.MIN_DAYS + spend.SEASON + past[subset] - 1]
@@ -139,6 +150,8 @@ def score(
         "coverage": held.mean(),
         "median width": np.median(hi - lo),
     }
+    if days and window is not None:
+        out["method"] += f", days from {history} days of history"
     if days:
         out["held by day ahead"] = " ".join(f"{c:.0%}" for c in held.mean(axis=0))
     return out
@@ -195,11 +208,45 @@ def main(argv: list[str] | None = None) -> int:
     table["median width"] = table["median width"].map("${:,.0f}".format)
     text = markdown_table(table)
     print(text)
-    daily = []
-    for name, group in {"choosing W": choice, **groups}.items():
+    tried_days = pd.DataFrame(
+        [
+            score(choice, chosen, "calibrated", days=True, history=h) | {"history": h}
+            for h in HISTORIES
+        ]
+    )
+    lo_target, hi_target = DAY_TARGET
+    fits = tried_days[tried_days["coverage"].between(lo_target, hi_target)]
+    history = int(
+        fits.sort_values("median width")["history"].iloc[0]
+        if len(fits)
+        else tried_days.assign(off=(tried_days["coverage"] - LEVEL).abs())
+        .sort_values("off")["history"]
+        .iloc[0]
+    )
+    history_agrees = history == spend.DAILY_MIN_HISTORY
+    if not history_agrees:
+        print(
+            f"spend.DAILY_MIN_HISTORY is {spend.DAILY_MIN_HISTORY}, not {history}", file=sys.stderr
+        )
+    daily = [{"ledgers": "choosing H", **score(choice, None, "calibrated", days=True)}]
+    daily += [
+        {"ledgers": "choosing H", **r}
+        for r in tried_days.drop(columns="history").to_dict("records")
+    ]
+    daily.append({"ledgers": "choosing H", **score(choice, None, "full window", days=True)})
+    daily.append(
+        {
+            "ledgers": "choosing H",
+            **score(choice, chosen, "full window", days=True, history=history),
+        }
+    )
+    for name, group in groups.items():
         for subset in ("calibrated", "full window"):
             daily.append({"ledgers": name, **score(group, None, subset, days=True)})
-            daily.append({"ledgers": name, **score(group, chosen, subset, days=True)})
+            for h in dict.fromkeys((spend.MIN_DAYS, history)):
+                daily.append(
+                    {"ledgers": name, **score(group, chosen, subset, days=True, history=h)}
+                )
     days_table = pd.DataFrame(daily)
     days_table["coverage"] = days_table["coverage"].map("{:.0%}".format)
     days_table["median width"] = days_table["median width"].map("${:,.0f}".format)
@@ -225,18 +272,25 @@ def main(argv: list[str] | None = None) -> int:
         "before each origin is what made the difference.\n\n"
         "## Each day's band: does it hold 90% of the days?\n\n"
         "The same origins' 7 days each (the report figure's band), the model's own band against "
-        f"the one calibrated per day ahead on the last {chosen} origins, as the week's total "
-        "is: W was chosen by the weeks' totals on the synthetic ledgers above, the daily rows "
-        "chose nothing (the `choosing W` rows here are not held out). `held` counts days; "
+        f"the one calibrated per day ahead on the last {chosen} origins (W, chosen by the weeks' "
+        "totals above), scored only on those of them forecast from H days of history or more. "
+        f"`choosing H` rows are the synthetic ledgers again, which chose H = {history} (the "
+        f"narrowest band holding {lo_target:.0%} to {hi_target:.0%} of their days"
+        + ("; spend.DAILY_MIN_HISTORY" if history_agrees else "; **not** spend.DAILY_MIN_HISTORY")
+        + f"); H = {spend.MIN_DAYS} scores every past forecast, as the week's total does. The "
+        "packaged samples are held out. `held` counts days; "
         "`held by day ahead` is the coverage of the 1st to the 7th day after the origin; "
         f"`full window: N` counts the origins with {spend.CALIBRATION_DAYS} earlier weeks to "
         "score, as a report on a long history has.\n\n" + days_text + "\n\n"
-        "A day's spend is lumpier than a week's, and a calibrated origin of these 12-week "
-        "ledgers scores the forecasts made from their first weeks, which missed their days by "
-        "more than later forecasts miss theirs: the band calibrated on them is wider than the "
-        "days that follow need (compare the `full window` rows, whose windows start later). A "
-        "day far off its forecast is missed by each of the 7 origins whose band covers it, so "
-        "the coverage by day ahead moves together.\n",
+        "A day's spend is lumpier than a week's, and the forecasts made from a 12-week "
+        "ledger's first weeks missed their days by far more than later forecasts miss theirs: "
+        f"scored on every past forecast (H = {spend.MIN_DAYS}), a few such misses set the "
+        "conformal quantile and the band is much wider than the days that follow need. With "
+        "H, an origin calibrates its days only once 9 past forecasts made from H days have "
+        "ended (until then its band is the model's own), so on these short ledgers the rows mix "
+        "both; a long history calibrates every origin. A day far off its forecast is missed by "
+        "each of the 7 origins whose band covers it, so the coverage by day ahead moves "
+        "together.\n",
     )
     return 0
 

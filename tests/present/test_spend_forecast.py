@@ -13,12 +13,14 @@ import pytest
 
 from srifty_kit.present.spend import (
     CALIBRATION_DAYS,
+    DAILY_MIN_HISTORY,
     MIN_DAYS,
     SEASON,
     calibrate,
     calibration_needed,
     conformal_scale,
     forecast_next_week,
+    model_forecast,
     past_forecasts,
     realised_days,
 )
@@ -102,6 +104,36 @@ def test_the_days_band_is_calibrated_to_hold_the_days_that_follow():
     checked = SEASON * (len(origins) - first)
     # the model's own 90% band held about half of the days; the calibrated one its level
     assert held["model_lo"] / checked < 0.75 and held["lo"] / checked >= 0.85, (held, checked)
+
+
+def test_forecasts_from_a_ledgers_first_weeks_do_not_widen_the_days_band():
+    # nine weeks: the scored origins start on day 15, and those before DAILY_MIN_HISTORY were
+    # fitted to a few weeks; say their days came in three times what they forecast
+    y = working_weeks(9, 0.1, seed=2)
+    origins = range(len(y) - SEASON + 1 - CALIBRATION_DAYS, len(y) - SEASON + 1)
+    past = past_forecasts(y, origins, simulations=300)
+    days = realised_days(y, origins)
+    young = np.array([s < DAILY_MIN_HISTORY for s in origins])
+    assert 0 < young.sum() < len(origins) - calibration_needed(0.9)
+    days[young] *= 3.0
+    now = model_forecast(y, simulations=300)
+    f = calibrate(copy.deepcopy(now), past, days)
+    grown = [p for p, old in zip(past, young, strict=True) if not old]
+    g = calibrate(copy.deepcopy(now), grown, days[~young])
+    # the days' band is the one the grown forecasts alone give; the week's total, which the
+    # young forecasts missed too, still widens for them
+    assert f.daily_calibrated and np.array_equal(f.daily_scale, g.daily_scale)
+    assert f.daily["hi"].equals(g.daily["hi"]) and f.scale > 1.5 * g.scale
+
+
+def test_a_history_too_short_to_check_its_days_keeps_the_models_band_and_says_so():
+    # 40 days: 20 past weeks to score the total, none forecast from DAILY_MIN_HISTORY days
+    f = forecast_next_week(working_weeks(6, 0.1).iloc[:40])
+    assert f.calibrated and not f.daily_calibrated
+    assert f.daily["lo"].equals(f.daily["model_lo"]) and f.daily["hi"].equals(f.daily["model_hi"])
+    assert "each day's 90% band is the model's own, unchecked" in f.note
+    assert f"from {DAILY_MIN_HISTORY} days of history or more" in f.note
+    assert f"({DAILY_MIN_HISTORY + SEASON + 8} days in all), this history has 0" in f.note
 
 
 def test_the_days_band_and_the_weeks_interval_are_scaled_from_one_calibration():
