@@ -346,7 +346,8 @@ def left_out_lines(
 ) -> list[str]:
     """What a search left out, in lines a reader acts on: the GPUs without figures, one
     line each (which GPU, the catalog's reason, the fix; ``how`` names how to give another
-    catalog), then the other types left out and why, four at most.
+    catalog), then the other types left out, each reason once with the types it holds
+    (``_by_reason``).
 
     Args:
         result: a ``search`` result (its ``skipped`` types and their reasons).
@@ -369,9 +370,21 @@ def left_out_lines(
     if others:
         # a listed candidate is left out by its cluster ("16 x g4dn.12xlarge") or its type
         noun = "candidate" if any(" x " in t for t, _ in others) else "instance type"
-        lines.append(
-            f"left out {counted(len(others), noun)}: "
-            + "; ".join(f"{t} ({why.split(';')[0]})" for t, why in others[:4])
-            + (" ..." if len(others) > 4 else "")
-        )
+        lines.append(f"left out {counted(len(others), noun)}: " + _by_reason(others))
     return lines
+
+
+def _by_reason(left: list[tuple[str, str]], names: int = 4, reasons: int = 3) -> str:
+    """``left`` (name, why) said once per reason (the part of ``why`` before any ';'), in
+    the order the reasons first appear: "REASON: a, b, c, d and 6 more; REASON2: e". A reason
+    shared by ten types is said once, not ten times; at most ``names`` names per reason and
+    ``reasons`` reasons, the rest counted."""
+    groups: dict[str, list[str]] = {}
+    for name, why in left:
+        groups.setdefault(why.split(";")[0], []).append(name)
+    said = []
+    for why, group in list(groups.items())[:reasons]:
+        more = f" and {len(group) - names} more" if len(group) > names else ""
+        said.append(f"{why}: {', '.join(group[:names])}{more}")
+    rest = sum(len(g) for g in list(groups.values())[reasons:])
+    return "; ".join(said) + (f"; {rest} for other reasons" if rest else "")

@@ -183,6 +183,10 @@ def test_table_output_and_csv_file(synthetic_model, tmp_path):
         "Why not the cheapest per hour" in done.stdout
         or "also the cheapest cluster per hour" in done.stdout
     )
+    # what was left out, each reason once with its types (ten Trainium/Inferentia types
+    # said "not a GPU" ten times before)
+    (left,) = [x for x in done.stdout.splitlines() if x.startswith("left out") and "types:" in x]
+    assert left.count("not a GPU") == 1 and "trn1.2xlarge, trn1.32xlarge" in left, left
     ranked = pd.read_csv(tmp_path / "ranked.csv")
     assert {
         "instance_type",
@@ -581,7 +585,7 @@ def test_a_listed_cluster_over_max_nodes_is_left_out_and_said(synthetic_model, t
     assert {r["num_nodes"] for r in doc["ranked"]} <= {1, 2, 4}
     table = _decide(synthetic_model, tmp_path, "1000", "--max-nodes", "4")
     (line,) = [x for x in table.stdout.splitlines() if x.startswith("left out")]
-    assert line.startswith("left out 3 candidates: 8 x g4dn.12xlarge (over the node limit of 4)")
+    assert line.startswith("left out 3 candidates: over the node limit of 4: 8 x g4dn.12xlarge")
 
 
 def test_a_candidates_file_s_own_columns_reach_the_pick_in_json(synthetic_model, tmp_path):
