@@ -120,6 +120,10 @@ def test_profile_dist_writes_rows_with_two_workers(tmp_path):
     table = validate_measurements(read_table(tmp_path / "d.csv"))
     assert (table["num_workers"] == 2).all() and len(table) > 0
     assert "precision" in done.stdout
+    # its progress names what it counts: no "samples=0" beside the steps of a run that
+    # timed no all-reduce sweep (an ML reader takes samples for training examples)
+    bar = [line for line in done.stderr.splitlines() if line.startswith("distributed")]
+    assert bar and "world=2, steps=" in bar[-1] and "samples" not in done.stderr, bar
 
 
 BREAKS_LATER = """

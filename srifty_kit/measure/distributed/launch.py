@@ -163,12 +163,11 @@ def measure_world(
             check_interrupt()  # one a library swallowed still stops the workers
             if group.drain(sink, timeout=0.2):
                 last = time.monotonic()
-                bar.set_postfix(  # refresh=False: a terminal draws it at the next count
-                    world=world,
-                    steps=len(sink["row"]),
-                    samples=len(sink["collective"]),
-                    refresh=False,
-                )
+                said = {"world": world, "steps": len(sink["row"])}
+                if sink["collective"]:  # the all-reduce sweep's timings, where one runs
+                    said["all-reduce timings"] = len(sink["collective"])
+                # refresh=False: a terminal draws it at the next count
+                bar.set_postfix(said, refresh=False)
             if group.errors or group.dead():
                 group.drain(sink, timeout=_GRACE_S)  # a "done" in flight, or the others' causes
                 if group.errors or group.dead():
