@@ -316,10 +316,8 @@ def check_search_parameters(
                 f"{name} must be True or False, got {value!r}",
                 fix=f"give `{name}` as True or False",
             )
-    runs = probe_runs
-    if isinstance(runs, bool | np.bool_) or not isinstance(runs, int | np.integer):
-        runs = -1
-    if not 0 <= runs <= MAX_PROBES:
+    # suggest_probes' own rule for k (errors.is_whole), with 0 for none
+    if not (is_whole(probe_runs, least=0) and probe_runs <= MAX_PROBES):
         raise InputError(
             f"probe_runs must be a whole number 0..{MAX_PROBES} (0: none), got {probe_runs!r}",
             fix="give `probe_runs` such as 1, or 0 for none",
