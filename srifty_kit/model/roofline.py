@@ -123,6 +123,18 @@ class Learned:
     # rho of CORRELATION_GRID: corr(log floor error, log slope error) of a carry (0, as
     # before, for constants learned before it was)
     correlation: float = 0.0
+    # Once a step is measured on the target its level is the step's, and what the carry adds
+    # is the curve's shape (how the step grows with the batch), which the op mix may predict
+    # better than the level: the fields above a carry uses then (mix_weight, floor_sd,
+    # slope_sd, scale, correlation, probe_quantile), chosen for the error one measured step
+    # leaves on held-out carries (``_after_step``). {}: the cold ones (constants learned
+    # before it was, or without op mixes).
+    after_step: Mapping[str, float] = field(default_factory=dict)
+
+    def measured(self) -> Learned:
+        """The constants a carry uses once a step on the target is measured (``after_step``
+        over the cold ones)."""
+        return replace(self, **self.after_step, after_step={})
 
 
 # -- the curve: floor, then linear ---------------------------------------------------------
@@ -344,12 +356,13 @@ class Carry:
 
 def probe_batch(batches: Sequence[float], learned: Learned) -> float:
     """The batch of ``batches`` at which one measured step on a target narrows a carry made
-    with ``learned`` most (``Carry.probe_batch`` before any carry is made).
+    with ``learned`` most (``Carry.probe_batch`` before any carry is made): the position
+    learned for the carry that reads the step (``Learned.measured``).
 
     Raises:
         InputError: no positive batch.
     """
-    return _probe_batch(np.asarray(batches, float), learned.probe_quantile)
+    return _probe_batch(np.asarray(batches, float), learned.measured().probe_quantile)
 
 
 def carry(
@@ -440,7 +453,7 @@ def carry(
         step_sd=k * learned.step_sd,
         route=route,
         sharpness=p,
-        probe_quantile=learned.probe_quantile,
+        probe_quantile=learned.measured().probe_quantile,
     )
 
 
@@ -461,12 +474,33 @@ def _probe_batch(batches: np.ndarray, q: float) -> float:
 
 def _updated_resid(
     share: np.ndarray, resid: np.ndarray, j: int, cov: np.ndarray, step_sd: float
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Each step's log residual after the update by step j alone (``Carry.update``'s
-    posterior mean, w = (share, 1 - share)): r_i - w_i . cov' w_j r_j / step_sd^2."""
+    posterior mean, w = (share, 1 - share)): r_i - w_i . cov' w_j r_j / step_sd^2; and the
+    sd of the updated prediction, sqrt(w_i . cov' w_i + step_sd^2). Scaling ``cov`` by k^2
+    and ``step_sd`` by k leaves the residuals as they are and scales the sd by k."""
     w = np.stack([share, 1 - share], axis=1)
     post = np.linalg.inv(np.linalg.inv(cov) + np.outer(w[j], w[j]) / step_sd**2)
-    return resid - w @ (post @ w[j]) * resid[j] / step_sd**2
+    sd = np.sqrt(np.einsum("ij,jk,ik->i", w, post, w) + step_sd**2)
+    return resid - w @ (post @ w[j]) * resid[j] / step_sd**2, sd
+
+
+def _after_one_step(
+    used: pd.DataFrame, cov: np.ndarray, step_sd: float, q: float
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """Per held-out pair: the log residuals of the carries' other steps after one measured
+    step at position q, and their sds (``_updated_resid``)."""
+    per_pair: dict[tuple[str, str], list] = {}
+    for row in used.itertuples():
+        b = np.asarray(row.bsz, float)
+        if b.size < 2:
+            continue
+        j = int(np.flatnonzero(b == _probe_batch(b, q))[0])
+        r, sd = _updated_resid(row.share, row.resid, j, cov, step_sd)
+        per_pair.setdefault((row.source, row.target), []).append(
+            (np.delete(r, j), np.delete(sd, j))
+        )
+    return {k: tuple(np.concatenate(x) for x in zip(*v, strict=True)) for k, v in per_pair.items()}
 
 
 def _probe_error(used: pd.DataFrame, cov: np.ndarray, step_sd: float) -> dict[float, float]:
@@ -474,15 +508,8 @@ def _probe_error(used: pd.DataFrame, cov: np.ndarray, step_sd: float) -> dict[fl
     error at their other steps after one measured step at q."""
     errs = {}
     for q in PROBE_GRID:
-        per_pair = {}
-        for row in used.itertuples():
-            b = np.asarray(row.bsz, float)
-            if b.size < 2:
-                continue
-            j = int(np.flatnonzero(b == _probe_batch(b, q))[0])
-            r = np.delete(_updated_resid(row.share, row.resid, j, cov, step_sd), j)
-            per_pair.setdefault((row.source, row.target), []).extend(np.abs(np.exp(-r) - 1))
-        errs[q] = np.mean([np.mean(v) for v in per_pair.values()]) if per_pair else np.inf
+        pairs = _after_one_step(used, cov, step_sd, q).values()
+        errs[q] = np.mean([np.mean(np.abs(np.exp(-r) - 1)) for r, _ in pairs]) if pairs else np.inf
     return errs
 
 
@@ -493,11 +520,12 @@ def _one_step_setting(
     slope_sd: float,
     step_sd: float,
     level: float,
-) -> tuple[float, float, float]:
-    """(scale k, rho, q): for each rho of CORRELATION_GRID the scale that covers ``level`` of
-    the held-out carried steps (``frames``: each route's carries and its slope sd), then the
-    (rho, q) whose one step leaves ``used``'s other steps (carried with ``slope_sd``) with the
-    lowest mean error (ties to the smaller rho and q)."""
+) -> tuple[float, float, float, float]:
+    """(scale k, rho, q, error): for each rho of CORRELATION_GRID the scale that covers
+    ``level`` of the held-out carried steps (``frames``: each route's carries and its slope
+    sd), then the (rho, q) whose one step leaves ``used``'s other steps (carried with
+    ``slope_sd``) with the lowest mean error (ties to the smaller rho and q), and that
+    error."""
     best = None
     for rho in CORRELATION_GRID:
         k = _scale(frames, floor_sd, step_sd, rho, level)
@@ -506,8 +534,8 @@ def _one_step_setting(
             if best is None or err < best[0] - 1e-12:
                 best = (err, k, rho, q)
     if best is None or not np.isfinite(best[0]):
-        return _scale(frames, floor_sd, step_sd, 0.0, level), 0.0, 0.0
-    return best[1], best[2], best[3]
+        return _scale(frames, floor_sd, step_sd, 0.0, level), 0.0, 0.0, np.inf
+    return best[1], best[2], best[3], best[0]
 
 
 def _scale(
@@ -967,6 +995,7 @@ def learn(
     # the op-mix route's weight: by default, like the fallback, for its worst held-out pair
     # against the rule (criterion "mean": for the mean error over pairs, which let the roofline
     # be worse than the rule on 8 of the 20 held-out pairs)
+    measured = _after_step(mix, base.step_sd, level)
     if not len(mix):
         lam = 1.0
     elif criterion == "minimax":  # lambda = 0 is the fallback, itself never worse than the rule
@@ -976,17 +1005,14 @@ def learn(
     if len(mix):
         mix = mix[mix["mix_weight"] == lam]
 
-    def rms(x: pd.Series) -> float:
-        return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 1.0
-
     used = mix if len(mix) else fallback
-    floor_sd = rms(used["floor_err"])
-    fb_sd = rms(fallback["slope_err"])
-    slope_sd = rms(mix["slope_err"]) if len(mix) else fb_sd
+    floor_sd = _rms(used["floor_err"])
+    fb_sd = _rms(fallback["slope_err"])
+    slope_sd = _rms(mix["slope_err"]) if len(mix) else fb_sd
     # second moments about 0, as the sds; the scale, the floor-slope correlation and where
     # one step on the target helps most, chosen together on the same held-out carries
     frames = [(f, sd) for f, sd in ((mix, slope_sd), (fallback, fb_sd)) if not f.empty]
-    k, rho, probe_q = _one_step_setting(frames, used, floor_sd, slope_sd, base.step_sd, level)
+    k, rho, probe_q, _ = _one_step_setting(frames, used, floor_sd, slope_sd, base.step_sd, level)
     return replace(
         base,
         floor_sd=floor_sd,
@@ -1000,10 +1026,48 @@ def learn(
         correlation=rho,
         absolute_sd=_absolute_sd(curves, facts, figs, sharpness),
         machines=dict(machines or {}),
+        after_step=measured,
         basis=base.basis
-        + f"; spreads, w, phi, lambda, scale, correlation and the one-step position from "
-        f"{len(used)} held-out carries between them",
+        + f"; spreads, w, phi, lambda, scale, correlation and the one-step position, cold and "
+        f"after a measured step, from {len(used)} held-out carries between them",
     )
+
+
+def _rms(x: pd.Series) -> float:
+    """Root mean square (1 when empty): a spread about 0, as the carry spreads are."""
+    return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 1.0
+
+
+def _after_step(mix: pd.DataFrame, step_sd: float, level: float) -> dict[str, float]:
+    """``Learned.after_step``: of the op-mix weights the held-out carries ``mix`` were made
+    with, the one (with its spreads, scale, rho and q) whose one measured step leaves their
+    other steps with the lowest mean error; {} without carries. Chosen apart from the cold
+    weight: the cold one must never be worse than the fp32 rule on a pair, while after a
+    step the level is the step's and only the curve's shape is carried."""
+    best = None
+    for lam, carries in mix.groupby("mix_weight", sort=True) if len(mix) else ():
+        floor_sd, slope_sd = _rms(carries["floor_err"]), _rms(carries["slope_err"])
+        for rho in CORRELATION_GRID:  # the error does not depend on the scale (see above)
+            errs = _probe_error(carries, _prior_cov(floor_sd, slope_sd, rho), step_sd)
+            for q, err in errs.items():
+                if best is None or err < best[0] - 1e-12:
+                    best = (err, lam, floor_sd, slope_sd, rho, q, carries)
+    if best is None or not np.isfinite(best[0]):
+        return {}
+    _, lam, floor_sd, slope_sd, rho, q, carries = best
+    # the scale that puts ``level`` of the other steps inside the interval one step leaves
+    # (the cold scale covers the cold carries; one step changes what is left to cover)
+    pairs = _after_one_step(carries, _prior_cov(floor_sd, slope_sd, rho), step_sd, q).values()
+    z = stats.norm.ppf(0.5 + level / 2)
+    ratios = np.concatenate([np.abs(r) / (z * sd) for r, sd in pairs])
+    return {
+        "mix_weight": float(lam),
+        "floor_sd": floor_sd,
+        "slope_sd": slope_sd,
+        "scale": float(np.quantile(ratios, level)),
+        "correlation": float(rho),
+        "probe_quantile": float(q),
+    }
 
 
 def _absolute_sd(curves, facts, figs, p: float) -> float:
@@ -1042,6 +1106,7 @@ def learned_doc(learned: Learned) -> dict[str, Any]:
     """A JSON-ready dict of ``learned`` (the inverse of :func:`learned_of`)."""
     doc = {k: v for k, v in vars(learned).items() if k not in _EFFS}
     doc["machines"] = dict(learned.machines)
+    doc["after_step"] = {k: float(v) for k, v in learned.after_step.items()}
     doc["per_gpu"] = {g: list(map(float, e)) for g, e in learned.per_gpu.items()}
     doc["population"] = list(map(float, learned.population))
     doc["between_sd"] = list(map(float, learned.between_sd))
@@ -1058,13 +1123,18 @@ def learned_of(doc: Mapping[str, Any]) -> Learned:
         scalars = {
             k: (str(doc[k]) if k == "basis" else float(doc[k]))
             for k in Learned.__dataclass_fields__
-            if k not in (*_EFFS, "machines") and k in doc
+            if k not in (*_EFFS, "machines", "after_step") and k in doc
         }
+        after = {str(k): float(v) for k, v in doc.get("after_step", {}).items()}
+        unknown = sorted(set(after) - set(Learned.__dataclass_fields__))
+        if unknown:
+            raise KeyError(f"after_step: {', '.join(unknown)}")
         return Learned(
             per_gpu={str(g): Efficiency(*map(float, e)) for g, e in doc["per_gpu"].items()},
             population=Efficiency(*map(float, doc["population"])),
             between_sd=Efficiency(*map(float, doc["between_sd"])),
             machines={str(g): str(t) for g, t in doc.get("machines", {}).items()},
+            after_step=after,
             **scalars,
         )
     except (KeyError, TypeError, ValueError) as err:

@@ -179,6 +179,11 @@ class TransferFit:
     # (``correction`` applies to the line): the source's own compute at the target's speed,
     # so a target identical to the source gets the source's compute back at any batch
     source_curve: tuple[float, float, float, float] | None = None
+    # the roofline route's carry for once a step on the target is measured
+    # (``roofline.Learned.after_step``): (O', s', 2x2 cov of the host and compute factors,
+    # noise, route); ``update`` starts from it. Not saved: a carried fit in a model file has
+    # been updated already
+    measured_curve: tuple | None = None
 
     def _parts(self, theta: np.ndarray, num_nodes, num_workers, local_bsz, per_node) -> tuple:
         """(H, D, T_s) at log factors ``theta`` (numpy broadcasting)."""
@@ -269,6 +274,8 @@ class TransferFit:
             rows = rows[~self.refused(rows["num_nodes"], rows["num_workers"])]
         if rows.empty:
             return self
+        if self.n_observed == 0 and self.measured_curve is not None:
+            return self._as_measured().update(rows)
         configs = aggregate(with_per_node(rows))
         k, n, b, g = (configs[c].to_numpy(float) for c in CONFIG_KEYS)
         step = configs["step"].to_numpy(float)
@@ -282,12 +289,29 @@ class TransferFit:
 
         return replace(
             self,
+            measured_curve=None,
             beliefs=self.beliefs.update(residuals, self.noise),
             n_observed=self.n_observed + len(rows),
             notes=[*self.notes, f"updated with {len(rows)} measured steps of the target type"],
             route=f"{self.route}, updated by {len(rows)} measured steps",
             max_nodes=max(self.max_nodes, int(k.max())),
             max_workers=max(self.max_workers, int(n.max())),
+        )
+
+    def _as_measured(self) -> TransferFit:
+        """This fit with the carry meant for measured steps (``measured_curve``) in place of
+        the cold one: its floor and slope, their covariance and noise; the network's belief
+        is kept."""
+        floor, slope, cov, noise, route = self.measured_curve
+        full = self.beliefs.cov.copy()
+        full[:2, :2] = cov
+        return replace(
+            self,
+            base=self.base._replace(alpha_c=floor, beta_c=slope),
+            beliefs=LogBeliefs(self.beliefs.names, self.beliefs.mean.copy(), full),
+            noise=noise,
+            route=route,
+            measured_curve=None,
         )
 
 
@@ -451,10 +475,11 @@ def _roofline_route(
     op_trace: dict | None = None,
 ) -> tuple | None:
     """(floor O', slope s', 2x2 cov of (host, compute) factors, noise sd, sharpness, route,
-    notes, ``TransferFit.source_curve``) carried by ``roofline``, or None where it cannot (no
-    constants, no figures of the target, a CPU source without an op mix). With an op mix and
-    a CUDA ``op_trace`` taken on the source's GPU, the curve is carried class by class
-    (``roofline.trace_ratio``) with the fallback's spread."""
+    notes, ``TransferFit.source_curve``, ``TransferFit.measured_curve``) carried by
+    ``roofline``, or None where it cannot (no constants, no figures of the target, a CPU
+    source without an op mix). With an op mix and a CUDA ``op_trace`` taken on the source's
+    GPU, the curve is carried class by class (``roofline.trace_ratio``) with the fallback's
+    spread."""
     fig_dst = _gpu_figures(dst)
     if constants is None or fig_dst is None:
         return None
@@ -473,29 +498,40 @@ def _roofline_route(
         ]
         noise = constants.scale * constants.step_sd
         route = "roofline (op mix, CPU profile)"
-        return host, slope, cov, noise, constants.sharpness, route, notes, None
+        return host, slope, cov, noise, constants.sharpness, route, notes, None, None
     lo, hi = (float(b) for b in bsz_range)
     b = np.unique(np.geomspace(lo, max(hi, lo), ROOFLINE_POINTS).round(6))
     t = compute_time(params, b) * (1.0 if correction is None else correction.factor(b))
-    c = roofline.carry(
-        op_mix or None,
-        fig_src,
-        b,
-        np.maximum(t, 1e-9),
-        fig_dst,
-        constants,
-        source_gpu=str(src.get("gpu_model")),
-        target_gpu=gpu_dst,
-        source_machine=names[0],
-        target_machine=names[1],
-    )
+
+    def carried(learned: roofline.Learned) -> roofline.Carry:
+        return roofline.carry(
+            op_mix or None,
+            fig_src,
+            b,
+            np.maximum(t, 1e-9),
+            fig_dst,
+            learned,
+            source_gpu=str(src.get("gpu_model")),
+            target_gpu=gpu_dst,
+            source_machine=names[0],
+            target_machine=names[1],
+        )
+
     # H = O' exp(+host): the floor's error; D = s' b exp(-compute): minus the slope's
-    cov = c.prior_cov * np.array([[1.0, -1.0], [-1.0, 1.0]])
+    signs = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    c = carried(constants)
+    cov = c.prior_cov * signs
     src_curve = (params.alpha_c, params.beta_c, c.source_floor, c.source_slope)
     gpus = (str(src.get("gpu_model")), gpu_dst)
     traced = _traced_curve(op_trace, op_mix, b, c, (fig_src, fig_dst), constants, gpus, names)
     if traced is not None:  # the fallback's spread: no reference traces to learn its own
-        return (*traced[:2], cov, c.step_sd, c.sharpness, *traced[2:], src_curve)
+        return (*traced[:2], cov, c.step_sd, c.sharpness, *traced[2:], src_curve, None)
+    measured = None
+    if op_mix and constants.after_step:
+        m = carried(constants.measured())
+        lam = constants.measured().mix_weight
+        words = f"roofline (op mix at weight {lam:.2f}: the curve's shape once a step is measured)"
+        measured = (m.floor, m.slope, m.prior_cov * signs, m.step_sd, words)
     if op_mix and constants.mix_weight > 0:
         route = "roofline (op mix)"
     elif op_mix:  # the held-out pairs gave the op mix no weight against the fallback
@@ -510,7 +546,7 @@ def _roofline_route(
         f"carried: {c.route}: a floor of {1e3 * c.floor:.3g} ms, {1e3 * c.slope:.3g} ms per sample",
         f"roofline constants: {constants.basis}",
     ]
-    return c.floor, c.slope, cov, c.step_sd, c.sharpness, route, notes, src_curve
+    return c.floor, c.slope, cov, c.step_sd, c.sharpness, route, notes, src_curve, measured
 
 
 def _traced_curve(trace, op_mix, b, carried, figs, constants, gpus, machines) -> tuple | None:
@@ -633,7 +669,7 @@ def build_transfer(
         op_trace,
     )
     if roof is not None:
-        floor, slope, cov, noise, sharpness, route, notes, src_curve = roof
+        floor, slope, cov, noise, sharpness, route, notes, src_curve, measured = roof
         return _curve_fit(
             params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter),
             cov,
@@ -645,6 +681,7 @@ def build_transfer(
             noise=noise,
             route=route,
             source_curve=src_curve,
+            measured_curve=measured,
             **extra,
         )
     carried = _curve_route(curve, shape, src, dst)

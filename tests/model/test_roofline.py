@@ -254,3 +254,44 @@ def test_the_one_step_position_goes_where_the_carry_is_wrong(floor_err, slope_er
     errs = roofline._probe_error(rows, np.diag([0.5**2, 0.5**2]), 0.03)
     assert min(errs, key=errs.get) == best
     assert errs[best] < 0.5 * errs[1.0 - best]  # the other end leaves twice the error
+
+
+def test_after_a_measured_step_the_weight_that_carries_the_shape_is_chosen():
+    # held-out carries under two op-mix weights: lambda 0 gets the level right and the shape
+    # wrong (too high at small batches, too low at large), lambda 1 the shape right and the
+    # level 30% off. Cold, the level is what counts (the cold choice would take lambda 0);
+    # after one measured step the level is the step's, and lambda 1 leaves no error
+    share = 1.0 / (1.0 + (BSZ / 32.0) ** 2)
+    rows = []
+    for source in ("a", "b", "c"):
+        shape_wrong = 0.15 * share - 0.15 * (1 - share)
+        rows += [
+            {"mix_weight": 0.0, "floor_err": 0.15, "slope_err": -0.15, "resid": shape_wrong},
+            {"mix_weight": 1.0, "floor_err": 0.3, "slope_err": 0.3, "resid": np.full(6, 0.3)},
+        ]
+        rows[-2:] = [
+            {**r, "source": source, "target": "t", "share": share, "bsz": BSZ} for r in rows[-2:]
+        ]
+    carries = pd.DataFrame(rows)
+    cold = roofline._best_mean(carries, "mix_weight")
+    after = roofline._after_step(carries, 0.03, 0.9)
+    assert cold == 0.0 and after["mix_weight"] == 1.0
+    assert after["correlation"] == max(roofline.CORRELATION_GRID)  # floor and slope move as one
+    # its scale covers 90% of the steps one measured step leaves, so it is positive and finite
+    assert 0 < after["scale"] < 10
+    fit = learned(mix_weight=0.0, after_step=after)
+    assert fit.measured().mix_weight == 1.0 and fit.measured().after_step == {}
+    assert roofline._after_step(carries.iloc[:0], 0.03, 0.9) == {}
+
+
+def test_the_constants_after_a_step_survive_json_and_a_misspelt_one_is_refused():
+    import json
+
+    fit = learned(after_step={"mix_weight": 1.0, "scale": 1.3, "probe_quantile": 0.5})
+    doc = json.loads(json.dumps(roofline.learned_doc(fit)))
+    assert roofline.learned_of(doc) == fit
+    # the one-step batch is the one the carry that reads the step wants
+    assert roofline.probe_batch([8, 16, 32, 64, 128, 256], fit) == 32
+    doc["after_step"] = {"mix_wieght": 1.0}
+    with pytest.raises(InputError, match="malformed roofline constants.*mix_wieght"):
+        roofline.learned_of(doc)

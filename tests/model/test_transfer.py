@@ -760,6 +760,19 @@ def facts_model() -> StepTimeModel:
     )
 
 
+def _t4_to_v100(params, constants, op_mix=OP_MIX):
+    """``params`` fitted on batches 8-32 of a T4 machine, carried to a V100 one."""
+    return build_transfer(
+        params,
+        "g4dn.12xlarge",
+        "p3.8xlarge",
+        catalog(),
+        op_mix=op_mix,
+        bsz_range=(8, 32),
+        constants=constants,
+    )
+
+
 def test_a_fit_with_an_op_mix_carries_by_the_roofline_and_says_so(facts_model, source_model):
     configs = one_gpu_configs(["g4dn.12xlarge", "p3.8xlarge"])
     with warnings.catch_warnings():
@@ -782,18 +795,7 @@ def test_a_fit_with_an_op_mix_carries_by_the_roofline_and_says_so(facts_model, s
     # with the V100's bandwidth (2.8x), further than its fp32 peak (1.9x)
     params = facts_model.groups_[("resnet", "g4dn.12xlarge")].params
     full = replace(roofline.reference_learned(), mix_weight=1.0)
-    mixed, rule = (
-        build_transfer(
-            params,
-            "g4dn.12xlarge",
-            "p3.8xlarge",
-            catalog(),
-            op_mix=mix,
-            bsz_range=(8, 32),
-            constants=full,
-        )
-        for mix in (OP_MIX, None)
-    )
+    mixed, rule = (_t4_to_v100(params, full, mix) for mix in (OP_MIX, None))
     assert mixed.route == "roofline (op mix)" and rule.route == "fp32-peak rule"
     bsz = np.array([4096.0])
     assert (
@@ -967,3 +969,37 @@ def test_a_malformed_op_trace_is_refused_at_fit():
         StepTimeModel().fit(
             table(SOURCE, "g4dn.12xlarge", 2), facts={"resnet": {"op_mix": OP_MIX, "op_trace": bad}}
         )
+
+
+def test_a_measured_step_is_read_with_the_carry_chosen_for_measured_steps(facts_model):
+    # constants whose cold carry gives the op mix no weight and whose carry after a measured
+    # step gives it all: cold, the fp32-peak rule; once a step is measured, the update starts
+    # from the op mix's curve, exactly as a fit carried with those constants outright would
+    params = facts_model.groups_[("resnet", "g4dn.12xlarge")].params
+    shipped = roofline.reference_learned()
+    after = {"mix_weight": 1.0, "scale": 1.2, "floor_sd": 0.5, "slope_sd": 0.6}
+    both, cold, measured = (
+        replace(shipped, mix_weight=0.0, after_step=after),
+        replace(shipped, mix_weight=0.0, after_step={}),
+        replace(shipped, mix_weight=0.0, after_step=after).measured(),
+    )
+    fits = {
+        name: _t4_to_v100(params, constants)
+        for name, constants in (("both", both), ("cold", cold), ("measured", measured))
+    }
+    bsz = np.array([8.0, 64.0, 512.0])
+    before = fits["both"].predict(1, 1, bsz, 1, 0.9)
+    np.testing.assert_allclose(
+        before["step_time_s"], fits["cold"].predict(1, 1, bsz, 1, 0.9)["step_time_s"]
+    )
+    assert fits["both"].route.startswith("fp32-peak rule (op mix given weight 0")
+    step = one_worker(np.array([64.0]), np.array([0.05]))
+    updated, direct = fits["both"].update(step), fits["measured"].update(step)
+    for column in ("step_time_s", "step_time_lo", "step_time_hi"):
+        np.testing.assert_allclose(
+            updated.predict(1, 1, bsz, 1, 0.9)[column],
+            direct.predict(1, 1, bsz, 1, 0.9)[column],
+            rtol=1e-9,
+        )
+    assert "the curve's shape once a step is measured" in updated.route
+    assert updated.measured_curve is None and updated.n_observed == 1
