@@ -292,8 +292,8 @@ class TransferFit:
             measured_curve=None,
             beliefs=self.beliefs.update(residuals, self.noise),
             n_observed=self.n_observed + len(rows),
-            notes=[*self.notes, f"updated with {len(rows)} measured steps of the target type"],
-            route=f"{self.route}, updated by {len(rows)} measured steps",
+            notes=[*self.notes, f"updated with {_steps(len(rows))} of the target type"],
+            route=f"{self.route}, updated by {_steps(len(rows))}",
             max_nodes=max(self.max_nodes, int(k.max())),
             max_workers=max(self.max_workers, int(n.max())),
         )
@@ -313,6 +313,10 @@ class TransferFit:
             route=route,
             measured_curve=None,
         )
+
+
+def _steps(n: int) -> str:
+    return f"{n} measured step{'' if n == 1 else 's'}"
 
 
 def _figures(catalog: pd.DataFrame | None, instance_type: str) -> pd.Series | None:

@@ -1003,3 +1003,12 @@ def test_a_measured_step_is_read_with_the_carry_chosen_for_measured_steps(facts_
         )
     assert "the curve's shape once a step is measured" in updated.route
     assert updated.measured_curve is None and updated.n_observed == 1
+
+
+def test_the_route_counts_one_measured_step_in_the_singular(facts_model):
+    params = facts_model.groups_[("resnet", "g4dn.12xlarge")].params
+    fit = build_transfer(params, "g4dn.12xlarge", "p3.8xlarge", catalog(), op_mix=OP_MIX)
+    one = fit.update(one_worker(np.array([64.0]), np.array([0.05])))
+    two = fit.update(one_worker(np.array([8.0, 64.0]), np.array([0.02, 0.05])))
+    assert one.route.endswith("updated by 1 measured step")
+    assert two.route.endswith("updated by 2 measured steps")
