@@ -42,8 +42,20 @@ def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
         if c.cell_type == "code"
         for o in c.outputs
     )
+    html = "".join(
+        str(o.get("data", {}).get("text/html", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
     for shown in ("n_eff", "warmup_steps", "drift", "shift_p"):
-        assert shown in text, shown  # per configuration, in the tables the notebook shows
+        assert shown in text + html, shown  # per configuration, in the tables the notebook shows
+    # the drift table says in words what it flagged, tested and not, and leaves no cell empty
+    drift_table = next(t for t in re.findall(r"<table.*?</table>", html, re.S) if "shift_p" in t)
+    caption = re.search(r"<caption>(.*?)</caption>", drift_table, re.S)
+    assert caption and re.match(r"(No level shift|Level shift|Not tested) ", caption[1]), caption
+    cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", drift_table, re.S)]
+    assert cells and all(c and c.lower() not in ("nan", "none") for c in cells), cells
     # the noise scale with the reason it is missing (or unstable) beside it, when it is
     facts = json.loads((tmp_path / "profile.facts.json").read_text())
     assert "'noise_scale_note'" in text

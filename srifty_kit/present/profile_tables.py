@@ -1,0 +1,144 @@
+"""Notebook 01's tables as a reader sees them: what the level-shift columns mean in every row.
+
+``variance.detect_drift`` and the profile summary keep the level-shift test's numbers as data:
+``shift`` is the largest change of level the CUSUM test found and ``shift_p`` its p-value,
+whether flagged or not, and all of them are NaN where no test was made (too few steps after
+the warm-up cut). Shown as they are, a run where nothing drifted reads as ``False`` beside a
+``+27%`` shift, or as empty cells, which a reader takes for a failure. ``profile_table`` says
+instead: a sentence on what was flagged, tested and not tested, ``drift`` as yes, no or not
+tested, the shift in percent at a whole step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from srifty_kit.errors import counted
+from srifty_kit.measure.stopping import MIN_BATCHES
+from srifty_kit.measure.variance import DRIFT_ALPHA, MIN_SHIFT
+
+__all__ = ["profile_table", "shift_sentence"]
+
+SHIFT_COLUMNS = ("shift", "shift_at", "shift_p")  # NaN together where no shift was tested
+NOT_TESTED = "not tested"
+
+
+def _untested(frame: pd.DataFrame) -> pd.Series:
+    """The rows where no level shift was tested: their shift columns are NaN, or, without
+    those columns, fewer than ``MIN_BATCHES`` steps were kept after the warm-up cut."""
+    shown = [c for c in SHIFT_COLUMNS if c in frame]
+    if shown:
+        return frame[shown].isna().all(axis=1)
+    if {"n", "warmup_steps"} <= set(frame.columns):
+        return (frame["n"] - frame["warmup_steps"]) < MIN_BATCHES
+    return pd.Series(False, index=frame.index)
+
+
+def _why_untested(rows: pd.DataFrame) -> str:
+    """Why these rows had no level-shift test, as far as their columns tell."""
+    short = f"fewer than {MIN_BATCHES} steps after the warm-up cut"
+    known = {"n", "warmup_steps"} <= set(rows.columns)
+    if known and ((rows["n"] - rows["warmup_steps"]) < MIN_BATCHES).all():
+        return f"{short}, which says nothing either way; measure longer (a larger max_seconds)"
+    return f"{short}, or steps too alike to test"
+
+
+def _where(frame: pd.DataFrame, rows: pd.Series) -> str:
+    """'at batch size 8', 'at batch sizes 4 and 16' where the batch size tells the table's
+    rows apart, else 'in 2 configurations'."""
+    if "local_bsz" not in frame or not frame["local_bsz"].is_unique:
+        return "in " + counted(int(rows.sum()), "configuration")
+    sizes = [str(int(b)) for b in frame.loc[rows, "local_bsz"]]
+    listed = sizes[0] if len(sizes) == 1 else ", ".join(sizes[:-1]) + " and " + sizes[-1]
+    return f"at batch size{'s' if len(sizes) > 1 else ''} {listed}"
+
+
+def _moved(row: pd.Series) -> str:
+    """'+28.2% at step 41' for a flagged row, from the columns it has ('' without them)."""
+    said = []
+    if "shift" in row and math.isfinite(row["shift"]):
+        said.append(f"{row['shift']:+.1%}")
+    if "shift_at" in row and math.isfinite(row["shift_at"]):
+        said.append(f"at step {int(row['shift_at'])}")
+    return " ".join(said)
+
+
+def shift_sentence(frame: pd.DataFrame) -> str:
+    """What a table's level-shift columns say, in a sentence or three: flagged where and by
+    how much, none where, not tested where and why.
+
+    Args:
+        frame: ``variance.detect_drift``'s table or a profile summary (or a selection of
+            their columns), with a ``drift`` column.
+
+    Returns:
+        The sentences, e.g. "No level shift at batch sizes 4, 8 and 16 (CUSUM: p < 1% and a
+        change of 2% or more); `shift` is the largest change of level the test found, too
+        small or too uncertain to count." ('' for an empty table).
+
+    Raises:
+        KeyError: ``frame`` has no ``drift`` column.
+    """
+    if frame.empty:
+        return ""
+    untested = _untested(frame)
+    flagged = frame["drift"].astype(bool) & ~untested
+    calm = ~flagged & ~untested
+    rule = f"(CUSUM: p < {DRIFT_ALPHA:.0%} and a change of {MIN_SHIFT:.0%} or more)"
+    said = []
+    if flagged.any():
+        moves = [m for m in (_moved(frame.loc[i]) for i in frame.index[flagged]) if m]
+        how = f": {'; '.join(moves)}" if moves else ""
+        said.append(
+            f"Level shift {_where(frame, flagged)}{how} {rule}. The steps after it ran at "
+            "another level (a noisy neighbour, throttling); they are kept, and the "
+            "configuration is worth measuring again."
+        )
+        if calm.any():
+            said.append(f"No shift {_where(frame, calm)}.")
+    elif calm.any():
+        meaning = ""
+        if "shift" in frame:
+            meaning = (
+                "; `shift` is the largest change of level the test found, too small or too "
+                "uncertain to count"
+            )
+        said.append(f"No level shift {_where(frame, calm)} {rule}{meaning}.")
+    if untested.any():
+        said.append(f"Not tested {_where(frame, untested)}: {_why_untested(frame[untested])}.")
+    return " ".join(said)
+
+
+def profile_table(frame: pd.DataFrame) -> Any:
+    """One of notebook 01's tables (the profile summary, ``variance.detect_drift``'s, or a
+    selection of their columns) as the notebook shows it: no index; ``drift`` as yes, no or
+    "not tested"; ``shift`` as a signed percent, ``shift_at`` a whole step, ``shift_p`` to two
+    digits, "—" where no shift was tested; with a ``drift`` column, ``shift_sentence`` above
+    the table, so a run where nothing drifted says so instead of showing empty cells.
+
+    Args:
+        frame: the table; other columns are shown as they are.
+
+    Returns:
+        A pandas Styler (``display`` renders it; ``.data`` is ``frame`` unchanged).
+    """
+    styler = frame.style.hide(axis="index")
+    formats: dict[str, Any] = {
+        "shift": "{:+.1%}",
+        "shift_at": "{:.0f}",
+        "shift_p": "{:.2g}",
+        "drift": lambda v: "yes" if v else "no",
+    }
+    styler = styler.format({c: f for c, f in formats.items() if c in frame}, na_rep="—")
+    if "drift" not in frame:
+        return styler
+    untested = _untested(frame)
+    if untested.any():
+        styler = styler.format(lambda _: NOT_TESTED, subset=(frame.index[untested], ["drift"]))
+    return styler.set_caption(shift_sentence(frame)).set_table_styles(
+        [{"selector": "caption", "props": "caption-side: top; text-align: left;"}],
+        overwrite=False,
+    )
