@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from tqdm import autonotebook, std
+from tqdm import std
 from tqdm.auto import tqdm as auto_tqdm
 
 LOG_INTERVAL_S = 30.0  # in a log, between the lines a stage's end or start writes
@@ -107,6 +107,10 @@ def _on_terminal(stream: TextIO) -> bool:
 
 
 def _in_notebook() -> bool:
+    # imported here, after tqdm.auto has imported it with its TqdmExperimentalWarning silenced:
+    # imported first, at the top, it printed that warning into every notebook using the kit
+    from tqdm import autonotebook
+
     return autonotebook.tqdm is not std.tqdm  # tqdm.auto draws a widget in a kernel
 
 

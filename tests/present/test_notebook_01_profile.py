@@ -42,6 +42,7 @@ def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
         if c.cell_type == "code"
         for o in c.outputs
     )
+    assert "TqdmExperimentalWarning" not in text  # the kit's imports print no warning
     html = "".join(
         str(o.get("data", {}).get("text/html", ""))
         for c in nb.cells
