@@ -6,7 +6,8 @@ whether flagged or not, and all of them are NaN where no test was made (too few 
 the warm-up cut). Shown as they are, a run where nothing drifted reads as ``False`` beside a
 ``+27%`` shift, or as empty cells, which a reader takes for a failure. ``profile_table`` says
 instead: a sentence on what was flagged, tested and not tested, ``drift`` as yes, no or not
-tested, the shift in percent at a whole step.
+tested, the shift in percent at a whole step. Every step time carries its unit ("61.7 ms", not
+0.061684), shares are percents and counts whole.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from srifty_kit.errors import counted
+from srifty_kit.errors import counted, duration
 from srifty_kit.measure.stopping import MIN_BATCHES
 from srifty_kit.measure.variance import DRIFT_ALPHA, MIN_SHIFT
 
@@ -24,6 +25,22 @@ __all__ = ["profile_table", "shift_sentence"]
 
 SHIFT_COLUMNS = ("shift", "shift_at", "shift_p")  # NaN together where no shift was tested
 NOT_TESTED = "not tested"
+# step-time statistics in seconds (variance.describe, the profile summary); "*_s" columns too
+SECONDS = ("mean", "mean_lo", "mean_hi", "std", "median", "p5", "p95", "p95_lo", "p95_hi")
+SHARES = ("precision", "cv", "outlier_frac")  # relative to the mean, or of the steps
+COUNTS = ("n_needed", "n_more")  # steps, floats only because they may be infinite
+
+
+def _seconds(value: float) -> str:
+    return duration(value) if math.isfinite(value) else "—"
+
+
+def _share(value: float) -> str:
+    return f"{value:.1%}" if math.isfinite(value) else "—"
+
+
+def _count(value: float) -> str:
+    return f"{value:,.0f}" if math.isfinite(value) else "—"
 
 
 def _untested(frame: pd.DataFrame) -> pd.Series:
@@ -113,11 +130,14 @@ def shift_sentence(frame: pd.DataFrame) -> str:
 
 
 def profile_table(frame: pd.DataFrame) -> Any:
-    """One of notebook 01's tables (the profile summary, ``variance.detect_drift``'s, or a
-    selection of their columns) as the notebook shows it: no index; ``drift`` as yes, no or
-    "not tested"; ``shift`` as a signed percent, ``shift_at`` a whole step, ``shift_p`` to two
-    digits, "—" where no shift was tested; with a ``drift`` column, ``shift_sentence`` above
-    the table, so a run where nothing drifted says so instead of showing empty cells.
+    """One of notebook 01's tables (the profile summary, ``variance.detect_drift``'s,
+    ``describe``'s, ``plan_samples``', or a selection of their columns) as the notebook shows
+    it: no index; step times with their unit (``errors.duration``), ``precision``, ``cv`` and
+    ``outlier_frac`` in percent, ``n_eff`` to one decimal, steps needed whole, "—" for a
+    number that is missing or infinite; ``drift`` as yes, no or "not tested"; ``shift`` as a
+    signed percent, ``shift_at`` a whole step, ``shift_p`` to two digits; with a ``drift``
+    column, ``shift_sentence`` above the table, so a run where nothing drifted says so
+    instead of showing empty cells.
 
     Args:
         frame: the table; other columns are shown as they are.
@@ -127,6 +147,11 @@ def profile_table(frame: pd.DataFrame) -> Any:
     """
     styler = frame.style.hide(axis="index")
     formats: dict[str, Any] = {
+        **{c: _seconds for c in frame.columns if c in SECONDS or str(c).endswith("_s")},
+        **dict.fromkeys(SHARES, _share),
+        **dict.fromkeys(COUNTS, _count),
+        "n_eff": "{:.1f}",
+        "lag1": "{:.2f}",
         "shift": "{:+.1%}",
         "shift_at": "{:.0f}",
         "shift_p": "{:.2g}",

@@ -57,6 +57,15 @@ def test_notebook_profiles_plots_and_saves_the_measurements(tmp_path):
     assert caption and re.match(r"(No level shift|Level shift|Not tested) ", caption[1]), caption
     cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", drift_table, re.S)]
     assert cells and all(c and c.lower() not in ("nan", "none") for c in cells), cells
+    # every step time shown carries its unit: the profile summary's and the distributions'
+    for shown_table in re.findall(r"<table.*?</table>", html, re.S):
+        header = re.findall(r"<th(?:\s[^>]*)?>(.*?)</th>", shown_table, re.S)
+        if "mean" not in header:
+            continue
+        at = header.index("mean")
+        for row in re.findall(r"<tr>(.*?)</tr>", shown_table, re.S)[1:]:
+            mean = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[at].strip()
+            assert re.fullmatch(r"[\d.,]+ (ms|s|min|h)", mean), mean
     # the noise scale with the reason it is missing (or unstable) beside it, when it is
     facts = json.loads((tmp_path / "profile.facts.json").read_text())
     assert "'noise_scale_note'" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+import pytest
 
 from srifty_kit.measure import variance
 from srifty_kit.present.profile_tables import profile_table, shift_sentence
@@ -77,3 +78,32 @@ def test_configurations_that_batch_size_cannot_tell_apart_are_counted():
     assert "Level shift in 1 configuration: " in said
     assert "No shift in 7 configurations." in said
     assert "Not tested in 3 configurations" in said
+
+
+def _seconds(text: str) -> float:
+    """'0.865 ms' or '1.21 s' back to seconds."""
+    number, unit = text.split()
+    return float(number) * {"ms": 1e-3, "s": 1.0}[unit]
+
+
+def test_step_times_carry_their_unit_and_shares_read_as_percents():
+    steps = pd.read_csv(packaged("sample_profile_single.csv"))
+    stats = variance.describe(steps[steps["model"] == "mlp"], level=0.95)
+    cells = _cells(profile_table(stats[["local_bsz", "n_eff", "mean", "p95_hi", "cv"]]))
+    for row in stats.itertuples():
+        shown = cells[row.local_bsz]
+        for column in ("mean", "p95_hi"):  # to three significant digits, in its unit
+            assert _seconds(shown[column]) == pytest.approx(getattr(row, column), rel=5e-3)
+        assert shown["cv"] == f"{row.cv:.1%}"
+        assert shown["n_eff"] == f"{row.n_eff:.1f}"
+
+
+def test_steps_needed_are_whole_and_an_unreachable_target_is_a_dash():
+    steps = pd.read_csv(packaged("sample_profile_single.csv"))
+    plan = variance.plan_samples(steps[steps["model"] == "mlp"], target_precision=0.01)
+    plan.loc[plan.index[-1], "n_needed"] = float("inf")
+    cells = _cells(profile_table(plan[["local_bsz", "precision", "n_needed", "n_more"]]))
+    first = plan.iloc[0]
+    assert cells[first["local_bsz"]]["n_more"] == f"{first['n_more']:,.0f}"
+    assert cells[plan.iloc[-1]["local_bsz"]]["n_needed"] == "—"
+    assert all(c["precision"].endswith("%") for c in cells.values())
