@@ -49,14 +49,17 @@ class InputError(ValueError):
         n_rows: int | None = None,
     ) -> None:
         """``rows``: the bad rows as the user numbers them (all of them, or the first few
-        with ``n_rows`` saying how many there are); the first ``KEPT_ROWS`` are kept."""
+        with ``n_rows`` saying how many there are); the first ``KEPT_ROWS`` are kept. An
+        ``IndexLabels`` (a DataFrame's own labels) is said as "index 17, 40"."""
         self.problem = problem
         self.source = source
         self.column = column
         given = [] if rows is None else rows
         kept = list(itertools.islice(given, KEPT_ROWS))
         counted = len(given) if isinstance(given, Sized) else None
-        self.rows = [r.item() if hasattr(r, "item") else r for r in kept]  # numpy ints too
+        plain_rows = [r.item() if hasattr(r, "item") else r for r in kept]  # numpy ints too
+        # a DataFrame's labels stay labels through ``but``: the message says "index 17"
+        self.rows = IndexLabels(plain_rows) if isinstance(given, IndexLabels) else plain_rows
         # "(+N more)" counts every bad row, not only those kept
         self.n_rows = max(n_rows or 0, counted if counted is not None else len(kept))
         self.fix = fix
@@ -145,23 +148,32 @@ def hours(h: float) -> str:
     return duration(h * 3600)
 
 
-def rows_said(rows: Iterable[int], count: int | None = None) -> str:
+class IndexLabels(list):
+    """The bad rows of a DataFrame given in Python, as its own index labels (17, 40 of a
+    filtered frame; 'a', 'b'; dates): a user finds them with ``df.loc``, where the positions
+    from 0 of a filtered frame ("row 2") point at no label it shows. A file's rows are said
+    by its line numbers instead (``tables.contracts.row_labels``)."""
+
+
+def rows_said(rows: Iterable[object], count: int | None = None) -> str:
     """'2, 3, 4, 5, 6 (+20 more)': the first five of ``rows`` and how many others there are
-    of ``count`` in all (default: as many as given)."""
+    of ``count`` in all (default: as many as given). Text labels are quoted ('a', 'b'): a
+    label '3' is not the row 3."""
     rows = list(rows)
     count = len(rows) if count is None else count
     more = f" (+{count - 5} more)" if count > 5 else ""
-    return ", ".join(str(r) for r in rows[:5]) + more
+    return ", ".join(repr(r) if isinstance(r, str) else str(r) for r in rows[:5]) + more
 
 
 # files whose rows have no line numbers: their rows are said as pandas reads them, from 0
 _ROWS_FROM_0 = {".parquet": "Parquet", ".json": "JSON"}
 
 
-def rows_named(rows: Iterable[int], count: int | None = None, source: object = None) -> str:
-    """Rows as a message names them: 'rows 3, 7' (a CSV's line numbers, header line 1, or
-    a DataFrame's rows), or 'rows 1, 5 of the Parquet file, counted from 0' when ``source``
-    is a Parquet or JSON file, which has no lines to number its rows by.
+def rows_named(rows: Iterable[object], count: int | None = None, source: object = None) -> str:
+    """Rows as a message names them: 'rows 3, 7' (a CSV's line numbers, header line 1),
+    'rows 1, 5 of the Parquet file, counted from 0' when ``source`` is a Parquet or JSON
+    file, which has no lines to number its rows by, or 'index 17, 40' for ``IndexLabels``
+    (a DataFrame given in Python, named by its own index labels).
 
     Args:
         rows: the labels (``tables.contracts.row_labels``), the first five shown.
@@ -171,6 +183,8 @@ def rows_named(rows: Iterable[int], count: int | None = None, source: object = N
     Returns:
         The phrase, without a trailing colon.
     """
+    if isinstance(rows, IndexLabels):
+        return f"index {rows_said(rows, count)}"
     shown = f"rows {rows_said(rows, count)}"
     kind = _ROWS_FROM_0.get(os.path.splitext(str(source or ""))[1].lower())
     return f"{shown} of the {kind} file, counted from 0" if kind else shown

@@ -268,8 +268,8 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
     Args:
         table: the candidates as read (rows named as ``tables.contracts.row_labels`` and
-            ``errors.rows_named`` do: a CSV's line numbers, else 0-based rows, a Parquet or
-            JSON file's said to be counted from 0).
+            ``errors.rows_named`` do: a CSV's line numbers, a Parquet or JSON file's rows
+            said to be counted from 0, a DataFrame's own index labels).
 
     Returns:
         (the table without the repeats, its ``attrs`` kept; the note).
@@ -286,7 +286,7 @@ def unique_candidates(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     repeated = key.astype(str).duplicated().to_numpy()
     if not repeated.any():
         return table, ""
-    lines = row_labels(table, repeated).tolist()
+    lines = row_labels(table, repeated)
     source = table.attrs.get("source", "candidates")
     note = (
         f"{source}: dropped {len(lines)} "
@@ -378,7 +378,7 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
                 f"pricing must be on-demand or spot, got {out['pricing'][bad].iloc[0]!r}",
                 source=source,
                 column="pricing",
-                rows=row_labels(out, bad.to_numpy()).tolist(),
+                rows=row_labels(out, bad.to_numpy()),
                 fix="write on-demand or spot (or leave the column out)",
             )
         out["pricing"] = pricing

@@ -225,7 +225,7 @@ def _check_fitted_gpus(configs: pd.DataFrame, given: pd.Series, fitted: pd.Serie
         f"with {held} GPUs per node",
         source=configs.attrs.get("source"),
         column="gpus_per_node",
-        rows=row_labels(configs, wrong).tolist(),
+        rows=row_labels(configs, wrong),
         fix=f"give gpus_per_node {held} (what one node holds), or leave it out; a run on "
         "part of a node is said by num_workers and placement",
     )
@@ -766,7 +766,7 @@ class StepTimeModel(BaseEstimator):
                 fit = self._group(model, itype, catalog)
             except InputError as err:  # say which rows of which file could not be predicted
                 mine = np.isin(np.arange(len(out)), at)
-                rows = {} if err.rows else {"rows": row_labels(out, mine).tolist()}
+                rows = {} if err.rows else {"rows": row_labels(out, mine)}
                 raise err.but(source=err.source or out.attrs.get("source"), **rows) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             _warn_far_beyond(model, itype, fit, *shape[:2])
@@ -778,7 +778,7 @@ class StepTimeModel(BaseEstimator):
                     fit.refusal(*shape[:2]),
                     source=out.attrs.get("source"),
                     column="num_workers",
-                    rows=row_labels(out, np.isin(np.arange(len(out)), at[refused])).tolist(),
+                    rows=row_labels(out, np.isin(np.arange(len(out)), at[refused])),
                     fix="predict only one-worker configurations of this type, or " + _SYNC_FIX,
                 )
             for col in columns:

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from srifty_kit.errors import InputError, callers_level, counted, did_you_mean, plain
+from srifty_kit.errors import (
+    IndexLabels,
+    InputError,
+    callers_level,
+    counted,
+    did_you_mean,
+    plain,
+)
 
 # a catalog table, or a function that loads one when a row needs it (see _fill_gpus_per_node)
 CatalogSource = pd.DataFrame | Callable[[], pd.DataFrame] | None
@@ -153,22 +160,27 @@ def _source(table: pd.DataFrame, source: str | None, what: str) -> str:
     return source or table.attrs.get("source") or f"{what} table"
 
 
-def row_labels(table: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
-    """Positions of the rows ``mask`` marks as the user sees them: line numbers of the CSV
-    file the table was read from (``attrs['from_file']`` is ``'.csv'``; the header is line 1),
-    else 0-based rows (a DataFrame's, a Parquet or JSON file's, as pandas reads them; an
-    InputError naming such a file says so: ``errors.rows_named``). All of them: InputError
-    keeps the first few and counts the rest.
+def row_labels(table: pd.DataFrame, mask: np.ndarray) -> list:
+    """The rows ``mask`` marks as the user finds them: line numbers of the CSV file the table
+    was read from (``attrs['from_file']`` is ``'.csv'``; the header is line 1), rows from 0
+    of a Parquet or JSON file (as pandas reads them; an InputError naming such a file says
+    so: ``errors.rows_named``), else the DataFrame's own index labels (``IndexLabels``, said
+    "index 17, 40"), which a filtered frame's positions would not match. All of them:
+    InputError keeps the first few and counts the rest.
 
     Args:
         table: the table as read (``tables.files.read_table`` marks a file's).
         mask: one bool per row.
 
     Returns:
-        The labels, an integer array.
+        The labels: a list of ints for a file's rows, ``IndexLabels`` for a DataFrame's.
     """
-    offset = 2 if table.attrs.get("from_file") == ".csv" else 0  # header is line 1 of a CSV
-    return np.flatnonzero(mask) + offset
+    at = np.flatnonzero(mask)
+    kind = table.attrs.get("from_file")
+    if kind is None:
+        return IndexLabels(table.index[at].tolist())
+    offset = 2 if kind == ".csv" else 0  # header is line 1 of a CSV
+    return (at + offset).tolist()
 
 
 def _bool_cells(values: pd.Series) -> np.ndarray:

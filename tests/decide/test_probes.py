@@ -183,14 +183,28 @@ def test_a_list_from_python_is_checked_and_ranked_as_the_command_line_ranks_a_fi
         search(small_model, None, JOB, candidates=_listed().assign(gpus_per_node=8))
     assert "by num_workers" in str(refused.value) and "placement" not in str(refused.value)
     twice = pd.concat([_listed((2, 4)), _listed((4,)).assign(local_bsz=32.0)], ignore_index=True)
-    # rows named as every other check names a DataFrame's: 0-based (a file's are its lines)
-    with pytest.warns(UserWarning, match=r"dropped 1 row repeating .*\(rows 2\)"):
+    # rows named as every other check names a DataFrame's: by its index (a file's by lines)
+    with pytest.warns(UserWarning, match=r"dropped 1 row repeating .*\(index 2\)"):
         result = search(small_model, load_catalog(), JOB, Constraints(), candidates=twice, top=5)
     assert result.n_candidates == 2 and len(result.ranked) == 2
     # every bad row is counted, not only the first twenty kept
     bad = _listed(tuple(range(1, 26))).assign(pricing="reserved")
-    with pytest.raises(InputError, match=r"rows 0, 1, 2, 3, 4 \(\+20 more\)"):
+    with pytest.raises(InputError, match=r"index 0, 1, 2, 3, 4 \(\+20 more\)"):
         search(small_model, None, JOB, candidates=bad)
+
+
+def test_a_bad_row_of_a_filtered_list_is_named_by_its_own_index_label(small_model):
+    # before: "rows 1" (the position from 0) for the row labelled 11 (12 nodes) of the list;
+    # and a repeat "(rows 2)" for the row labelled 20
+    listed = _listed(tuple(range(1, 21)))
+    kept = listed[listed["num_nodes"] % 4 == 0].copy()  # labels 3, 7, 11, 15, 19
+    kept.loc[11, "pricing"] = "reserved"
+    with pytest.raises(InputError) as refused:
+        search(small_model, load_catalog(), JOB, Constraints(), candidates=kept)
+    assert "column 'pricing', index 11:" in str(refused.value)
+    again = pd.concat([kept.drop(columns="pricing"), listed.loc[[19]].rename(index={19: 20})])
+    with pytest.warns(UserWarning, match=r"repeating a configuration listed before \(index 20\)"):
+        search(small_model, load_catalog(), JOB, Constraints(), candidates=again)
 
 
 def _tight(small_model) -> tuple:
@@ -338,7 +352,7 @@ def test_a_listed_type_without_a_gpu_is_refused_as_having_none_with_gpu_types_to
         search(small_model, load_catalog(), JOB, Constraints(), candidates=listed)
     said = str(refused.value)
     assert "instance type 'c5.xlarge' has no GPU" in said and "can hold" not in said
-    assert "rows 1:" in said  # the c5 row, 0-based as a DataFrame's rows are
+    assert "index 1:" in said  # the c5 row, by the DataFrame's index label
     fix = said.split("to fix: ")[1]
     # a GPU type of the same size is what was most likely meant
     assert "did you mean 'g5.xlarge'" in fix

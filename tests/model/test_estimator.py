@@ -642,3 +642,27 @@ def test_an_uneven_placement_is_not_predicted_from_the_even_spread_s_run(referen
     assert pred["step_time_s"][0] > 1.05 * pred["step_time_s"][1]  # its busiest node's 3
     assert pred["step_time_lo"][0] <= measured[0] <= pred["step_time_hi"][0]
     assert pred["step_time_s"][1] == pytest.approx(measured[1], rel=0.03)
+
+
+def test_a_bad_row_of_a_filtered_frame_is_named_by_its_own_index_label():
+    # before: "rows 1, 2", the positions from 0 in the filtered frame, which match no label
+    # the user sees (its rows are 5, 9, 13, ...): they could not find the bad rows
+    table = measurements(2)
+    two_nodes = table[table["num_nodes"] == 2].copy()
+    bad = two_nodes.index[[1, 2]]
+    assert list(bad) != [1, 2]  # the labels are not the positions
+    two_nodes.loc[bad, "step_time_s"] = -1.0
+    with pytest.raises(InputError) as err:
+        StepTimeModel().fit(two_nodes)
+    said = str(err.value)
+    assert f"column 'step_time_s', index {bad[0]}, {bad[1]}: expected values > 0" in said
+    assert two_nodes.loc[err.value.rows, "step_time_s"].eq(-1.0).all()  # df.loc finds them
+
+
+def test_a_refused_configuration_to_predict_is_named_by_its_index_label(fitted):
+    asked = configs(measurements(2))
+    asked.index = [f"run-{i}" for i in range(len(asked))]
+    asked.loc["run-7", "gpus_per_node"] = 8
+    with pytest.raises(InputError) as err:
+        fitted.predict(asked.iloc[5:])
+    assert "column 'gpus_per_node', index 'run-7': gpus_per_node 8" in str(err.value)

@@ -84,6 +84,32 @@ def test_a_bad_row_is_numbered_as_its_file_format_numbers_rows(tmp_path, suffix,
     assert f"{path}, column 'step_time_s', {said}" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("index", "said"),
+    [
+        # before: "rows 1, 2", the positions from 0, which no label of the frame shows
+        ([17, 40, 311], "index 40, 311:"),
+        (["a", "b", "3"], "index 'b', '3':"),  # a text label is quoted: '3' is no position
+        (pd.to_datetime(["2026-01-01", "2026-01-02", "2026-01-03"]), "index 2026-01-02"),
+    ],
+)
+def test_a_bad_row_of_a_dataframe_is_named_by_its_index_label(index, said):
+    table = measurements(step_time_s=[0.5, -1.0, 0.0]).set_axis(index)
+    with pytest.raises(InputError) as err:
+        validate_measurements(table, catalog=CATALOG)
+    assert f"measurements table, column 'step_time_s', {said}" in str(err.value)
+    assert list(table.loc[err.value.rows, "step_time_s"]) == [-1.0, 0.0]
+
+
+def test_a_parquet_file_with_an_index_is_still_numbered_by_its_rows(tmp_path):
+    # a saved frame's index comes back with it, but a file's rows are said as the file's
+    path = tmp_path / "m.parquet"
+    measurements(step_time_s=[0.5, -1.0, 0.9]).set_axis([17, 40, 311]).to_parquet(path)
+    with pytest.raises(InputError) as err:
+        validate_measurements(read_table(path), catalog=CATALOG)
+    assert "rows 1 of the Parquet file, counted from 0:" in str(err.value)
+
+
 @pytest.mark.parametrize("flags", [[True, False, True], [0.5, True, 0.7]])
 def test_a_true_or_false_is_no_step_time(flags):
     # to_numeric reads True as 1: a step of one second the user never measured
@@ -434,7 +460,7 @@ def test_every_bad_row_is_counted_though_only_the_first_are_kept():
     )
     with pytest.raises(InputError) as err:
         validate_measurements(bad, catalog=CATALOG)
-    assert "rows 0, 1, 2, 3, 4 (+25 more)" in str(err.value)
+    assert "index 0, 1, 2, 3, 4 (+25 more)" in str(err.value)
     assert err.value.n_rows == 30 and err.value.rows == list(range(20))
 
 
