@@ -651,7 +651,8 @@ class StepTimeModel(BaseEstimator):
         Args:
             configs: the configurations contract (as ``predict``).
             draws: how many joint draws (rows of ``Draws.values``).
-            seed: the random seed (the same seed gives the same draws).
+            seed: the random seed, a whole number >= 0 (``errors.is_whole``: 3.0 is 3; the
+                same seed gives the same draws).
             catalog: figures of types the fit did not measure (as ``predict``).
 
         Returns:
@@ -664,9 +665,9 @@ class StepTimeModel(BaseEstimator):
         """
         if not (is_whole(draws) and draws <= 100_000):
             raise InputError(f"draws must be a whole number 1..100000, got {draws!r}", fix="200")
-        draws = int(draws)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        if not is_whole(seed, least=0):  # 3.0 is the seed 3, as suggest_probes' seed is
             raise InputError(f"seed must be a whole number >= 0, got {seed!r}", fix="seed=0")
+        draws, seed = int(draws), int(seed)
         self._check_fitted()
         out = validate_configs(self._fill_gpus(configs), catalog=lambda: self._catalog(catalog))
         parts, order = [], []

@@ -158,3 +158,20 @@ def test_a_device_shape_that_is_no_shape_is_refused_before_fitting(shape):
     # it reached learn_curves as "AttributeError: 'str' object has no attribute 'sharpness'"
     with pytest.raises(InputError, match="device_shape must be a device_curve.DeviceShape"):
         StepTimeModel().fit(measurements(1), device_shape=shape)
+
+
+def test_a_whole_seed_given_as_a_float_draws_as_that_seed_and_others_are_refused():
+    # a seed of 3.0 (a notebook's parameter, a table's cell) was refused as no whole number
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(measurements(1))
+    cfg = configs(measurements(1)).head(3)
+    three = model.predict_draws(cfg, draws=50, seed=3).values
+    np.testing.assert_array_equal(model.predict_draws(cfg, draws=50, seed=3.0).values, three)
+    np.testing.assert_array_equal(
+        model.predict_draws(cfg, draws=50, seed=np.float64(3.0)).values, three
+    )
+    for seed in (True, 2.5, -1, float("nan")):
+        with pytest.raises(InputError, match=r"seed must be a whole number >= 0, got ") as err:
+            model.predict_draws(cfg, seed=seed)
+        assert "to fix" in str(err.value)
