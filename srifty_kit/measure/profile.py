@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import numbers
 import os
 import time
 import warnings
@@ -82,8 +81,18 @@ class ProfileWarning(UserWarning):
 def check_batch_sizes(batch_sizes: Iterable[int] | str, what: str = "batch sizes") -> list[int]:
     """Sorted distinct positive integers, or an InputError naming the bad value.
 
-    A string is the command line's list, ``"4,8,16"`` (brackets allowed: ``"[4, 8, 16]"``):
-    what ``papermill -p batch_sizes 4,8,16`` gives a notebook's parameter.
+    Args:
+        batch_sizes: whole numbers >= 1 (``errors.is_whole``: 8.0 is 8; never a bool, NaN
+            or inf), one such number, or a string: the command line's list, ``"4,8,16"``
+            (brackets allowed: ``"[4, 8, 16]"``), what ``papermill -p batch_sizes 4,8,16``
+            gives a notebook's parameter.
+        what: what the sizes are, as the message names them ("world sizes").
+
+    Returns:
+        The sizes as ints, sorted, each once.
+
+    Raises:
+        InputError: not a list, an empty one, or a size that is no whole number >= 1.
     """
     if isinstance(batch_sizes, bytes):
         batch_sizes = batch_sizes.decode(errors="replace")
@@ -103,9 +112,9 @@ def check_batch_sizes(batch_sizes: Iterable[int] | str, what: str = "batch sizes
     if not sizes:
         raise InputError(f"no {what} given", fix=f"give at least one, e.g. {what} 4,8,16")
     for b in sizes:
-        if isinstance(b, bool) or not isinstance(b, numbers.Real) or b != int(b) or b < 1:
+        if not is_whole(b):  # NaN and inf too, which int() below cannot take
             raise InputError(
-                f"{what[:-1]} {plain(b)} is not a positive whole number",
+                f"{what} must be whole numbers >= 1, got {plain(b)}",
                 fix=f"use {what} of 1 or more, e.g. 4,8,16",
             )
     return sorted({int(b) for b in sizes})

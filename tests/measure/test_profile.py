@@ -492,6 +492,12 @@ def test_a_profile_warning_names_the_users_line_not_the_librarys():
         ({"name": 3}, "name must be a text label"),  # a model column of 3
         ({"target_precision": "2%"}, "target precision 2% is not in"),  # TypeError
         ({"batch_sizes": None}, "batch sizes must be a list of whole numbers"),  # TypeError
+        # NaN and inf reached int() as ValueError and OverflowError, said as no bad input
+        ({"batch_sizes": [4, float("nan")]}, "batch sizes must be whole numbers >= 1, got nan"),
+        ({"batch_sizes": [float("inf")]}, "batch sizes must be whole numbers >= 1, got inf"),
+        ({"batch_sizes": [4, True]}, "batch sizes must be whole numbers >= 1, got True"),
+        ({"batch_sizes": [2.5]}, "batch sizes must be whole numbers >= 1, got 2.5"),
+        ({"batch_sizes": [-1]}, "batch sizes must be whole numbers >= 1, got -1"),
     ],
 )
 def test_an_argument_that_cannot_be_is_refused_before_a_step_is_timed(change, words):
@@ -508,6 +514,12 @@ def test_one_batch_size_given_as_a_number_is_one_batch_size():
     assert check_batch_sizes(np.int64(8)) == [8]
 
 
+def test_a_whole_batch_size_given_as_a_float_is_that_batch_size():
+    # the library's rule for a count (errors.is_whole): 8.0 is 8, as Job(local_bsz=8.0) takes
+    assert check_batch_sizes([8.0, np.float64(4.0)]) == check_batch_sizes([8, 4]) == [4, 8]
+    assert check_batch_sizes(np.float32(8.0)) == [8]
+
+
 @pytest.mark.parametrize("given", ["8,4", "[4, 8]", " 4, 8 ,4"])
 def test_batch_sizes_as_the_command_line_writes_them_are_read(given):
     # papermill -p batch_sizes 4,8 gives notebook 01 this string
@@ -516,5 +528,5 @@ def test_batch_sizes_as_the_command_line_writes_them_are_read(given):
 
 @pytest.mark.parametrize("given, bad", [("4,eight", "'eight'"), ("4,,8", "''"), ("4,-8", "'-8'")])
 def test_a_string_of_batch_sizes_names_the_piece_that_is_no_size(given, bad):
-    with pytest.raises(InputError, match=f"batch size {bad} is not a positive whole number"):
+    with pytest.raises(InputError, match=f"batch sizes must be whole numbers >= 1, got {bad}"):
         check_batch_sizes(given)
