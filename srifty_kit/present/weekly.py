@@ -26,7 +26,7 @@ import pandas as pd
 
 from srifty_kit.catalog.query import instance_family, load_catalog
 from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
-from srifty_kit.errors import InputError, did_you_mean
+from srifty_kit.errors import InputError, did_you_mean, is_whole
 from srifty_kit.present.spend import SpendForecast, forecast_next_week
 from srifty_kit.tables.files import json_safe, read_table
 from srifty_kit.tables.ledger import (
@@ -119,8 +119,8 @@ def check_options(engine: str, top_n: int, level: float, slack: float) -> None:
     """Refuse a report option that cannot work, one line each, before any work.
 
     Raises:
-        InputError: an unknown engine, top_n not a whole number >= 1, level outside (0, 1)
-            or slack below 0.
+        InputError: an unknown engine, top_n not a whole number >= 1 (``errors.is_whole``:
+            3.0 counts, True does not), level outside (0, 1) or slack below 0.
     """
     if engine not in ENGINES:
         raise InputError(
@@ -128,7 +128,7 @@ def check_options(engine: str, top_n: int, level: float, slack: float) -> None:
             column="engine",
             fix="use " + " or ".join(ENGINES),
         )
-    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+    if not is_whole(top_n):  # 3.0 and numpy's 3 are a count, as every other count's rule
         raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
     if not 0 < float(level) < 1:
         raise InputError(f"level must be in (0, 1), got {level}", column="level", fix="e.g. 0.9")
@@ -697,7 +697,7 @@ def weekly_report(
         week_start: a day of the week (ISO text or a date); None: the last full week.
         ledger: the ledger's file or folder, or a ``LedgerEngine``; None: the packaged sample.
         engine, athena: duckdb (local files) or athena (with athena_database, athena_table...).
-        top_n: jobs in the top-jobs and savings tables (per currency).
+        top_n: jobs in the top-jobs and savings tables (per currency): a whole number >= 1.
         models: model files or profiles (``decide.savings.fitted_models``) for the savings;
             None: ``default_model_sources()``; an empty list: no savings section.
         level, spot, slack: a recommendation must finish within (1 + ``slack``) times the
@@ -715,6 +715,7 @@ def weekly_report(
     """
     week = parse_week(week_start)
     check_options(engine, top_n, level, slack)
+    top_n = int(top_n)  # 3.0 would head(3.0) and say "the 3.0 costliest"
     tag_keys = tag_map(tags)
     extra = read_gpu_catalog(gpu_catalog)
     source = ledger if hasattr(ledger, "query") else open_ledger(ledger, engine, **athena)

@@ -24,6 +24,7 @@ from srifty_kit.present.reports import (
     ReportStopped,
     run_report,
     run_weekly_report,
+    weekly_parameters,
 )
 from srifty_kit.present.spend import MIN_DAYS, forecast_next_week
 from srifty_kit.present.weekly import last_full_week, parse_week, week_note
@@ -532,21 +533,42 @@ def test_other_services_show_no_instance_hours_and_the_hours_add_up():
     assert split["rows"].sum() == whole["rows"].sum()
 
 
-def test_the_savings_say_how_many_jobs_with_a_model_were_not_checked():
+# 3.0 and numpy's 3 are the count 3 (errors.is_whole): they were refused as no whole number
+@pytest.mark.parametrize("top_n", [3, 3.0, np.int64(3)])
+def test_the_savings_say_how_many_jobs_with_a_model_were_not_checked(top_n):
     from srifty_kit.present.weekly import savings_text, weekly_report
 
     ledger = REPO / "data" / "sample_cur_usage.parquet"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = weekly_report("2026-11-23", ledger, top_n=3)
+        report = weekly_report("2026-11-23", ledger, top_n=top_n)
     checked = len(report.savings)
-    assert checked == 3
+    assert checked == 3 and report.top_n == 3 and isinstance(report.top_n, int)
     note = report.savings_note
     said = re.search(r"the (\d+) costliest of the (\d+) jobs that have a model", note)
     assert said and int(said[1]) == checked and int(said[2]) > checked
     skipped = int(said[2]) - checked
     # the total's sentence is read with the note beside it: which jobs it sums, which not
     assert f"the other {skipped} were not checked" in savings_text(report)
+
+
+def test_a_whole_top_n_given_as_a_float_reaches_the_notebook_as_that_count():
+    ledger = REPO / "data" / "sample_cur_usage.parquet"
+    said = weekly_parameters("2026-11-23", ledger, top_n=3.0, models=[])
+    assert said == weekly_parameters("2026-11-23", ledger, top_n=3, models=[])
+    assert type(said["top_n"]) is int
+
+
+@pytest.mark.parametrize("top_n", [True, 2.5, -1, 0, float("nan"), "3"])
+def test_a_top_n_that_is_no_count_is_refused_in_one_line_before_any_work(top_n):
+    from srifty_kit.present.weekly import weekly_report
+
+    # a folder that is no ledger: the refusal must come first, naming top_n
+    with pytest.raises(InputError, match=r"^top_n must be a whole number >= 1, got ") as err:
+        weekly_report("2026-11-23", REPO / "no-such-ledger", top_n=top_n)
+    assert "to fix" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(InputError, match=r"^top_n must be a whole number >= 1, got "):
+        weekly_parameters("2026-11-23", REPO / "no-such-ledger", top_n=top_n)
 
 
 def test_unused_commitment_and_savings_rate_are_unknown_without_a_commitment_fee_row():
