@@ -6,7 +6,10 @@ the model file), so a catalog that only ``fit`` was given still serves ``predict
 ``search``. A catalog given later adds the types it knows (``with_kept``); where it lists a
 kept type, the figures the model uses must agree, else an InputError names the type and the
 column. The embedded catalog is a default, not a statement about the user's machines: kept
-rows take precedence over it without a conflict.
+rows take precedence over its packaged figures without a conflict. What decides is the content,
+not the name a table carries: a copy of it edited after loading (``attrs`` travel with the
+copy) states the user's figures wherever they differ from the packaged ones, and those are
+checked as any catalog's.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from srifty_kit.catalog.query import load_catalog
+from srifty_kit.catalog.query import embedded_regions, load_catalog
 from srifty_kit.errors import InputError
 
 # what a kept row holds: the figures the model reads (COMPARED) and what says where they are from
@@ -45,19 +48,27 @@ def _differs(kept: object, given: object) -> bool:
         return str(kept) != str(given)
 
 
+def _first_row(names: np.ndarray, name: str) -> int | None:
+    """Where ``name`` first appears in ``names`` (the row ``kept_rows`` keeps), else None."""
+    hit = np.flatnonzero(names == name)
+    return int(hit[0]) if hit.size else None
+
+
 def conflicts(kept: pd.DataFrame, catalog: pd.DataFrame) -> list[tuple[str, str, object, object]]:
     """(instance type, column, the model's value, the catalog's value) wherever they differ."""
-    given = catalog.drop_duplicates("instance_type").set_index(
-        catalog.drop_duplicates("instance_type")["instance_type"].astype(str)
-    )
+    # plain arrays, not an indexed frame: this runs on every catalog a prediction is given,
+    # the embedded one included, and a few kept types need no index over the whole table
+    names = catalog["instance_type"].astype(str).to_numpy()
     found = []
-    for row in kept.itertuples(index=False):
-        name = str(row.instance_type)
-        if name not in given.index:
+    given = {c: catalog[c].to_numpy() for c in COMPARED if c in catalog}
+    for row in kept.to_dict("records"):
+        name = str(row["instance_type"])
+        at = _first_row(names, name)
+        if at is None:
             continue
-        for column in COMPARED:
-            if column in given and _differs(getattr(row, column), given.at[name, column]):
-                found.append((name, column, getattr(row, column), given.at[name, column]))
+        for column, values in given.items():
+            if _differs(row[column], values[at]):
+                found.append((name, column, row[column], values[at]))
     return found
 
 
@@ -65,25 +76,31 @@ def with_kept(kept: pd.DataFrame | None, catalog: pd.DataFrame | None) -> pd.Dat
     """The catalog a model predicts with: ``catalog`` (default: the embedded one) plus the kept
     rows, which fill in types the catalog lacks and take precedence over the embedded one.
 
+    Args:
+        kept: the model's catalog rows (``kept_rows``); None or empty: ``catalog`` as given.
+        catalog: the catalog to merge them into (None: the embedded one).
+
+    Returns:
+        The merged table, with ``catalog``'s attrs.
+
     Raises:
-        InputError: a catalog the user gave lists a kept type with other figures.
+        InputError: a catalog the user gave, or a copy of the embedded one edited after
+            loading, lists a kept type with other figures (naming the type and the column).
     """
     if catalog is None:
         catalog = load_catalog()
     if kept is None or kept.empty:
         return catalog
-    embedded = str(catalog.attrs.get("source", "")).startswith(_EMBEDDED)
-    if not embedded:
-        found = conflicts(kept, catalog)
-        if found:
-            name, column, ours, theirs = found[0]
-            raise InputError(
-                f"the catalog gives {column} {theirs} for {name!r}, but the model was fitted "
-                f"with {ours}",
-                source=catalog.attrs.get("source"),
-                column=column,
-                fix="give the catalog the model was fitted with, or refit with this one",
-            )
+    found = _edited(conflicts(kept, catalog), catalog)
+    if found:
+        name, column, ours, theirs = found[0]
+        raise InputError(
+            f"the catalog gives {column} {theirs} for {name!r}, but the model was fitted "
+            f"with {ours}",
+            source=catalog.attrs.get("source"),
+            column=column,
+            fix="give the catalog the model was fitted with, or refit with this one",
+        )
     names = catalog["instance_type"].astype(str)
     kept = kept.set_index(kept["instance_type"].astype(str))
     both = catalog[names.isin(kept.index)].copy()
@@ -98,6 +115,33 @@ def with_kept(kept: pd.DataFrame | None, catalog: pd.DataFrame | None) -> pd.Dat
         ignore_index=True,
     )
     out.attrs = dict(catalog.attrs)
+    return out
+
+
+def _edited(found: list, catalog: pd.DataFrame) -> list:
+    """The conflicts ``found`` that ``catalog`` states: all of them, but for a table named as
+    the embedded one, only the figures that differ from the packaged table of their region
+    (an unedited copy states nothing; an edited one states what was edited)."""
+    if not found or not str(catalog.attrs.get("source", "")).startswith(_EMBEDDED):
+        return found
+    names = catalog["instance_type"].astype(str).to_numpy()
+    packaged: dict[str, pd.DataFrame] = {}
+    out = []
+    for name, column, ours, theirs in found:
+        region = str(catalog["region"].iat[_first_row(names, name)])
+        if region in embedded_regions() and region not in packaged:
+            table = load_catalog(region)
+            packaged[region] = table.drop_duplicates("instance_type").set_index("instance_type")
+        was = packaged.get(region)
+        same = (
+            was is not None
+            and name in was.index
+            and column in was
+            and not pd.isna(was.at[name, column])
+            and not _differs(was.at[name, column], theirs)
+        )
+        if not same:
+            out.append((name, column, ours, theirs))
     return out
 
 

@@ -904,7 +904,9 @@ class StepTimeModel(BaseEstimator):
 
         Raises:
             InputError: the model is not fitted, or the catalog gives a fitted type other
-                figures (the message names the type and the column).
+                figures (the message names the type and the column). The embedded catalog
+                states none (the model's rows win over it), but a copy of it edited after
+                loading states what was edited, and is checked there like any catalog.
         """
         self._check_fitted()
         self._catalog(catalog)

@@ -638,6 +638,39 @@ def test_a_catalog_that_contradicts_the_model_names_the_type_and_the_column(onpr
     assert onprem_model.predict_arrays("resnet", "p3.2xlarge", 1, 1, 8, catalog=embedded)
 
 
+def test_an_edited_copy_of_the_embedded_catalog_is_checked_as_a_users_catalog(tmp_path):
+    from tests.builders import measurements
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # two node counts: the latency is fixed, as it warns
+        model = StepTimeModel().fit(measurements(2))  # g4dn.12xlarge, the embedded rows
+    configs = pd.DataFrame(
+        {
+            "model": "resnet",
+            "instance_type": ["p3.8xlarge"],  # carried from g4dn.12xlarge by its figures
+            "num_nodes": 1,
+            "num_workers": 1,
+            "local_bsz": 8,
+        }
+    )
+    edited = load_catalog()  # its attrs still say "embedded catalog"
+    edited.loc[edited["instance_type"] == "g4dn.12xlarge", "gpu_fp32_tflops"] = 999.0
+    edited.to_csv(tmp_path / "mine.csv", index=False)
+    mine = load_catalog(path=tmp_path / "mine.csv")
+    refusals = []
+    for cat in (mine, edited):
+        with pytest.raises(InputError, match="g4dn.12xlarge") as err:
+            model.predict(configs, catalog=cat)
+        refusals.append((err.value.problem, err.value.column))
+    assert refusals[0] == refusals[1]
+    assert refusals[0][1] == "gpu_fp32_tflops" and "999" in refusals[0][0]
+    # unedited it states nothing; edited where the model measured nothing, it is used
+    plain = model.predict(configs, catalog=load_catalog())["step_time_s"].iloc[0]
+    faster = load_catalog()
+    faster.loc[faster["instance_type"] == "p3.8xlarge", "gpu_fp32_tflops"] = 31.4
+    assert model.predict(configs, catalog=faster)["step_time_s"].iloc[0] < plain
+
+
 def test_one_gpu_measurements_without_gradient_size_carry_to_one_worker_only(onprem_model):
     args = ("resnet", "onprem-v100-box")
     cat = onprem_catalog()
