@@ -199,7 +199,7 @@ def _candidates(path: str, job: Job, catalog: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _batch_beyond(result, model, workload: str) -> list[str]:
+def _batch_beyond(result, model, workload: str, catalog: pd.DataFrame) -> list[str]:
     """A line when the pick (or, with none, the nearest) runs a local batch more than
     ``FAR_BEYOND`` x outside the batches its step time rests on: the default batches reach
     1024 whatever was measured, and such a step is extrapolated (predict warns the same)."""
@@ -208,7 +208,7 @@ def _batch_beyond(result, model, workload: str) -> list[str]:
     row = result.pick if result.pick is not None else result.nearest
     if row is None:
         return []
-    lo, hi = model.batch_range(workload, str(row["instance_type"]))
+    lo, hi = model.batch_range(workload, str(row["instance_type"]), catalog)
     b = int(row["local_bsz"])
     if lo / FAR_BEYOND <= b <= hi * FAR_BEYOND:
         return []
@@ -352,7 +352,7 @@ def _run(args: argparse.Namespace) -> int:
         lines = [result.explanation]
         if probes is not None:
             lines.append(probe_sentence(probes))
-        lines += _batch_beyond(result, model, args.workload)
+        lines += _batch_beyond(result, model, args.workload, catalog)
         lines += left_out_lines(result, catalog, model, args.workload, "--catalog FILE")
         if out:
             lines.append(f"wrote {out}")

@@ -771,7 +771,7 @@ class StepTimeModel(BaseEstimator):
                 raise err.but(source=err.source or out.attrs.get("source"), **rows) from err
             shape = [rows[c].to_numpy() for c in ("num_nodes", "num_workers", "local_bsz")]
             _warn_far_beyond(model, itype, fit, *shape[:2])
-            self._warn_batches_beyond(model, itype, shape[2])
+            self._warn_batches_beyond(model, itype, shape[2], catalog)
             pred = fit.predict(*shape, rows["per_node"].to_numpy(), level)
             refused = fit.refused(*shape[:2]) if isinstance(fit, TransferFit) else None
             if refused is not None and refused.any():  # needs a sync time it cannot carry
@@ -786,9 +786,11 @@ class StepTimeModel(BaseEstimator):
                 out.iloc[at, out.columns.get_loc(col)] = pred[col]
         return out
 
-    def _warn_batches_beyond(self, model: str, itype: str, local_bsz: np.ndarray) -> None:
+    def _warn_batches_beyond(
+        self, model: str, itype: str, local_bsz: np.ndarray, catalog: pd.DataFrame | None
+    ) -> None:
         """Warn (one line) when local batches lie FAR_BEYOND x outside the fitted range."""
-        lo, hi = self.batch_range(model, itype)
+        lo, hi = self.batch_range(model, itype, catalog)
         b = np.asarray(local_bsz, float)
         far = (b > hi * FAR_BEYOND) | (b < lo / FAR_BEYOND)
         if far.any():
@@ -936,18 +938,51 @@ class StepTimeModel(BaseEstimator):
             )
         return max(sources)[1]
 
-    def batch_range(self, model: str, instance_type: str) -> tuple[int, int]:
+    def batch_range(
+        self, model: str, instance_type: str, catalog: pd.DataFrame | None = None
+    ) -> tuple[int, int]:
         """Smallest and largest local batch the prediction for this pair rests on.
 
-        A measured pair: its own measurements (``local_bsz_range_``). A type never measured:
-        the measurements of the type its fit is carried from; beyond them compute is
-        extrapolated along the fitted line.
+        A measured pair: its own measurements (``local_bsz_range_``). A type never measured
+        but in the catalog: the measurements of the type its fit is carried from; beyond them
+        compute is extrapolated along the fitted line.
+
+        Args:
+            model: a fitted training model.
+            instance_type: the instance type a prediction is made for.
+            catalog: the catalog that prediction uses (default: the embedded one), which must
+                list a type the model was not fitted on.
+
+        Returns:
+            (smallest, largest) local batch.
+
+        Raises:
+            InputError: the model is not fitted, ``model`` was not fitted, or
+                ``instance_type`` is neither fitted nor in the catalog (with "did you mean").
         """
         self._check_model(model)
         key = (model, instance_type)
         if key not in self.local_bsz_range_:
+            self._check_type(instance_type, catalog)
             key = (model, self._source(model, instance_type))
         return self.local_bsz_range_[key]
+
+    def _check_type(self, instance_type: str, catalog: pd.DataFrame | None) -> None:
+        """Refuse a type the model was not fitted on that the catalog does not list, as
+        ``predict`` does (validate_configs): a misspelt type has no range to borrow."""
+        if instance_type in self.gpus_per_node_:
+            return
+        names = self._catalog(catalog)["instance_type"].astype(str).to_numpy()
+        if (names == str(instance_type)).any():
+            return
+        known = sorted({*names, *map(str, self.gpus_per_node_)})
+        raise InputError(
+            f"instance type {instance_type!r} is not in the catalog"
+            + did_you_mean(str(instance_type), known),
+            column="instance_type",
+            fix="give an instance type the model was fitted on or the catalog lists, or pass "
+            "the catalog that lists it",
+        )
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "groups_"):

@@ -646,6 +646,33 @@ def test_a_bad_candidates_file_is_one_line(synthetic_model, tmp_path):
     assert "num_workers" in lines[0] or "did you mean" in lines[0]
 
 
+def test_a_misspelt_candidate_type_is_one_line_and_a_given_catalogs_type_is_searched(
+    synthetic_model, tmp_path
+):
+    from srifty_kit.catalog.query import load_catalog
+
+    rows = {"num_nodes": [1], "num_workers": [4], "local_bsz": [1024]}
+    pd.DataFrame({"instance_type": ["g4dn.12xlarg"], **rows}).to_csv(
+        tmp_path / "bad.csv", index=False
+    )
+    done = _among(synthetic_model, tmp_path / "bad.csv", tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "'g4dn.12xlarg'" in line and "did you mean 'g4dn.12xlarge'" in line
+    # a type only --catalog lists: searched, and its batch said to lie beyond the measured
+    cat = load_catalog()
+    own = cat[cat["instance_type"] == "p3.8xlarge"].assign(instance_type="onprem-v100-box")
+    pd.concat([cat, own]).to_csv(tmp_path / "cat.csv", index=False)
+    pd.DataFrame({"instance_type": ["onprem-v100-box"], **rows}).to_csv(
+        tmp_path / "far.csv", index=False
+    )
+    done = _among(
+        synthetic_model, tmp_path / "far.csv", tmp_path, "--catalog", str(tmp_path / "cat.csv")
+    )
+    assert done.returncode in (0, 1), done.stderr
+    assert "local batch 1024 lies more than 8x outside" in done.stdout + done.stderr
+
+
 def test_a_candidates_file_without_its_columns_is_told_the_candidates_columns(
     synthetic_model, tmp_path
 ):

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from srifty_kit import InputError, StepTimeModel
+from srifty_kit import InputError, StepTimeModel, load_catalog
 from srifty_kit.model.physics import StepParams
 from tests.builders import TRUE, configs, measurements
 
@@ -468,6 +468,24 @@ def test_the_batch_range_each_group_was_fitted_on_is_kept_and_saved(fitted, tmp_
     assert again.local_bsz_range_ == fitted.local_bsz_range_
     with pytest.raises(InputError, match="did you mean 'resnet'"):
         again.batch_range("resnt", "g4dn.12xlarge")
+
+
+def test_batch_range_refuses_a_type_neither_fitted_nor_in_the_catalog(fitted):
+    # before: a misspelt type answered with the range of the type fits are carried from
+    with pytest.raises(InputError, match="not in the catalog .did you mean 'g4dn.12xlarge'") as e:
+        fitted.batch_range("resnet", "g4dn.12xlarg")
+    assert "'g4dn.12xlarg'" in e.value.problem and e.value.column == "instance_type"
+    # a type only the given catalog lists is known through it, in batch_range and predict
+    cat = load_catalog()
+    mine = pd.concat([cat, cat[cat["instance_type"] == "p3.8xlarge"].assign(instance_type="x1")])
+    with pytest.raises(InputError, match="'x1' is not in the catalog"):
+        fitted.batch_range("resnet", "x1")
+    assert fitted.batch_range("resnet", "x1", catalog=mine) == (8, 64)
+    far = pd.DataFrame(
+        {"model": "resnet", "instance_type": ["x1"], "num_nodes": 1, "num_workers": 1}
+    ).assign(local_bsz=1024)
+    with pytest.warns(UserWarning, match="outside the fitted 8-64"):
+        assert np.isfinite(fitted.predict(far, catalog=mine)["step_time_s"]).all()
 
 
 def test_an_unknown_training_model_gets_did_you_mean(fitted):
