@@ -59,8 +59,10 @@ class Types:
         return cls(
             names=rows["instance_type"].astype(str).to_numpy(),
             region=rows["region"].astype(str).to_numpy(),
-            gpus=num("gpu_count").astype(np.int64),
-            vcpus=num("vcpus").astype(np.int64),
+            gpus=_count(num("gpu_count")),
+            # a type off EC2 (a user's on-premises row) may give no vCPUs: 0, which no EC2
+            # vCPU quota counts (``_quota_nodes``)
+            vcpus=_count(num("vcpus")),
             gpu_mem=num("gpu_memory_gib"),
             # a price of 0 is no price (a placeholder, never a free instance): unknown
             ondemand=_price(num("ondemand_usd_per_hr")),
@@ -105,10 +107,21 @@ def local_batches(job: Job, types: Types) -> list[np.ndarray]:
     return out
 
 
+def _count(values: np.ndarray) -> np.ndarray:
+    """Whole counts of a catalog column, 0 where it gives none (NaN cast to int is garbage)."""
+    return np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0).astype(np.int64)
+
+
+def _quota_nodes(quota: int | None, vcpus: int) -> int:
+    """The most nodes of a type with ``vcpus`` vCPUs that fit the vCPU quota: no limit without
+    a quota or a vCPU count (a type off EC2, which no EC2 quota counts)."""
+    if quota is None or vcpus <= 0:
+        return np.iinfo(np.int64).max
+    return int(quota // vcpus)
+
+
 def _node_counts(constraints: Constraints, vcpus: int) -> np.ndarray:
-    top = constraints.max_nodes
-    if constraints.vcpu_quota is not None:
-        top = min(top, int(constraints.vcpu_quota // max(vcpus, 1)))
+    top = min(constraints.max_nodes, _quota_nodes(constraints.vcpu_quota, vcpus))
     return np.arange(1, top + 1, dtype=np.int64)
 
 
@@ -155,9 +168,7 @@ def check_size(constraints: Constraints, count: Callable[[int], int]) -> None:
 
 def _single_count(job: Job, constraints: Constraints, types: Types) -> Callable[[int], int]:
     sizes = np.array([b.size for b in local_batches(job, types)], dtype=np.int64)
-    quota = np.full(len(types), np.iinfo(np.int64).max)
-    if constraints.vcpu_quota is not None:
-        quota = constraints.vcpu_quota // np.maximum(types.vcpus, 1)
+    quota = np.array([_quota_nodes(constraints.vcpu_quota, int(v)) for v in types.vcpus])
     gpus = np.maximum(types.gpus, 0)
     return lambda top: int((np.minimum(top, quota) * gpus * sizes).sum())
 
@@ -223,8 +234,8 @@ def enumerate_mixes(
     speed-proportional split (``split_mixes``), once the compute lines are known.
     """
     grid = np.asarray(job.local_bsz or DEFAULT_LOCAL_BSZ, dtype=np.int64)
-    quota = np.iinfo(np.int64).max if constraints.vcpu_quota is None else constraints.vcpu_quota
-    nodes = [min(constraints.max_nodes, quota // max(int(types.vcpus[a]), 1)) for a in pool]
+    quota = constraints.vcpu_quota
+    nodes = [min(constraints.max_nodes, _quota_nodes(quota, int(types.vcpus[a]))) for a in pool]
 
     def count(top: int) -> int:  # the meshgrid below: na x nb x grid per pair, before a + b
         n = [min(top, c) for c in nodes]

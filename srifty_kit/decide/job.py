@@ -117,7 +117,9 @@ class Constraints:
     budget_usd: float | None = None  # the cost upper end must be within this
     confidence: float = 0.9  # level of the prediction intervals and the spot bound
     max_nodes: int = 16  # nodes in one cluster (both types together for a mix)
-    vcpu_quota: int | None = None  # EC2 vCPU quota: nodes x vCPUs must fit
+    # EC2 vCPU quota: nodes x vCPUs must fit (a type whose catalog row gives no vCPUs, one
+    # off EC2, is not counted)
+    vcpu_quota: int | None = None
     families: tuple[str, ...] | None = None  # e.g. ("g5", "p4d")
     instance_types: tuple[str, ...] | None = None
     regions: tuple[str, ...] | None = None  # catalog rows of these regions only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -69,6 +70,20 @@ def test_a_type_never_measured_says_where_it_is_carried_from(model, catalog):
     assert tradeoffs.basis(model, "resnet", "g6.12xlarge").why_wide(3) == (
         "3 nodes is beyond the 2 measured"
     )
+
+
+def test_a_type_whose_row_gives_no_vcpus_is_scaled_without_a_garbage_count(model, catalog):
+    # the lessons' on-premises rows give GPUs and figures but no vCPUs (no EC2 quota counts
+    # them): the count was cast from NaN to int64, which warned in a plain session and made
+    # -9.2e18 vCPUs per node
+    row = catalog[catalog["instance_type"] == "g6.12xlarge"].iloc[:1]
+    onprem = pd.concat([catalog, row.assign(instance_type="onprem-4xl4", vcpus=np.nan)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        curve = tradeoffs.scaling(model, onprem, JOB, "onprem-4xl4", 32, max_nodes=4)
+        types = tradeoffs._types(onprem, ("onprem-4xl4", "g6.12xlarge"))
+    assert list(types.vcpus) == [0, 48]
+    assert curve.table["num_nodes"].max() == 4 and np.isfinite(curve.table["time_h"]).all()
 
 
 def test_measured_curves_of_the_reference_campaigns(reference_measurements):
