@@ -397,12 +397,14 @@ class SpotTradeoff:
         return self.best["interval_h"] >= self.by_interval["checkpoint_interval_h"].max() * 0.99
 
     def text(self) -> str:
-        """Expected cost against the cheapest plan, Young/Daly's interval, the deadline risk."""
+        """Expected cost against the cheapest plan, what the reclaims add to the run (the
+        restart's share of it), Young/Daly's interval, the deadline risk."""
         od, e = self.ondemand, self.expected
         q = self.runs["cost_usd"].quantile([0.5, 0.9, 0.99])
         saving = 1 - e["cost_usd"] / od["cost_usd"]
         above = e["cost_usd"] / self.best["cost_usd"] - 1
         mtbf = 1 / self.cluster_hazard
+        half = (self.checkpoint_interval_h + self.write_h) / 2  # spot.expected_run's P/2
         where = config_phrase(od).removesuffix(", on-demand")
         lines = [
             f"{where}, checkpoint every {hours(self.checkpoint_interval_h)} (writing one "
@@ -411,10 +413,16 @@ class SpotTradeoff:
             f"{money(od['cost_usd'])}.",
             f"Spot (Spot Advisor: {self.bucket} of capacity reclaimed a month; on "
             f"{int(od['num_nodes'])} nodes a reclaim every {hours(mtbf)} on average): expected "
-            f"{hours(e['time_h'])} for {money(e['cost_usd'])} ({e['reclaims']:.2g} reclaims), "
+            f"{hours(e['time_h'])} for {money(e['cost_usd'])} ({e['reclaims']:.3g} reclaims), "
             + (f"{saving:.0%} cheaper" if saving >= 0 else f"{-saving:.0%} dearer")
             + f" than on-demand; simulated cost median {money(q[0.5])}, p90 {money(q[0.9])}, "
             f"p99 {money(q[0.99])} over {len(self.runs):,} runs.",
+            # said even where it rounds away in the hours and dollars above: the restart
+            # control's only visible effect at a low reclaim rate, and the lesson's point
+            f"Each reclaim re-does half a checkpoint period (the interval and its write) on "
+            f"average and waits for the restart: {e['reclaims']:.3g} x ({hours(half)} + "
+            f"{hours(self.restart_h)}) = {hours(e['time_h'] - od['time_h'])} more than "
+            f"on-demand's {hours(od['time_h'])}.",
             f"Cheapest interval: {hours(self.best['interval_h'])} "
             f"(expected {money(self.best['cost_usd'])}"
             + (

@@ -12,7 +12,7 @@ import pytest
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.planner import Constraints, Job, evaluate, search
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, hours
 from srifty_kit.model.intervals import two_sided_z
 
 JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096.0, checkpoint_gb=10.0)
@@ -195,6 +195,29 @@ def test_young_dalys_formula_says_a_long_mtbf_as_the_answer_says_it(model, catal
     assert "e+" not in text
     assert f"a reclaim every {mtbf:,.0f} h" in text
     assert f"sqrt(2 x {r.write_h:.3g} h x {mtbf:,.0f} h) = " in text
+
+
+def test_the_restart_moves_what_the_spot_answer_says_reclaims_cost(model, catalog):
+    """The panel's 'restart takes' control: at the listed reclaim rate a longer restart moves
+    no rounded hour or dollar, so the answer says what the reclaims add to the run (reclaims x
+    (half a checkpoint period + the restart)), the expected run's own difference from
+    on-demand, and that moves with the restart."""
+    job = replace(JOB, samples=2e9, checkpoint_interval_h=2.0)
+    said = {}
+    for restart in (0.1, 0.25):
+        r = tradeoffs.spot_tradeoff(
+            model, catalog, replace(job, restart_h=restart), "g4dn.12xlarge", 8, 32,
+            bucket="5-10%", runs=200,
+        )  # fmt: skip
+        half = (r.checkpoint_interval_h + r.write_h) / 2
+        added = r.expected["time_h"] - r.ondemand["time_h"]
+        assert added == pytest.approx(r.expected["reclaims"] * (half + restart))
+        line = next(x for x in r.text().splitlines() if x.startswith("Each reclaim"))
+        assert f"{r.expected['reclaims']:.3g} x ({hours(half)} + {hours(restart)})" in line
+        assert f"= {hours(added)} more than on-demand's {hours(r.ondemand['time_h'])}" in line
+        assert f"({r.expected['reclaims']:.3g} reclaims)" in r.text()  # the same count above
+        said[restart] = line
+    assert said[0.1] != said[0.25]
 
 
 def test_young_daly_has_no_optimum_without_reclaims_or_writes():
