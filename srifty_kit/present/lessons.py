@@ -89,8 +89,9 @@ CAPTIONS = {
         "the last step's time (dotted)."
     ),
     "variance": (
-        "Share of simulated runs by hours to the target: red, the pick judged by the point "
-        "estimate; blue, the pick judged by the upper end. Dashed: the deadline."
+        "Share of simulated runs by time to the target (in the unit the deadline is said in): "
+        "red, the pick judged by the point estimate; blue, the pick judged by the upper end. "
+        "Dashed: the deadline."
     ),
 }
 
@@ -835,17 +836,25 @@ class VarianceLesson(Lesson):
         return tradeoffs.deadline_judgement(self.evaluated, deadline, runs=self.runs), inputs
 
     def draw(self, result: tradeoffs.Judgement) -> None:
-        """Each pick's distribution of simulated run times, and the deadline (with a tick)."""
+        """Each pick's distribution of simulated run times, and the deadline (with a tick), in
+        the unit the slider and the answer say the deadline in: minutes below an hour (the
+        tick '45' where they say '45 min', not '0.75'), hours from one."""
+        minutes = hours(result.deadline_h).endswith(" min")
+        unit = 60.0 if minutes else 1.0
+        label = f"{'minutes' if minutes else 'hours'} to the target (simulated runs)"
+        if self.axes["x"].label != label:
+            self.axes["x"].label = label
         edges, shares = result.histogram()
+        edges, deadline = edges * unit, result.deadline_h * unit
         top = max((float(s.max()) for s in shares.values()), default=1.0)
-        _log_range(self.scales["x"], self.axes["x"], edges, (result.deadline_h,), margin=1.05)
+        _log_range(self.scales["x"], self.axes["x"], edges, (deadline,), margin=1.05)
         for rule in ("point", "upper"):
             share = shares.get(rule)
             if share is None:
                 set_data(self.marks[rule], [], [])
             else:
                 set_data(self.marks[rule], edges, np.append(share, share[-1]))
-        set_data(self.marks["deadline"], [result.deadline_h, result.deadline_h], [0.0, top])
+        set_data(self.marks["deadline"], [deadline, deadline], [0.0, top])
 
 
 def show(lesson: Lesson, interactive: bool, ask: tuple = ()) -> None:

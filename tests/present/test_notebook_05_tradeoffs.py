@@ -152,3 +152,24 @@ def test_lesson_c_draws_the_measured_steps_beside_the_models_lines(model):
     assert np.allclose(m["slowed"].y, np.asarray(m["model_a"].y) * 2)
     # worker 0's diamond is red and drawn last (on top of its type's others)
     assert m["settled"].colors[-1] == "#d62728" and len(m["settled"].x) == 8
+
+
+def test_lesson_d_draws_its_times_in_the_unit_its_deadline_is_said_in(model):
+    """The slider and the answer say '45 min': the figure's axis says minutes and the dashed
+    deadline sits at the tick 45, not at 0.75 (hours); at '2 h' it is back in hours."""
+    from srifty_kit import load_catalog
+    from srifty_kit.present.lessons import VarianceLesson
+
+    lesson = VarianceLesson(model, load_catalog(), JOB, deadline_h=2.0, runs=200)
+    for deadline, label, at in ((0.75, "45 min", 45.0), (2.0, "2 h", 2.0)):
+        lesson.ask(deadline)
+        assert lesson.controls["deadline"].label == label
+        unit = "minutes" if label.endswith("min") else "hours"
+        assert lesson.axes["x"].label == f"{unit} to the target (simulated runs)"
+        assert list(lesson.marks["deadline"].x) == [at, at]
+        assert at in list(lesson.axes["x"].tick_values)
+        edges = np.asarray(lesson.marks["point"].x)
+        if edges.size:  # the runs in the same unit as the deadline
+            scale = 60 if unit == "minutes" else 1
+            runs = lesson.compute()[0].runs["point"] * scale
+            assert edges.min() <= runs.min() and runs.max() <= edges.max() * (1 + 1e-6)
