@@ -1070,14 +1070,18 @@ class Judgement:
                     "too, so here the promise costs nothing more."
                 )
             else:
-                more = rows["upper"]["cost_usd"] / rows["point"]["cost_usd"] - 1
+                point, upper = rows["point"], rows["upper"]
+                # the point estimate's pick is the cheapest of a superset: never dearer
+                more = upper["cost_usd"] / point["cost_usd"] - 1
                 lines.append(
-                    f"The upper end's pick costs {more:+.0%} against the point estimate's, "
+                    f"The upper end's pick costs {more:.0%} more than the point estimate's "
+                    f"({money(upper['cost_usd'])} against {money(point['cost_usd'])})"
                     + (
-                        f"and both miss the deadline in {rows['point']['miss_share']:.1%} of "
+                        f", and both miss the deadline in {point['miss_share']:.1%} of "
                         "the runs: here the promise buys no fewer misses."
                         if self.same_misses
-                        else "for that difference in misses."
+                        else f" and misses the deadline in {upper['miss_share']:.1%} of the "
+                        f"runs against {point['miss_share']:.1%}."
                     )
                 )
         return "\n".join(lines)

@@ -364,6 +364,27 @@ def test_the_upper_end_pick_is_the_search_pick_and_rarely_misses(
     assert edges[0] <= min(t.min() for t in j.runs.values())
 
 
+def test_the_safer_pick_says_its_extra_cost_with_both_costs_and_both_misses(evaluated):
+    """Lesson d's question, 'what does the safer pick cost?', answered with the numbers the
+    sentence compares: 'costs 89% more than the point estimate's ($27.78 against $14.70)
+    and misses ... 4.0% of the runs against 23.9%', not '+89% against ..., for that
+    difference in misses'."""
+    from srifty_kit.decide.explanation import money
+
+    deadline = tradeoffs.disagreeing_deadline(evaluated, (0.5, 1, 2, 4, 8, 16), runs=500)
+    assert deadline is not None
+    j = tradeoffs.deadline_judgement(evaluated, deadline, runs=500)
+    point, upper = (j.table.set_index("rule").loc[r] for r in ("point", "upper"))
+    assert not j.same_pick and not j.same_misses
+    more = upper["cost_usd"] / point["cost_usd"] - 1
+    last = j.text().splitlines()[-1]
+    assert last == (
+        f"The upper end's pick costs {more:.0%} more than the point estimate's "
+        f"({money(upper['cost_usd'])} against {money(point['cost_usd'])}) and misses the "
+        f"deadline in {upper['miss_share']:.1%} of the runs against {point['miss_share']:.1%}."
+    )
+
+
 def test_a_deadline_both_rules_pick_alike_says_so_not_a_difference(model, catalog):
     """On one measured type, far past its slowest configuration, both rules pick the cheapest
     one: the answer says they agree, not that the upper end's pick costs '+0% against the
