@@ -248,7 +248,7 @@ class Scaling:
 
     def text(self) -> str:
         """Where adding workers stops making the job faster, by the point estimate and by the
-        upper end, and what each means."""
+        upper end (each with its cost, or why there is none), and what each means."""
         f, u = self.fastest, self.fastest_upper
         t = self.table
         scale = (
@@ -256,7 +256,12 @@ class Scaling:
             if self.noise_scale is not None
             else "no noise scale (perfect scaling assumed)"
         )
-        lines = [f"{self.basis.phrase()}; local batch {self.local_bsz}, {scale}."]
+        unpriced = (
+            f"; the catalog has no on-demand price for {self.instance_type}, so no cost is shown"
+            if not np.isfinite(t["cost_usd"].to_numpy(float)).any()
+            else ""
+        )  # a measured type of another cloud or on premises: say why no '$' follows
+        lines = [f"{self.basis.phrase()}; local batch {self.local_bsz}, {scale}{unpriced}."]
         point = self._row(f, "Fastest by the point estimate")
         if f["num_workers"] == t["num_workers"].max():
             point += " - still getting faster at the most workers tried"

@@ -43,6 +43,21 @@ def test_scaling_grows_the_global_batch_and_loses_statistical_efficiency(model, 
     assert "From 12 workers (3+ nodes) the model extrapolates past the 2 nodes" in s.text()
 
 
+def test_scaling_on_a_type_without_a_price_says_why_it_shows_no_cost(model, catalog):
+    """The lesson's dropdown offers measured types the catalog prices nowhere (an Azure or
+    on-premises machine): its answer says there is no price, not a silent missing '$'."""
+    unpriced = catalog.copy()
+    unpriced.loc[unpriced["instance_type"] == "g4dn.12xlarge", "ondemand_usd_per_hr"] = np.nan
+    s = tradeoffs.scaling(model, unpriced, JOB, "g4dn.12xlarge", 32, max_nodes=4)
+    assert "$" not in s.text()
+    first = s.text().splitlines()[0]
+    assert first.endswith(
+        "; the catalog has no on-demand price for g4dn.12xlarge, so no cost is shown."
+    )
+    priced = tradeoffs.scaling(model, catalog, JOB, "g4dn.12xlarge", 32, max_nodes=4).text()
+    assert "no on-demand price" not in priced and "$" in priced
+
+
 def test_scaling_puts_the_measured_steps_beside_the_model(model, catalog):
     from tests.builders import synthetic_measurements
 
