@@ -804,11 +804,14 @@ class VarianceLesson(Lesson):
         }
         xs, ys = bq.LogScale(), bq.LinearScale(min=0)
         sc = {"x": xs, "y": ys}
+        # a legend on the figure: which histogram is which pick is the lesson's whole point
         self.marks = {
-            "point": _line(sc, RED, "pick by point estimate", interpolation="step-after"),
-            "upper": _line(sc, BLUE, "pick by upper end", interpolation="step-after"),
-            "deadline": _line(sc, "black", "deadline", line_style="dashed"),
-        }
+            "point": _line(sc, RED, "pick by point estimate", interpolation="step-after",
+                           display_legend=True),
+            "upper": _line(sc, BLUE, "pick by upper end", interpolation="step-after",
+                           display_legend=True),
+            "deadline": _line(sc, "black", "deadline", line_style="dashed", display_legend=True),
+        }  # fmt: skip
         self.axes = {
             "x": bq.Axis(scale=xs, label="hours to the target (simulated runs)", tick_format=TICKS),
             "y": bq.Axis(scale=ys, label="share of runs", side="left", tick_format=".0%"),
@@ -818,6 +821,8 @@ class VarianceLesson(Lesson):
             list(self.marks.values()),
             list(self.axes.values()),
             "How long the two picks really take",
+            legend_location="top-left",  # the runs' left tail lies low: the corner is free
+            legend_style={"fill": "white", "opacity": 0.9},
         )
         super().__init__(controls, figure, "srifty-lesson-variance", CAPTIONS["variance"])
         self.refresh()
@@ -855,6 +860,9 @@ class VarianceLesson(Lesson):
             else:
                 set_data(self.marks[rule], edges, np.append(share, share[-1]))
         set_data(self.marks["deadline"], [deadline, deadline], [0.0, top])
+        # the top third stays empty for the legend: a tall narrow peak never hides behind it
+        if self.scales["y"].max != top * 1.45:
+            self.scales["y"].max = top * 1.45
 
 
 def show(lesson: Lesson, interactive: bool, ask: tuple = ()) -> None:

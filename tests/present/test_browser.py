@@ -289,6 +289,11 @@ ANSWER_JS = """
   return a ? {text: a.textContent, inputs: JSON.parse(a.dataset.inputs)} : null;
 }
 """
+# the entries of a panel's figure legends, as drawn
+LEGEND_JS = """
+(cls) => Array.from(document.querySelectorAll('.' + cls + ' g.g_legend text')).map(
+    (t) => t.textContent)
+"""
 # lesson panel -> (question control, key, presses, the input it moves, the stop it lands on,
 # that stop's label): one move per lesson, to the stop its question names
 QUESTIONS = {
@@ -390,6 +395,9 @@ def test_each_lesson_answers_as_the_decide_layer_does_when_its_control_moves(pag
 
         _eventually(page, figure_moved)
         page.locator(f".{panel}").screenshot(path=str(SCREENSHOTS / f"05_{panel[14:]}.png"))
+    # lesson d's two histograms are told apart on the figure itself, not only in its caption
+    legend = page.evaluate(LEGEND_JS, "srifty-lesson-variance")
+    assert legend == ["pick by point estimate", "pick by upper end", "deadline"], legend
 
 
 # a figure of a panel by its title: per mark (in the figure's order; the legend is no mark),

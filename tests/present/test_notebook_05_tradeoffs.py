@@ -168,6 +168,9 @@ def test_lesson_d_draws_its_times_in_the_unit_its_deadline_is_said_in(model):
         assert lesson.axes["x"].label == f"{unit} to the target (simulated runs)"
         assert list(lesson.marks["deadline"].x) == [at, at]
         assert at in list(lesson.axes["x"].tick_values)
+        # the legend's top third stays clear of the tallest bar of either histogram
+        tallest = max([0.0, *lesson.marks["point"].y, *lesson.marks["upper"].y])
+        assert lesson.scales["y"].max >= 1.4 * tallest
         edges = np.asarray(lesson.marks["point"].x)
         if edges.size:  # the runs in the same unit as the deadline
             scale = 60 if unit == "minutes" else 1
