@@ -408,6 +408,8 @@ class SpotTradeoff:
         q = self.runs["cost_usd"].quantile([0.5, 0.9, 0.99])
         saving = 1 - e["cost_usd"] / od["cost_usd"]
         above = e["cost_usd"] / self.best["cost_usd"] - 1
+        # '0.0% more' would read as the optimum itself, which the figure marks apart
+        near = "within 0.1% of it" if above < 0.0005 else f"{above:.1%} more"
         mtbf = 1 / self.cluster_hazard
         half = (self.checkpoint_interval_h + self.write_h) / 2  # spot.expected_run's P/2
         where = config_phrase(od).removesuffix(", on-demand")
@@ -435,7 +437,7 @@ class SpotTradeoff:
                 if self.at_edge
                 else ""
             )
-            + f"); this one costs {above:.1%} more. Young/Daly's sqrt(2 c M) = sqrt(2 x "
+            + f"); this one costs {near}. Young/Daly's sqrt(2 c M) = sqrt(2 x "
             f"{self.write_h:.3g} h x {_hours_number(mtbf)} h) = {hours(self.young_daly_h)}. "
             "Shorter intervals pay for writing checkpoints, longer ones for re-doing lost work.",
             f"Deadline {hours(self.deadline_h)}: {self.miss_share:.1%} of spot runs miss it; "

@@ -235,6 +235,24 @@ def test_the_restart_moves_what_the_spot_answer_says_reclaims_cost(model, catalo
     assert said[0.1] != said[0.25]
 
 
+def test_an_interval_near_the_cheapest_is_not_said_to_cost_0_0_percent_more(model, catalog):
+    """Lesson b's question stop (6 h against the cheapest 5.38 h) cost '0.0% more', which
+    reads as if 6 h were the optimum while the figure marks them apart: within 0.1% of the
+    cheapest plan the answer says so; further off it gives the share."""
+    job = replace(JOB, samples=2e9)
+    args = {"bucket": "10-15%", "runs": 200}
+    best = tradeoffs.spot_tradeoff(model, catalog, job, "g4dn.12xlarge", 8, 32, **args).best
+    near = replace(job, checkpoint_interval_h=best["interval_h"] * 1.1)
+    r = tradeoffs.spot_tradeoff(model, catalog, near, "g4dn.12xlarge", 8, 32, **args)
+    above = r.expected["cost_usd"] / r.best["cost_usd"] - 1
+    assert 0 < above < 0.0005
+    assert "this one costs within 0.1% of it." in r.text() and "0.0% more" not in r.text()
+    far = replace(job, checkpoint_interval_h=0.25)
+    r = tradeoffs.spot_tradeoff(model, catalog, far, "g4dn.12xlarge", 8, 32, **args)
+    above = r.expected["cost_usd"] / r.best["cost_usd"] - 1
+    assert f"this one costs {above:.1%} more." in r.text()
+
+
 def test_young_daly_has_no_optimum_without_reclaims_or_writes():
     from srifty_kit.decide.spot import young_daly_interval
 
