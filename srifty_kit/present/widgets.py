@@ -837,7 +837,15 @@ class SearchPanel:
         start = cost_time_axes(0.9)  # each evaluation says its own confidence (_draw)
         axes = [
             bq.Axis(scale=xs, label=start["x"][1], tick_format=TICKS),
-            bq.Axis(scale=ys, label=start["y"][1], side="left", tick_format=TICKS),
+            # the cost's name clear of its widest ticks ('200,000'): at bqplot's own offset it
+            # was drawn over '10,000' down to '1,000'
+            bq.Axis(
+                scale=ys,
+                label=start["y"][1],
+                side="left",
+                tick_format=TICKS,
+                label_offset="64px",
+            ),
         ]
         fig = bq.Figure(
             marks=[marks[name] for name in MARKS],
@@ -845,7 +853,7 @@ class SearchPanel:
             # the count of what meets the constraints is in the message above: a title that
             # changes would cost the browser one more update per move
             title="Cost-time tradeoff",
-            fig_margin={"top": 40, "bottom": 50, "left": 70, "right": 20},
+            fig_margin={"top": 40, "bottom": 50, "left": 90, "right": 20},
             layout={"width": "560px", "height": "400px"},
             animation_duration=0,
         )

@@ -209,8 +209,16 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     assert float(first["deadline"]) == NOTEBOOK_03["deadline_h"] and first["spot"] == "false"
     _eventually(page, _assert_panel_shows, page, _expected(first, model, catalog))
     # the cost-time figure's ticks read as people write them: '0.5', never '500m' or '1e+3'
-    ticks = [t for a in page.evaluate(TICK_LABELS_JS, "srifty-search-panel") for t in a["ticks"]]
+    drawn = page.evaluate(TICK_LABELS_JS, "srifty-search-panel")
+    ticks = [t for a in drawn for t in a["ticks"]]
     assert ticks and all(_plain_decimal(t) for t in ticks), ticks
+    # each axis's name is clear of its tick labels (it was drawn over the cost axis's
+    # '10,000', '5,000', '2,000' and '1,000')
+    for a in drawn:
+        assert a["labelBox"], a["label"]
+        l0, r0, t0, b0 = a["labelBox"]
+        for tick, (l1, r1, t1, b1) in zip(a["ticks"], a["boxes"], strict=True):
+            assert r0 <= l1 or r1 <= l0 or b0 <= t1 or b1 <= t0, (a["label"], tick)
 
     # move the deadline slider five stops to the left: a tighter deadline
     slider_press(page, "srifty-deadline", "ArrowLeft", 5)
@@ -456,6 +464,11 @@ TICK_LABELS_JS = """
     const r = t.getBoundingClientRect();
     return [r.left, r.right, r.top, r.bottom];
   }),
+  labelBox: ((t) => {
+    if (!t || !t.textContent) return null;
+    const r = t.getBoundingClientRect();
+    return [r.left, r.right, r.top, r.bottom];
+  })(a.querySelector('text.axislabel')),
 })).filter((a) => a.label || a.ticks.length)
 """
 
