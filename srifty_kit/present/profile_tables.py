@@ -1,4 +1,5 @@
-"""Notebook 01's tables as a reader sees them: what the level-shift columns mean in every row.
+"""Notebooks 01's and 02's tables as a reader sees them: what the level-shift columns mean in
+every row; the fit summary whole.
 
 ``variance.detect_drift`` and the profile summary keep the level-shift test's numbers as data:
 ``shift`` is the largest change of level the CUSUM test found and ``shift_p`` its p-value,
@@ -7,7 +8,8 @@ the warm-up cut). Shown as they are, a run where nothing drifted reads as ``Fals
 ``+27%`` shift, or as empty cells, which a reader takes for a failure. ``profile_table`` says
 instead: a sentence on what was flagged, tested and not tested, ``drift`` as yes, no or not
 tested, the shift in percent at a whole step. Every step time carries its unit ("61.7 ms", not
-0.061684), shares are percents and counts whole.
+0.061684), shares are percents and counts whole. ``summary_table`` shows notebook 02's
+``StepTimeModel.summary()`` with its texts uncut (pandas cuts a cell at 50 characters).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from srifty_kit.errors import counted, duration
 from srifty_kit.measure.stopping import MIN_BATCHES
 from srifty_kit.measure.variance import DRIFT_ALPHA, MIN_SHIFT
 
-__all__ = ["profile_table", "shift_sentence"]
+__all__ = ["profile_table", "shift_sentence", "summary_table"]
 
 SHIFT_COLUMNS = ("shift", "shift_at", "shift_p")  # NaN together where no shift was tested
 NOT_TESTED = "not tested"
@@ -166,4 +168,31 @@ def profile_table(frame: pd.DataFrame) -> Any:
     return styler.set_caption(shift_sentence(frame)).set_table_styles(
         [{"selector": "caption", "props": "caption-side: top; text-align: left;"}],
         overwrite=False,
+    )
+
+
+def summary_table(summary: pd.DataFrame) -> Any:
+    """``StepTimeModel.summary()`` as notebook 02 shows it: no index, every text whole
+    (``interval_from`` runs past the 50 characters a displayed DataFrame keeps, and the notes
+    under it point at it), ``held_out_error`` to two decimals as ``holdout.fold_error_line``
+    writes it, "—" where nothing could be held out, an empty ``fixed`` as "none".
+
+    Args:
+        summary: ``StepTimeModel.summary()``, or a selection of its columns.
+
+    Returns:
+        A pandas Styler (``display`` renders it; ``.data`` is ``summary`` unchanged).
+    """
+    formats: dict[str, Any] = {
+        "held_out_error": "{:.2f}",
+        "fixed": lambda v: v or "none",
+    }
+    return (
+        summary.style.hide(axis="index")
+        .format({c: f for c, f in formats.items() if c in summary}, na_rep="—")
+        # left-aligned prose that wraps, instead of one right-aligned line per cell
+        .set_properties(
+            subset=[c for c in summary.columns if summary[c].dtype == object],
+            **{"text-align": "left", "white-space": "normal"},
+        )
     )

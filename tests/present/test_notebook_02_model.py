@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -50,6 +51,19 @@ def test_notebook_fits_predicts_held_out_nodes_and_draws_three_figures(tmp_path)
     # and the interval's reach each way, with why it leans
     assert re.search(r"the 80% interval reaches \d+% below the point and \d+% above it", text)
     assert "quantiles of the errors the fit made predicting its own larger" in text, text
+    # the summary shows what its line points at: interval_from whole (pandas cut it at 50
+    # characters, "... 5-12 workers on 3 nodes; <=7 -..."), the error as the line writes it
+    summary = next(
+        o["data"]["text/html"]
+        for o in outputs
+        if "interval_from" in o.get("data", {}).get("text/html", "")
+    )
+    cells = [html.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", summary, re.S)]
+    froms = [c for c in cells if c.startswith("held out")]
+    assert froms and not any(c.endswith("...") for c in froms), cells
+    assert len(max(froms, key=len)) > 50, froms  # the case that was cut
+    said = re.search(r"held_out_error ([\d.]+) = ", text).group(1)
+    assert said in cells, (said, cells)  # 0.42 in the line, 0.42 in the table (not 0.421799)
 
 
 @pytest.mark.slow

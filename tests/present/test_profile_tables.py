@@ -107,3 +107,22 @@ def test_steps_needed_are_whole_and_an_unreachable_target_is_a_dash():
     assert cells[first["local_bsz"]]["n_more"] == f"{first['n_more']:,.0f}"
     assert cells[plan.iloc[-1]["local_bsz"]]["n_needed"] == "—"
     assert all(c["precision"].endswith("%") for c in cells.values())
+
+
+def test_the_fit_summary_is_shown_whole_and_says_what_could_not_be_held_out():
+    from srifty_kit.present.profile_tables import summary_table
+
+    basis = "held out <=3 -> 4-8 workers on 2 nodes; <=5 -> 6-12 workers on 3 nodes"
+    summary = pd.DataFrame(
+        {
+            "model": ["bert", "mine"],
+            "held_out_error": [0.421799, float("nan")],
+            "interval_from": [basis, "in sample"],
+            "fixed": ["", "latency (one node)"],
+        }
+    )
+    shown = summary_table(summary).to_html()
+    assert basis in shown  # a displayed DataFrame cut it to "... 2 nodes; <=5 -..."
+    assert ">0.42<" in shown and "0.421799" not in shown
+    assert ">—<" in shown and "nan" not in shown.lower()
+    assert ">none<" in shown  # no term fixed, said, not an empty cell
