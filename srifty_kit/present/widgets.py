@@ -70,6 +70,7 @@ CLASSES = {
     "figure": "srifty-figure",
     "table": "srifty-table",
     "why": "srifty-why",
+    "reason": "srifty-reason",
     "probe_button": "srifty-probe-button",
     "probe": "srifty-probe",
 }
@@ -116,7 +117,9 @@ STYLE = """<style>
 .srifty-left-out { color: #555; font-size: 90%; }
 .srifty-why-text, .srifty-answer { white-space: pre-wrap; font-size: 12px; }
 /* JupyterLab breaks an output's pre anywhere ("mis|ses"): wrap the sentences between words */
-.srifty-why .srifty-why-text { word-break: normal; overflow-wrap: break-word; }
+.srifty-why .srifty-why-text, .srifty-reason .srifty-why-text {
+  word-break: normal; overflow-wrap: break-word;
+}
 .srifty-caption { font-size: 11px; color: #555; width: 550px; line-height: 1.3; }
 </style>"""
 
@@ -467,6 +470,7 @@ class SearchPanel:
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         self._drawn: Evaluated | None = None
+        self._reason: Any = None  # reason_view's widget, made when a cell asks for it
         choices = search_choices(model, self.catalog)
         # each workload's own batches and noise scale: what choosing it sets those controls to
         self._own = {
@@ -640,6 +644,36 @@ class SearchPanel:
         """Why the current pick (or why nothing fits), or the current error, in sentences."""
         return self.result.explanation if self.result is not None else str(self.error)
 
+    def reason_view(self) -> Any:
+        """``explanation`` as a widget that follows the controls, for a cell below the panel
+        (notebook 03's "Why this one"): printed once, the text there named the first pick
+        after the controls had moved to another.
+
+        Returns:
+            An ipywidgets ``HTML`` (class ``srifty-reason``), the same one on every call; where
+            no widget is drawn (a saved notebook, its HTML export) its output reads as the
+            explanation it showed when it was displayed.
+        """
+        import ipywidgets as w
+
+        if self._reason is None:
+            panel = self
+
+            class Reason(w.HTML):
+                def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+                    # the widget's own plain text is its repr cut at 110 characters
+                    plain = {"text/plain": panel.explanation}
+                    return {**super()._repr_mimebundle_(**kwargs), **plain}
+
+            self._reason = tag(Reason(), CLASSES["reason"])
+            self._show_reason()
+        return self._reason
+
+    def _show_reason(self) -> None:
+        if self._reason is not None:
+            text = html.escape(self.explanation)
+            self._reason.value = f'<pre class="srifty-why-text">{text}</pre>'
+
     # -- what the controls ask -------------------------------------------------------------
     def inputs(self) -> tuple[Job, Constraints, str]:
         """The job, constraints and objective the controls set now."""
@@ -773,12 +807,14 @@ class SearchPanel:
             else f'<div class="srifty-infeasible">{html.escape(result.explanation)}</div>'
         ) + "".join(f'<div class="srifty-left-out">{html.escape(line)}</div>' for line in left)
         self.table.value = ranked_html(result, inputs)
+        self._show_reason()
         return result
 
     def _show_error(self, err: Exception) -> None:
         self.message.value = error_html(err)
         self.table.value = '<table class="srifty-ranked" data-error="true"></table>'
         self.why.value = ""
+        self._show_reason()
         # every mark, the cloud and the shades too: nothing drawn may come from the search
         # before the error; the next search draws its cloud again
         for name in MARKS:

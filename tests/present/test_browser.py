@@ -175,6 +175,15 @@ def _assert_panel_shows(page, result) -> None:
     assert fig["title"] == "Cost-time tradeoff"
 
 
+def _assert_reason_says(page, explanation: str) -> None:
+    """Notebook 03's "Why this one" cell (below the panel) says ``explanation``."""
+    said = page.evaluate(
+        "() => { const r = document.querySelector('.srifty-reason pre');"
+        " return r ? r.textContent : null; }"
+    )
+    assert said == explanation
+
+
 def _eventually(page, check, *args, timeout_s: float = 60) -> None:
     """``check(*args)`` until it passes: the page applies the kernel's updates one message at a
     time (bqplot draws on the next animation frame), so a read can land between two."""
@@ -235,6 +244,8 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     tighter = _expected(moved, model, catalog)
     assert tighter.n_feasible < _expected(first, model, catalog).n_feasible
     _eventually(page, _assert_panel_shows, page, tighter)
+    # the "Why this one" cell below follows too: printed once, it named the first pick
+    _eventually(page, _assert_reason_says, page, tighter.explanation)
 
     # allow spot: new candidates, evaluated once, ranked against the same deadline
     page.locator(".srifty-spot input[type=checkbox]").check()
@@ -249,6 +260,7 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
 
 def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     _, model = fitted
+    catalog = load_catalog()
     name = _parameterize(fitted, "03_search_ec2.ipynb", "03_tight.ipynb", NOTEBOOK_03)
     run_notebook_in_lab(page, page.lab, name, ".srifty-table table.srifty-ranked tbody tr")
     # the shortest deadline the slider offers: nothing finishes in 36 seconds
@@ -266,6 +278,7 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     _eventually(page, only_the_nearest)
     data = pd.Series(page.evaluate(TABLE_JS, "srifty-table")["data"])
     assert float(data["deadline"]) == 0.01
+    _eventually(page, _assert_reason_says, page, _expected(data, model, catalog).explanation)
     # the reason wraps between words (JupyterLab breaks an output's pre anywhere: "mis|ses")
     style = page.evaluate(
         "() => getComputedStyle(document.querySelector('.srifty-why-text')).wordBreak"

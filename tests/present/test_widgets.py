@@ -57,6 +57,22 @@ def test_moving_the_deadline_reranks_without_evaluating_again(panel, model, cata
     assert len(panel.marks["front_dots"].x) == len(panel.result.pareto)
 
 
+def test_the_reason_shown_below_the_panel_follows_its_controls(panel):
+    view = panel.reason_view()
+    assert view is panel.reason_view() and CLASSES["reason"] in view._dom_classes
+    first = panel.explanation
+    assert html.escape(first) in view.value
+    options = [v for _, v in panel.controls["deadline"].options]
+    panel.controls["deadline"].value = options[options.index(20.0) - 10]
+    assert panel.explanation != first  # another pick: the view says it, not the first one
+    assert html.escape(panel.explanation) in view.value
+    panel.controls["deadline"].value = options[0]  # nothing fits: why, in the view too
+    assert "Infeasible" in panel.explanation
+    assert html.escape(panel.explanation) in view.value
+    # a saved notebook or its HTML export, without the widget, reads the sentences
+    assert view._repr_mimebundle_()["text/plain"] == panel.explanation
+
+
 def test_objective_and_budget_rerank_the_same_evaluation(panel, model, catalog):
     first = panel.evaluated
     panel.controls["objective"].value = "time"
