@@ -400,13 +400,14 @@ def residuals_by_scale(pred: pd.DataFrame, measured: str = "measured_s", ax: Any
 
 
 def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
-    """Compute and exposed sync per configuration, stacked; hatched: sync hidden by overlap.
+    """Compute and exposed sync per configuration, stacked: a bar ends at the step time;
+    hatched over the top of the compute, the sync it hid (it ran during the backward pass).
 
     One bar per node count and worker count: the same workers spread over more nodes sync
     over a slower network, so averaging across node counts would draw a split no
     configuration has. Bars are grouped by node count, each group named under the axis (or
     the one node count named on it). Where one pair was placed several ways (GPUs per node),
-    the bar is their mean and a whisker spans their totals, lowest to highest.
+    the bar is their mean and a whisker spans their step times, lowest to highest.
 
     Args:
         explained: ``StepTimeModel.explain`` rows (``num_nodes``, ``num_workers``,
@@ -430,23 +431,30 @@ def step_breakdown(explained: pd.DataFrame, ax: Any = None) -> Any:
     blue, orange = sns.color_palette()[:2]
     ax.bar(x, parts["compute_s"], label="compute", color=blue)
     ax.bar(x, exposed, bottom=parts["compute_s"], label="sync (exposed)", color=orange)
+    # inside the compute bar, not stacked on it: stacked, a bar stood the hidden sync taller
+    # than the step, beside the step times predicted in the figure above it
     ax.bar(
         x,
         parts["overlap_s"],
-        bottom=parts["compute_s"] + exposed,
+        bottom=parts["compute_s"] - parts["overlap_s"],
         color="none",
         edgecolor=orange,
         hatch="//",
         label="sync hidden by overlap",
     )
-    total = (per["compute_s"] + per["sync_s"]).groupby([per[k] for k in keys]).agg(["min", "max"])
+    step = per["compute_s"] + per["sync_s"] - per["overlap_s"]
+    total = step.groupby([per[k] for k in keys]).agg(["min", "max"])
     placed = (pairs.size() > 1).to_numpy()
     if placed.any():
-        top = (parts["compute_s"] + parts["sync_s"]).to_numpy()
+        top = (parts["compute_s"] + exposed).to_numpy()
         ax.errorbar(
             x[placed],
             top[placed],
-            yerr=[(top - total["min"].to_numpy())[placed], (total["max"].to_numpy() - top)[placed]],
+            # a mean of sums against the sums' ends: clipped at 0 where rounding crossed them
+            yerr=np.maximum(
+                [(top - total["min"].to_numpy())[placed], (total["max"].to_numpy() - top)[placed]],
+                0.0,
+            ),
             fmt="none",
             ecolor="0.2",
             elinewidth=0.8,

@@ -27,7 +27,7 @@ def _explained(rows) -> pd.DataFrame:
 
 
 def _stack_tops(ax) -> list[float]:
-    """Each bar's full height (compute + exposed + hidden sync), left to right."""
+    """Each bar's parts' heights summed (compute + exposed + hidden sync), left to right."""
     bars = [c for c in ax.containers if hasattr(c, "patches")]
     return [sum(c.patches[i].get_height() for c in bars) for i in range(len(bars[0].patches))]
 
@@ -50,6 +50,27 @@ def test_breakdown_at_one_node_count_names_it_on_the_axis(ax):
     assert not ax.texts
 
 
+def _bar_tops(ax) -> list[float]:
+    """Where each bar ends on the axis, left to right: its highest patch's top."""
+    bars = [c for c in ax.containers if hasattr(c, "patches")]
+    return [
+        max(c.patches[i].get_y() + c.patches[i].get_height() for c in bars)
+        for i in range(len(bars[0].patches))
+    ]
+
+
+def test_a_bar_ends_at_the_step_time_under_seconds_per_step(ax):
+    # the sync hidden by overlap ran during the compute: a step is compute + exposed sync
+    # (0.6 + 0.4 - 0.3 = 0.7 s), and the bar stood 0.3 s taller, at 1.0 s, beside predicted
+    # step times of 0.7 s in the figure above it
+    explained = _explained([(1, 4, 0.6, 0.4, 0.3), (2, 8, 0.6, 0.9, 0.2)])
+    step_breakdown(explained, ax)
+    assert _bar_tops(ax) == pytest.approx([0.7, 1.3])
+    hidden = next(c for c in ax.containers if c.get_label() == "sync hidden by overlap")
+    # drawn over the top of the compute it hid under
+    assert [p.get_y() for p in hidden.patches] == pytest.approx([0.6 - 0.3, 0.6 - 0.2])
+
+
 def test_breakdown_spans_the_placements_of_one_worker_count_with_a_whisker(ax):
     # 6 workers on 2 nodes placed 3+3 and 4+2: one bar at their mean, a whisker over both
     explained = _explained([(2, 6, 0.5, 0.3, 0.1), (2, 6, 0.5, 0.5, 0.1)]).assign(
@@ -59,5 +80,17 @@ def test_breakdown_spans_the_placements_of_one_worker_count_with_a_whisker(ax):
     assert _stack_tops(ax) == pytest.approx([0.9])
     (whisker,) = [c for c in ax.containers if hasattr(c, "has_yerr") and c.has_yerr]
     segment = whisker.lines[2][0].get_segments()[0]
-    assert [y for _, y in segment] == pytest.approx([0.8, 1.0])
+    # their step times, compute + sync - hidden: 0.7 and 0.9 s
+    assert [y for _, y in segment] == pytest.approx([0.7, 0.9])
     assert "whiskers: the range over placements" in ax.get_xlabel()
+
+
+def test_placements_of_one_step_time_draw_their_bar_without_a_rounding_error(ax):
+    # two placements of 0.1 + 0.7 - 0.3: the bar's top, 0.1 + (0.7 - 0.3), rounds above the
+    # placements' step time, (0.1 + 0.7) - 0.3, and a negative whisker stopped the figure
+    explained = _explained([(2, 6, 0.1, 0.7, 0.3), (2, 6, 0.1, 0.7, 0.3)]).assign(
+        placement=["33", "42"]
+    )
+    step_breakdown(explained, ax)
+    assert _bar_tops(ax) == pytest.approx([0.5])
+    assert ax.get_ylabel() == "seconds per step"
