@@ -377,16 +377,31 @@ def predicted_vs_measured(pred: pd.DataFrame, measured: str = "measured_s", ax: 
 
 
 def residuals_by_scale(pred: pd.DataFrame, measured: str = "measured_s", ax: Any = None) -> Any:
-    """Relative error against the number of workers, over the interval's mean band."""
+    """Each measured step against its prediction (measured / predicted - 1) by the number of
+    workers, over the interval's mean band in the same terms: the band reaches as far below
+    and above 0 as ``holdout.interval_line`` says the interval reaches below and above the
+    point, and a dot above 0 is a step slower than predicted.
+
+    Args:
+        pred: ``StepTimeModel.predict`` rows (``num_nodes``, ``num_workers``,
+            ``step_time_s``, ``step_time_lo``, ``step_time_hi``) with the measured step times.
+        measured: the column of ``pred`` holding the measured step times, in seconds.
+        ax: the axes to draw on (None: a new figure).
+
+    Returns:
+        The axes.
+    """
     import seaborn as sns
     from matplotlib.ticker import PercentFormatter
 
     ax = _axes(ax)
-    # measured inside [lo, hi]  <=>  predicted/measured - 1 inside [pred/hi - 1, pred/lo - 1]
+    # measured inside [lo, hi]  <=>  measured/predicted - 1 inside [lo/pred - 1, hi/pred - 1];
+    # drawn the other way up (predicted / measured), the band ran -11%..+67% beside a line
+    # saying the interval reaches 40% below the point and 13% above it
     frame = pred.assign(
-        error=pred["step_time_s"] / pred[measured] - 1,
-        low=pred["step_time_s"] / pred["step_time_hi"] - 1,
-        high=pred["step_time_s"] / pred["step_time_lo"] - 1,
+        error=pred[measured] / pred["step_time_s"] - 1,
+        low=pred["step_time_lo"] / pred["step_time_s"] - 1,
+        high=pred["step_time_hi"] / pred["step_time_s"] - 1,
     )
     sns.stripplot(
         data=frame, x="num_workers", y="error", hue="num_nodes", palette="viridis", size=3, ax=ax
@@ -395,7 +410,7 @@ def residuals_by_scale(pred: pd.DataFrame, measured: str = "measured_s", ax: Any
     ax.fill_between(np.arange(len(band)), band["low"], band["high"], color="0.88", zorder=0)
     ax.axhline(0, color="0.3", lw=1)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.set(xlabel="workers", ylabel="predicted / measured - 1 (band: interval)")
+    ax.set(xlabel="workers", ylabel="measured / predicted - 1 (band: interval)")
     return ax
 
 

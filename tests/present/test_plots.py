@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from srifty_kit.present.plots import step_breakdown
+from srifty_kit.present.plots import residuals_by_scale, step_breakdown
 
 
 @pytest.fixture
@@ -94,3 +94,28 @@ def test_placements_of_one_step_time_draw_their_bar_without_a_rounding_error(ax)
     step_breakdown(explained, ax)
     assert _bar_tops(ax) == pytest.approx([0.5])
     assert ax.get_ylabel() == "seconds per step"
+
+
+def test_the_residual_band_reads_as_the_interval_line_says_it(ax):
+    # notebook 02's line: "the 90% interval reaches 40% below the point and 13% above it";
+    # the band drawn as predicted / measured - 1 ran from -11% to +67%, the other way round
+    pred = pd.DataFrame(
+        {
+            "num_nodes": [2, 2],
+            "num_workers": [8, 8],
+            "step_time_s": [1.0, 2.0],
+            "step_time_lo": [0.6, 1.2],
+            "step_time_hi": [1.13, 2.26],
+            "measured_s": [1.1, 1.8],
+        }
+    )
+    residuals_by_scale(pred, "measured_s", ax)
+    from matplotlib.collections import PathCollection, PolyCollection
+
+    (band,) = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert (ys.min(), ys.max()) == pytest.approx((-0.40, 0.13))
+    dots = [c for c in ax.collections if isinstance(c, PathCollection)]
+    points = sorted(y for c in dots for _, y in c.get_offsets())
+    assert points == pytest.approx([-0.1, 0.1])  # measured 10% under and over the point
+    assert ax.get_ylabel().startswith("measured / predicted - 1")
