@@ -281,7 +281,7 @@ def cost_time_front(
     """Searched configurations' time to finish at the confidence ``level`` against their
     expected cost (``cost_time_axes``: the front's coordinates, in which the cost objective's
     pick lies on the front), with the Pareto front, its knee, the pick, and the deadline and
-    budget lines (log-log)."""
+    budget lines (log-log); the legend beside the plot, clear of the configurations."""
     import seaborn as sns
 
     ax = _axes(ax)
@@ -325,7 +325,9 @@ def cost_time_front(
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
     ax.set_title("Cost-time tradeoff of the searched configurations")
-    ax.legend(fontsize=7, ncols=2, loc="best")
+    # beside the plot, not in it: with thousands of dots in every corner, "best" still covered
+    # one corner's configurations
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax
 
 

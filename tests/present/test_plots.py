@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from srifty_kit.present.plots import residuals_by_scale, step_breakdown
+from srifty_kit.present.plots import cost_time_front, residuals_by_scale, step_breakdown
 
 
 @pytest.fixture
@@ -119,3 +119,27 @@ def test_the_residual_band_reads_as_the_interval_line_says_it(ax):
     points = sorted(y for c in dots for _, y in c.get_offsets())
     assert points == pytest.approx([-0.1, 0.1])  # measured 10% under and over the point
     assert ax.get_ylabel().startswith("measured / predicted - 1")
+
+
+def test_the_cost_time_legend_covers_no_configuration(ax):
+    # notebook 03's static figure: with 4,000 dots in every corner, loc="best" still laid the
+    # legend (ten families, status, front, knee, pick, deadline) over the dots of one corner
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    families = ["g4dn", "g5", "g6", "g6e", "p3dn", "p4d", "p4de", "p5", "p5en"]
+    candidates = pd.DataFrame(
+        {
+            "instance_type": [f"{families[i % len(families)]}.xlarge" for i in range(n)],
+            "time_hi_h": np.exp(rng.uniform(0, 8, n)),
+            "cost_mean_usd": np.exp(rng.uniform(4, 10, n)),
+            "feasible": rng.random(n) < 0.3,
+        }
+    )
+    front = candidates.nsmallest(5, "cost_mean_usd")
+    cost_time_front(candidates, front, front.iloc[2], front.iloc[0], deadline_h=24.0, ax=ax)
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    plot = ax.get_window_extent()
+    assert legend.x0 >= plot.x1 or legend.y0 >= plot.y1, (legend, plot)  # beside the plot
