@@ -90,6 +90,8 @@ MARKS = (
 CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is instant
 CLOUD_POINTS = 2000  # candidates drawn in the scatter (a fixed sample per evaluation)
 NUMBER = "{:.4g}"  # how the table writes numbers
+SHARE = "{:.0%}"  # and its shares (SHARES)
+SHARES = ("p_meet", "efficiency")
 FIGURE_CAPTION = (
     "Across: the time to finish at the confidence (what the deadline is held to); up: the "
     "expected cost (what the cost objective ranks by). Dots: a sample of every configuration "
@@ -204,6 +206,9 @@ def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
 # so they are titled by their level, never "upper"
 TABLE_COLUMNS = (
     ("$/h", "usd_per_hr"),
+    # the chance the search holds to the confidence, and the efficiency, in percent as
+    # notebook 03's static table (decision_table) writes them
+    ("P(meet)", "p_meet"),
     ("time h", "time_h"),
     ("time h at {level}", "time_hi_h"),
     ("expected cost $", "cost_mean_usd"),
@@ -229,7 +234,9 @@ def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
     rows = []
     for i, (_, row) in enumerate(result.ranked.iterrows(), start=1):
         cells = [str(i), html.escape(config_phrase(row))]
-        cells += [NUMBER.format(float(row[c])) for _, c in TABLE_COLUMNS]
+        cells += [
+            (SHARE if c in SHARES else NUMBER).format(float(row[c])) for _, c in TABLE_COLUMNS
+        ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     counts = {"n_candidates": result.n_candidates, "n_feasible": result.n_feasible}
     caption = (

@@ -132,18 +132,9 @@ def _assert_panel_shows(page, result) -> None:
     assert int(table["data"]["nCandidates"]) == result.n_candidates
     want = [
         [str(i), config_phrase(r)]
-        + [
-            f"{r[c]:.4g}"
-            for c in (
-                "usd_per_hr",
-                "time_h",
-                "time_hi_h",
-                "cost_mean_usd",
-                "cost_hi_usd",
-                "step_time_s",
-                "efficiency",
-            )
-        ]
+        + [f"{r['usd_per_hr']:.4g}", f"{r['p_meet']:.0%}"]
+        + [f"{r[c]:.4g}" for c in ("time_h", "time_hi_h", "cost_mean_usd", "cost_hi_usd")]
+        + [f"{r['step_time_s']:.4g}", f"{r['efficiency']:.0%}"]
         for i, (_, r) in enumerate(result.ranked.iterrows(), start=1)
     ]
     assert table["rows"] == want
