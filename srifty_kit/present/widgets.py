@@ -20,6 +20,7 @@ import html
 import json
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
@@ -154,7 +155,13 @@ NOISE_START = 1000.0  # where the noise scale slider rests while no noise scale 
 
 def noise_choices(noise: float | None) -> list[tuple[str, float]]:
     """The noise scale slider's stops, 10 to 10^7 samples, ``noise`` among them exactly."""
-    return log_choices(noise or NOISE_START, 10.0, 1e7, per_decade=20, label="{:.3g}")
+    return log_choices(noise or NOISE_START, 10.0, 1e7, per_decade=20, label=readable)
+
+
+def readable(value: float) -> str:
+    """A slider's stop as people write the number: '2,000', '120,000,000', '11.2'; never
+    '2e+03' (the stops are already cut to three significant digits)."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
 
 
 def batch_options(own: Any) -> list[int]:
@@ -181,15 +188,30 @@ def error_html(err: Exception) -> str:
 
 
 def log_choices(
-    value: float, low: float, high: float, per_decade: int = 50, label: str = "{:g}"
+    value: float,
+    low: float,
+    high: float,
+    per_decade: int = 50,
+    label: str | Callable[[float], str] = "{:g}",
 ) -> list[tuple[str, float]]:
     """(label, value) stops from ``low`` to ``high``, evenly spaced in log, three significant
     digits, ``value`` among them: a selection slider sends back exactly one of these values (a
-    float slider would snap the value to its step and send that back instead)."""
+    float slider would snap the value to its step and send that back instead).
+
+    Args:
+        value: the stop that must be among them (the control's current value).
+        low, high: the first and last stops.
+        per_decade: stops per factor of ten.
+        label: a format string for each stop's label, or a function of the stop.
+
+    Returns:
+        (label, value) pairs, in increasing value.
+    """
     decades = np.log10(high / low)
     grid = np.geomspace(low, high, int(round(decades * per_decade)) + 1)
     values = sorted({float(f"{v:.3g}") for v in grid} | {float(value)})
-    return [(label.format(v), v) for v in values]
+    name = label if callable(label) else label.format
+    return [(name(v), v) for v in values]
 
 
 def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
@@ -494,7 +516,7 @@ class SearchPanel:
                 options=choices["workloads"], value=job.model, description="workload", style=wide
             ),
             "samples": w.SelectionSlider(
-                options=log_choices(samples, samples / 100, samples * 100, label="{:.3g}"),
+                options=log_choices(samples, samples / 100, samples * 100, label=readable),
                 value=samples,
                 description="samples",
                 continuous_update=False,
@@ -537,7 +559,7 @@ class SearchPanel:
                 layout=w.Layout(width="100px"),
             ),
             "budget": w.SelectionSlider(
-                options=log_choices(c.budget_usd or 100.0, 1.0, 1e6),
+                options=log_choices(c.budget_usd or 100.0, 1.0, 1e6, label=readable),
                 value=c.budget_usd or 100.0,
                 description="USD",
             ),

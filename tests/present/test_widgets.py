@@ -230,6 +230,16 @@ def test_the_table_says_each_configurations_chance_to_meet_in_percent(panel):
     assert efficiency == [f"{e:.0%}" for e in ranked["efficiency"]]
 
 
+def test_the_sliders_read_their_stops_as_people_write_numbers(panel):
+    # the noise scale read '2e+03' and '2.24e+03', the samples '1.2e+08', the budget '1e+06'
+    for name in ("samples", "noise", "budget"):
+        labels = [label for label, _ in panel.controls[name].options]
+        assert not [t for t in labels if "e" in t], (name, labels)
+    noise = dict(panel.controls["noise"].options)
+    assert noise["4,096"] == 4096.0 and noise["11.2"] == 11.2
+    assert dict(panel.controls["samples"].options)["120,000,000"] == 1.2e8
+
+
 def test_the_tables_ends_are_titled_by_their_confidence_not_as_upper(panel):
     import re
 
