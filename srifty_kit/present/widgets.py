@@ -42,7 +42,7 @@ from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job, whole_batches
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
 from srifty_kit.errors import InputError, did_you_mean, is_whole
-from srifty_kit.present.plots import budget_label, cost_time_axes
+from srifty_kit.present.plots import budget_label, cost_time_axes, log_ticks
 from srifty_kit.tables.contracts import validate_catalog
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -212,6 +212,35 @@ def log_choices(
     values = sorted({float(f"{v:.3g}") for v in grid} | {float(value)})
     name = label if callable(label) else label.format
     return [(name(v), v) for v in values]
+
+
+# the figure's plot area in pixels (its layout less fig_margin) and the room a tick label needs
+# along each axis: "20,000" across, one line of text up
+PLOT_PX = {"x": 560 - 90 - 20, "y": 400 - 40 - 50}
+LABEL_PX = {"x": 44, "y": 18}
+
+
+def axis_ticks(low: float, high: float, axis: str) -> list[float] | None:
+    """Ticks for one log axis of the panel's figure: 1-2-5 in each decade, thinned to 1-3 or to
+    powers of ten where the axis spans so many decades that neighbouring labels would print
+    into one another ('5,000 10,00020,000').
+
+    Args:
+        low, high: the axis' ends (> 0).
+        axis: "x" or "y" (how long the axis is, how much room its labels need).
+
+    Returns:
+        The tick values, or None (bqplot's own ticks) where fewer than two would be drawn.
+    """
+    decades = np.log10(high / low) if low > 0 and high > low else 0.0
+    steps = (1,)
+    for mantissas in ((1, 2, 5), (1, 3)):
+        closest = np.diff(np.log10([*mantissas, 10])).min()  # the nearest two, in decades
+        if decades and PLOT_PX[axis] * closest / decades >= LABEL_PX[axis]:
+            steps = mantissas
+            break
+    ticks = log_ticks(low, high, steps=steps)
+    return ticks if len(ticks) >= 2 else None
 
 
 def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
@@ -918,7 +947,7 @@ class SearchPanel:
             # the count of what meets the constraints is in the message above: a title that
             # changes would cost the browser one more update per move
             title="Cost-time tradeoff",
-            fig_margin={"top": 40, "bottom": 50, "left": 90, "right": 20},
+            fig_margin={"top": 40, "bottom": 50, "left": 90, "right": 20},  # PLOT_PX
             layout={"width": "560px", "height": "400px"},
             animation_duration=0,
         )
@@ -936,9 +965,11 @@ class SearchPanel:
             for axis in ("x", "y"):
                 with self.scales[axis].hold_sync():
                     self.scales[axis].min, self.scales[axis].max = view[axis]
-            for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
-                if axis.label != label:  # the confidence is in the time's label
-                    axis.label = label
+            for name, axis, label in zip("xy", self.figure.axes, (x_label, y_label), strict=True):
+                with axis.hold_sync():
+                    if axis.label != label:  # the confidence is in the time's label
+                        axis.label = label
+                    axis.tick_values = axis_ticks(*view[name], name)
             budget = budget_label(constraints.confidence)
             if m["budget"].labels != [budget]:
                 m["budget"].labels = [budget]

@@ -98,7 +98,7 @@ def page(fitted):
     root, _ = fitted
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with jupyter_lab(root) as lab, browser_page() as page:
-        page.lab = lab
+        page.lab, page.lab_root = lab, root
         yield page
 
 
@@ -279,6 +279,36 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     button = page.locator(".srifty-probe-button")
     assert button.evaluate("(b) => b.scrollWidth <= b.clientWidth")
     assert button.inner_text().strip() == "What to measure next"
+
+
+def _no_tick_labels_overlap(page, panel: str) -> None:
+    for a in page.evaluate(TICK_LABELS_JS, panel):
+        boxes = a["boxes"]
+        for i, (l0, r0, t0, b0) in enumerate(boxes):
+            for j, (l1, r1, t1, b1) in enumerate(boxes[:i]):
+                apart = r0 <= l1 or r1 <= l0 or b0 <= t1 or b1 <= t0
+                assert apart, (a["label"], a["ticks"][j], a["ticks"][i])
+
+
+def test_search_panel_ticks_stay_apart_over_many_decades(page, reference_measurements):
+    """Notebook 03 at its defaults on the EC2 reference (bert), batch 1 alone ticked: the
+    times run from 8 h to 30,000 h, and at 1-2-5 ticks '5,000 10,00020,000' printed into one
+    another."""
+    root = page.lab_root
+    nb = load_notebook_node(str(REPO / "notebooks" / "03_search_ec2.ipynb"))
+    nbformat.write(nb, root / "03_defaults.ipynb")
+    run_notebook_in_lab(
+        page, page.lab, "03_defaults.ipynb", ".srifty-table table.srifty-ranked tbody tr"
+    )
+    page.locator(".srifty-batches select").select_option("1")
+    page.wait_for_function(
+        "() => { const t = document.querySelector('.srifty-table table.srifty-ranked');"
+        " return t && JSON.parse(t.dataset.job).local_bsz.join() === '1'; }",
+        timeout=60_000,
+    )
+    _eventually(page, _no_tick_labels_overlap, page, "srifty-search-panel")
+    ticks = [t for a in page.evaluate(TICK_LABELS_JS, "srifty-search-panel") for t in a["ticks"]]
+    assert len(ticks) >= 6 and all(_plain_decimal(t) for t in ticks), ticks
 
 
 # -- notebook 05: the four lessons ---------------------------------------------------------------
