@@ -353,14 +353,31 @@ def controller_convergence(trace: pd.DataFrame, ax: Any = None) -> Any:
 
 
 def predicted_vs_measured(pred: pd.DataFrame, measured: str = "measured_s", ax: Any = None) -> Any:
-    """Predicted step time (with its interval) against the measured one, by node count."""
+    """Predicted step time (with its interval) against the measured one, by node count; the
+    legend names the node counts, the intervals' whiskers and the diagonal.
+
+    Args:
+        pred: ``StepTimeModel.predict`` rows (``num_nodes``, ``step_time_s``,
+            ``step_time_lo``, ``step_time_hi``) with the measured step times.
+        measured: the column of ``pred`` holding the measured step times, in seconds.
+        ax: the axes to draw on (None: a new figure).
+
+    Returns:
+        The axes.
+    """
     import seaborn as sns
 
     ax = _axes(ax)
     below = pred["step_time_s"] - pred["step_time_lo"]
     above = pred["step_time_hi"] - pred["step_time_s"]
     ax.errorbar(
-        pred[measured], pred["step_time_s"], yerr=[below, above], fmt="none", ecolor="0.8", zorder=1
+        pred[measured],
+        pred["step_time_s"],
+        yerr=[below, above],
+        fmt="none",
+        ecolor="0.8",
+        zorder=1,
+        label="prediction interval",
     )
     sns.scatterplot(
         data=pred,
@@ -373,8 +390,10 @@ def predicted_vs_measured(pred: pd.DataFrame, measured: str = "measured_s", ax: 
         ax=ax,
     )
     top = float(np.nanmax(pred[[measured, "step_time_hi"]].to_numpy()))
-    ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--")
+    ax.plot([0, top], [0, top], color="0.3", lw=1, ls="--", label="measured = predicted")
     ax.set(xlabel="measured step time (s)", ylabel="predicted step time (s)")
+    # seaborn's legend holds the node counts only: drawn again, with the whiskers and diagonal
+    ax.legend(*ax.get_legend_handles_labels(), title="num_nodes", fontsize=8)
     return ax
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from srifty_kit.present.plots import cost_time_front, residuals_by_scale, step_breakdown
+from srifty_kit.present.plots import (
+    cost_time_front,
+    predicted_vs_measured,
+    residuals_by_scale,
+    step_breakdown,
+)
 
 
 @pytest.fixture
@@ -143,3 +148,20 @@ def test_the_cost_time_legend_covers_no_configuration(ax):
     legend = ax.get_legend().get_window_extent()
     plot = ax.get_window_extent()
     assert legend.x0 >= plot.x1 or legend.y0 >= plot.y1, (legend, plot)  # beside the plot
+
+
+def test_predicted_against_measured_names_its_whiskers_and_its_diagonal(ax):
+    # the grey whiskers (each prediction's interval) and the dashed diagonal were named only
+    # in the notebook's prose; the legend named the node counts alone
+    pred = pd.DataFrame(
+        {
+            "num_nodes": [2, 4],
+            "step_time_s": [1.0, 2.0],
+            "step_time_lo": [0.6, 1.2],
+            "step_time_hi": [1.13, 2.26],
+            "measured_s": [1.1, 1.8],
+        }
+    )
+    predicted_vs_measured(pred, "measured_s", ax)
+    said = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"2", "4", "prediction interval", "measured = predicted"} <= set(said), said
