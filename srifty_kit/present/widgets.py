@@ -269,6 +269,15 @@ TABLE_COLUMNS = (
 )
 
 
+# what each objective ranks by (planner._rank), as the table's caption says it
+RANKED_BY = {
+    "cost": "expected cost",
+    "time": "time at {level}",
+    "knee": "distance to the knee (time at {level} and expected cost, scaled over the front)",
+    "throughput-per-dollar": "throughput per dollar, the front's points first",
+}
+
+
 def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
     """The ranked configurations as an HTML table carrying ``inputs`` as data attributes.
 
@@ -277,7 +286,8 @@ def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
         inputs: what it was computed for, written as ``data-*`` attributes.
 
     Returns:
-        The table's HTML, with its caption (how many configurations meet the constraints).
+        The table's HTML, with its caption (the order of its rows; the count of configurations
+        that meet the constraints is the panel's message).
     """
     level = f"{(result.constraints or Constraints()).confidence:.0%}"
     titles = ("#", "configuration", *(t.format(level=level) for t, _ in TABLE_COLUMNS))
@@ -290,9 +300,12 @@ def ranked_html(result: SearchResult, inputs: dict[str, Any]) -> str:
         ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     counts = {"n_candidates": result.n_candidates, "n_feasible": result.n_feasible}
+    # the count is the message's, right above the table: the caption says the order
     caption = (
-        f"{result.n_feasible:,} of {result.n_candidates:,} configurations meet the constraints"
-        + ("" if result.feasible else ": none to rank")
+        f"the first {len(result.ranked)} of {result.n_feasible:,} that meet the constraints, "
+        f"by {RANKED_BY[result.why.objective].format(level=level)}"
+        if result.feasible
+        else "none to rank"
     )
     return (
         f'<table class="srifty-ranked" {data_attributes({**inputs, **counts})}>'

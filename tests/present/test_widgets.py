@@ -240,6 +240,23 @@ def test_the_sliders_read_their_stops_as_people_write_numbers(panel):
     assert dict(panel.controls["samples"].options)["120,000,000"] == 1.2e8
 
 
+def test_the_tables_caption_says_its_order_not_the_count_said_above_it(panel):
+    import re
+
+    # the message right above the table says "N of M configurations meet the constraints."
+    # and the caption said it again, word for word
+    caption = re.search(r"<caption>(.*?)</caption>", panel.table.value).group(1)
+    result = panel.result
+    assert caption == (
+        f"the first {len(result.ranked)} of {result.n_feasible:,} that meet the constraints, "
+        "by expected cost"
+    )
+    panel.controls["objective"].value = "time"
+    assert re.search(r"<caption>.*by time at 90%</caption>", panel.table.value)
+    panel.controls["deadline"].value = panel.controls["deadline"].options[0][1]
+    assert "<caption>none to rank</caption>" in panel.table.value
+
+
 def test_the_tables_ends_are_titled_by_their_confidence_not_as_upper(panel):
     import re
 
