@@ -159,8 +159,13 @@ def noise_choices(noise: float | None) -> list[tuple[str, float]]:
 
 
 def readable(value: float) -> str:
-    """A slider's stop as people write the number: '2,000', '120,000,000', '11.2'; never
-    '2e+03' (the stops are already cut to three significant digits)."""
+    """A slider's stop as people write the number: '2,000', '11.2', millions and beyond as
+    '20.9M', '12B' (the readout holds about nine characters: '20,900,000' lost its last
+    digit); never '2e+03' (the stops are already cut to three significant digits)."""
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+        if abs(value) >= size:
+            q = value / size
+            return f"{q:,.0f}{unit}" if abs(q) >= 100 else f"{q:.3g}{unit}"
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,}"
 
 
