@@ -407,9 +407,10 @@ class StepTimeModel(BaseEstimator):
             if covered < self.level - OWN_COVERAGE_SLACK:
                 where = _worst_node_count(shape[0][keep], step / pred["step_time_s"])
                 warnings.warn(
-                    f"StepTimeModel: {m}/{t}: only {covered:.0%} of its own measured steps lie "
-                    f"inside its {self.level:.0%} interval; the model does not describe these "
-                    f"measurements well{where} (mixed campaigns or hosts, or a term it lacks); "
+                    f"StepTimeModel: {m}/{t}: only {covered:.0%} of the measured steps it was "
+                    f"fitted on lie inside its {self.level:.0%} interval of one step; the model "
+                    f"does not describe those measurements well{where} (mixed campaigns or "
+                    "hosts, or a term it lacks); "
                     "it predicts the configurations measured from their runs",
                     stacklevel=callers_level(),
                 )

@@ -133,7 +133,7 @@ def test_a_measured_configuration_is_predicted_from_its_own_run():
     table = measurements(3, seed=4)
     two = table["num_nodes"] == 2
     table.loc[two, "step_time_s"] *= 1.4
-    said = r"own measured steps.*worst at 2 nodes \(steps 1\.[2-4]x the fit\)"
+    said = r"measured steps it was fitted on.*worst at 2 nodes \(steps 1\.[2-4]x the fit\)"
     with pytest.warns(UserWarning, match=said):
         model = StepTimeModel().fit(table)
     pred = model.predict(configs(table))

@@ -277,4 +277,4 @@ def test_a_real_ddp_profile_is_held_to_a_steps_band_not_a_run_means():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         StepTimeModel().fit(table)
-    assert not [w for w in caught if "own measured steps" in str(w.message)]
+    assert not [w for w in caught if "measured steps it was fitted on" in str(w.message)]
