@@ -257,14 +257,28 @@ class WeeklyReport:
 
     @property
     def savings_table(self) -> pd.DataFrame:
-        """The savings, one readable row per job: how it ran, the recommendation, the saving
-        and its interval (or why there is none)."""
+        """The savings, one readable row per job: how it ran, the recommendation (or, in its
+        place, ``none:`` and why there is none), its hours and cost, and the saving with its
+        interval at ``level``.
+
+        Narrow enough for a mailed page: the recommendation's cost interval is left to the
+        savings figure (its error bars), and the reason there is no recommendation stands
+        where the recommendation would, not in a last column a reader never scrolls to.
+
+        Returns:
+            One row per checked job: ``job``, ``model``, ``ran on``, ``hours``, ``paid_usd``,
+            ``recommended``, ``local_bsz``, ``rec_hours``, ``cost_usd``, ``saving_usd``,
+            ``saving_lo_usd``, ``saving_hi_usd``; the numbers are NaN where there is no
+            recommendation.
+        """
         s = self.savings
 
         def config(nodes: pd.Series, itype: pd.Series, pricing: pd.Series) -> pd.Series:
             text = nodes.map(lambda n: f"{n:.0f} x " if pd.notna(n) else "") + itype.fillna("")
             return (text + " " + pricing.fillna("")).str.strip()
 
+        picked = s["rec_instance_type"].notna()
+        recommended = config(s["rec_num_nodes"], s["rec_instance_type"], s["rec_pricing"])
         return pd.DataFrame(
             {
                 "job": s["job"],
@@ -272,16 +286,13 @@ class WeeklyReport:
                 "ran on": config(s["num_nodes"], s["instance_type"], s["pricing"]),
                 "hours": s["hours"],
                 "paid_usd": s["cost_usd"],
-                "recommended": config(s["rec_num_nodes"], s["rec_instance_type"], s["rec_pricing"]),
+                "recommended": recommended.where(picked, "none: " + s["note"].fillna("")),
                 "local_bsz": s["rec_local_bsz"],
                 "rec_hours": s["rec_hours"],
                 "cost_usd": s["rec_cost_usd"],
-                "cost_lo_usd": s["rec_cost_lo_usd"],
-                "cost_hi_usd": s["rec_cost_hi_usd"],
                 "saving_usd": s["saving_usd"],
                 "saving_lo_usd": s["saving_lo_usd"],
                 "saving_hi_usd": s["saving_hi_usd"],
-                "note": s["note"],
             }
         )
 

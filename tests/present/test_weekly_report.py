@@ -636,3 +636,25 @@ def test_utilisation_is_unknown_without_a_commitment_fee_row():
     assert row["used_commitment"] > 0 and row["purchases_billed"] == 0
     assert row["utilisation"] is None or np.isnan(row["utilisation"])  # not a made-up 100%
     assert row["coverage"] > 0
+
+
+def test_the_savings_table_says_why_there_is_no_recommendation_where_it_would_stand():
+    from srifty_kit.present.weekly import table_html, weekly_report
+
+    # the sample's costliest jobs: bert on p4d (nothing sure in time) and deepspeech2 (a pick)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", top_n=5)
+    table, s = report.savings_table, report.savings
+    picked = s["rec_instance_type"].notna()
+    assert picked.any() and (~picked).any()
+    # a reader of the mailed page sees the reason in the recommendation's own cell, not in a
+    # last column beyond the page's edge
+    assert "note" not in table
+    assert (table.loc[~picked, "recommended"] == "none: " + s.loc[~picked, "note"]).all()
+    assert table.loc[~picked, "recommended"].str.contains("nothing is sure at 90%").all()
+    assert not table.loc[picked, "recommended"].str.startswith("none").any()
+    html = table_html(table, "note", currency="USD")
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+    assert cells and all(c.strip() for c in cells)  # no blank cell: a value, a dash or why
+    assert len(table.columns) <= 12  # its 15 ran 185 px past a 1280 px page's edge
