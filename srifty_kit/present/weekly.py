@@ -460,7 +460,8 @@ def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
     compute ((list - effective - unused) / list, over instance usage whose list cost the
     ledger states). Where commitments covered usage but the week has no commitment fee row
     to read the unused part from, the unused part is unknown, and so are utilisation, waste
-    and the savings rate (None): not a made-up 100% and $0."""
+    and the savings rate (None): not a made-up 100% and $0. Where no row states a list cost
+    (a jobs ledger), ``list_cost`` is unknown (None), not $0."""
     r = usage.reconciliation
     rows = []
     for currency, g in r.groupby("currency"):
@@ -471,7 +472,11 @@ def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
         eligible = used_lines["pricing"].isin(["on-demand", "savings-plan", "reserved"])
         covered = used_lines["pricing"].isin(["savings-plan", "reserved"])
         used = float(g.loc[g["commitment_status"] == "Used", "effective_cost"].sum())
-        listed = float(used_lines["list_cost"].sum())
+        # no row stating a list cost (a jobs ledger, an export without pricing columns) leaves
+        # it unknown: a $0.00 would read as free usage beside a savings rate of —
+        listed: float | None = (
+            float(used_lines["list_cost"].sum()) if used_lines["listed_rows"].sum() else None
+        )
         listed_effective = float(used_lines["listed_effective"].sum())
         eligible_total = float(on_demand[eligible].sum())
         # the unused part is read off the commitments' fee rows (a support fee is none): without
@@ -497,7 +502,7 @@ def commitment_table(usage: WeeklyUsage) -> pd.DataFrame:
                 "negations_billed": float(g.loc[g["reason"] == NEGATION, "billed_cost"].sum()),
                 "list_cost": listed,
                 "effective_savings_rate": (listed - listed_effective - unused) / listed
-                if listed > 0 and unused is not None
+                if listed is not None and listed > 0 and unused is not None
                 else None,
             }
         )

@@ -658,3 +658,19 @@ def test_the_savings_table_says_why_there_is_no_recommendation_where_it_would_st
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
     assert cells and all(c.strip() for c in cells)  # no blank cell: a value, a dash or why
     assert len(table.columns) <= 12  # its 15 ran 185 px past a 1280 px page's edge
+
+
+def test_a_ledger_that_states_no_list_cost_shows_it_unknown_not_zero():
+    from srifty_kit.present.weekly import table_html, weekly_report
+
+    # the packaged jobs ledger has cost_usd but no public on-demand price per row
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_jobs_ledger.csv", models=[])
+    (row,) = report.commitments.to_dict("records")
+    assert row["list_cost"] is None and row["effective_savings_rate"] is None
+    html = table_html(report.commitments, "note")
+    header = re.findall(r"<th[^>]*>(.*?)</th>", html, re.S)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+    shown = dict(zip([h.strip() for h in header], [c.strip() for c in cells], strict=True))
+    assert shown["list_cost"] == "—"  # not "$0.00" beside a savings rate of —
