@@ -950,7 +950,9 @@ def _cell(value: Any, kind: str, currency: str) -> str:
         return "—"
     if isinstance(value, list | tuple):
         return ", ".join(map(str, value)) or "—"
-    return str(value)
+    # an empty text (no provider for a tax row, no unknown type) is drawn as the dash every
+    # other empty cell is: a blank cell reads as a value the report failed to print
+    return str(value) if str(value).strip() else "—"
 
 
 MONEY_COLUMNS = (
@@ -970,8 +972,8 @@ INT_COLUMNS = ("rows", "jobs", "line_items", "corrections", "num_nodes", "local_
 
 def table_html(frame: pd.DataFrame, note: str, currency: str | None = None) -> str:
     """A table for the report: no index, money in its row's currency (cents under 1,000),
-    shares as percentages, '—' for unknown (never None or NaN), and a line under it saying
-    which cost column and currency it shows."""
+    shares as percentages, '—' for unknown or empty (never None, NaN or a blank cell), and a
+    line under it saying which cost column and currency it shows."""
     from html import escape
 
     rows = []

@@ -674,3 +674,17 @@ def test_a_ledger_that_states_no_list_cost_shows_it_unknown_not_zero():
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
     shown = dict(zip([h.strip() for h in header], [c.strip() for c in cells], strict=True))
     assert shown["list_cost"] == "—"  # not "$0.00" beside a savings rate of —
+
+
+def test_no_table_of_the_report_has_a_blank_cell():
+    from srifty_kit.present.weekly import table_html, weekly_report
+
+    # the sample CUR's week: other services have no provider column, no type has an unknown
+    # GPU count, and the outside-the-week check has no detail
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", models=[])
+    for name in ("reconciliation", "compute", "commitments", "by_team", "top_jobs", "checks"):
+        html = table_html(getattr(report, name), "note")
+        cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)]
+        assert cells and all(cells), name
