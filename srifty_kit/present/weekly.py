@@ -1051,8 +1051,29 @@ def headline_text(report: WeeklyReport) -> str:
             line += f" Untagged instance usage: {m(h['untagged_effective_cost'])}."
         if h["spot_effective_cost"] and h["spot_share"] is not None:
             line += f" Spot: {h['spot_share']:.0%} of the instance spend."
+        line += _unbilled_commitment(report.commitments, currency)
         parts.append(line)
     return "\n\n".join(parts)
+
+
+def _unbilled_commitment(commitments: pd.DataFrame, currency: str) -> str:
+    """The sentence saying why billed is below effective where commitments covered usage but
+    no fee row of theirs is in the ledger (``commitment_table``'s unknown unused part); ''
+    elsewhere."""
+    row = commitments[commitments["currency"] == currency]
+    if row.empty or row["unused_commitment"].notna().iloc[0]:
+        return ""
+    used = _finite(row["used_commitment"].iloc[0])
+    if not used:
+        return ""
+    # a finance reader compares the two totals first: the gap is the covered usage's
+    # effective cost, whose fee the ledger does not hold, and says where to look for it
+    return (
+        f" Billed leaves out the commitments' fees: they covered {money(used, currency)} of "
+        "usage (at effective cost), but no fee row of theirs is in this ledger (billed in "
+        "another account, or not exported), hence billed below effective; their utilisation "
+        "and waste below are unknown for the same reason."
+    )
 
 
 def forecast_text(report: WeeklyReport) -> str:

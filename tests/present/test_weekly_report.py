@@ -688,3 +688,22 @@ def test_no_table_of_the_report_has_a_blank_cell():
         html = table_html(getattr(report, name), "note")
         cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)]
         assert cells and all(cells), name
+
+
+def test_the_headline_says_why_billed_is_below_effective_when_no_fee_row_is_there():
+    from srifty_kit.present.weekly import headline_text, money, weekly_report
+
+    # the sample CUR's savings plan covers usage, but its fee rows were not exported: the
+    # invoice-side total is below the amortised one, and the headline is read first
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cur = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", models=[])
+        jobs = weekly_report("2026-11-23", REPO / "data" / "sample_jobs_ledger.csv", models=[])
+    h = cur.headline["USD"]
+    assert h["billed_cost"] < h["effective_cost"]
+    used = cur.commitments["used_commitment"].iloc[0]
+    text = headline_text(cur)
+    assert f"they covered {money(used)} of usage" in text
+    assert "no fee row of theirs is in this ledger" in text and "hence billed below" in text
+    # no commitment, nothing to explain
+    assert "fee row" not in headline_text(jobs)
