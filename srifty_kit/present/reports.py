@@ -605,10 +605,13 @@ def run_weekly_report(
 
 def _write_weekly_summary(report: Report, path: Path) -> None:
     """The summary the notebook recorded (its cell tagged ``summary``) as a JSON file."""
+    from srifty_kit.present.weekly import SUMMARY_MIME
     from srifty_kit.tables.files import write_json
 
     for output in tagged_outputs(report.notebook).get("summary", []):
-        data = output.get("data", {}).get("application/json")
+        bundle = output.get("data", {})
+        # application/json: where a copy of the notebook from before SUMMARY_MIME put it
+        data = bundle.get(SUMMARY_MIME, bundle.get("application/json"))
         if data is not None:
             write_json(data, path)
             return

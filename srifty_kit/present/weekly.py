@@ -64,6 +64,9 @@ TOP_JOB_COLUMNS = (
 SAMPLE_LEDGER = "sample_cur_usage.parquet"  # packaged, generated (data/sample_cur_README.md)
 SAMPLE_WEEK = "2026-11-23"  # the sample's last full week
 SAMPLE_PROFILE = "sample_profile_dist.csv"
+# the report's numbers in the summary cell's output, for machines; a vendor type, so that
+# JupyterLab (which ranks application/json above markdown) and the HTML show the headline
+SUMMARY_MIME = "application/vnd.srifty.weekly-summary+json"
 TRAINING = "training compute (instance usage on GPU or accelerator types)"
 CPU_ONLY = "instance usage on CPU-only types"
 UNKNOWN_GPUS = "instance usage of types with an unknown GPU count"
@@ -1074,6 +1077,22 @@ def _unbilled_commitment(commitments: pd.DataFrame, currency: str) -> str:
         "another account, or not exported), hence billed below effective; their utilisation "
         "and waste below are unknown for the same reason."
     )
+
+
+def headline_output(report: WeeklyReport) -> dict[str, Any]:
+    """The summary cell's output, for ``display(..., raw=True)``: the headline for a person
+    and the report's numbers for machines, in one bundle.
+
+    The numbers travel under ``SUMMARY_MIME``, a type no front end renders: under
+    ``application/json`` JupyterLab drew them as a JSON tree in the headline's place.
+
+    Args:
+        report: the weekly report.
+
+    Returns:
+        {"text/markdown": ``headline_text``, ``SUMMARY_MIME``: ``WeeklyReport.summary``}.
+    """
+    return {"text/markdown": headline_text(report), SUMMARY_MIME: report.summary()}
 
 
 def forecast_text(report: WeeklyReport) -> str:

@@ -566,3 +566,33 @@ def test_the_lessons_ticks_read_as_people_write_them(page, fitted, reference_mea
     _eventually(page, plain_ticks)
     page.locator(f".{spot}").screenshot(path=str(SCREENSHOTS / "05_spot_ticks.png"))
     page.locator(f".{controller}").screenshot(path=str(SCREENSHOTS / "05_controller_ticks.png"))
+
+
+def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fitted):
+    root, _ = fitted
+    nb = load_notebook_node(str(REPO / "notebooks" / "04_weekly_cost_report.ipynb"))
+    # the packaged sample's last full week; no savings: the headline is what is read here
+    nb = parameterize_notebook(nb, {"week_start": "2026-11-23", "models": []})
+    nbformat.write(nb, root / "04_weekly.ipynb")
+    run_notebook_in_lab(page, page.lab, "04_weekly.ipynb", ".jp-Notebook")
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp.shell.currentWidget;"
+        " const k = w.sessionContext.session && w.sessionContext.session.kernel;"
+        " return k && k.status === 'idle' && w.content.widgets.filter("
+        "   (c) => c.model.type === 'code').every((c) => c.model.executionCount !== null); }",
+        timeout=300_000,
+        polling=500,
+    )
+    index = [i for i, c in enumerate(nb.cells) if "summary" in c.metadata.get("tags", [])][0]
+    shown = page.evaluate(
+        "async (i) => { const w = window.jupyterapp.shell.currentWidget;"
+        " await w.content.scrollToItem(i); const cell = w.content.widgets[i];"
+        " const out = cell.outputArea.node;"
+        " return { text: out.innerText, json: out.querySelectorAll('.jp-RenderedJSON').length,"
+        "   markdown: out.querySelectorAll('.jp-RenderedMarkdown').length }; }",
+        index,
+    )
+    # the headline a finance reader opens the notebook for, not the machines' JSON tree
+    assert shown["json"] == 0 and shown["markdown"] == 1, shown
+    assert re.match(r"USD: \$2,232 effective cost \(amortised; \$1,037 billed\)", shown["text"])
+    assert "week_start" not in shown["text"]

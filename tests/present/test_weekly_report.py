@@ -27,7 +27,7 @@ from srifty_kit.present.reports import (
     weekly_parameters,
 )
 from srifty_kit.present.spend import MIN_DAYS, forecast_next_week
-from srifty_kit.present.weekly import last_full_week, parse_week, week_note
+from srifty_kit.present.weekly import SUMMARY_MIME, last_full_week, parse_week, week_note
 from srifty_kit.tables.usage_sql import OTHER_USAGE, TAX
 from tests.builders import (
     AWS_SECRETS,
@@ -277,8 +277,8 @@ def pandas_week(path) -> dict:
 def notebook_summary(path) -> dict:
     nb = nbformat.read(path, as_version=4)
     (cell,) = [c for c in nb.cells if "summary" in c.metadata.get("tags", [])]
-    (data,) = [o["data"] for o in cell.outputs if "application/json" in o.get("data", {})]
-    return data["application/json"]
+    (data,) = [o["data"] for o in cell.outputs if SUMMARY_MIME in o.get("data", {})]
+    return data[SUMMARY_MIME]
 
 
 @pytest.fixture(scope="module")
