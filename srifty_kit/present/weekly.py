@@ -713,7 +713,9 @@ def weekly_report(
     path, or an engine).
 
     Args:
-        week_start: a day of the week (ISO text or a date); None: the last full week.
+        week_start: a day of the week (ISO text or a date); None: the last full week, or,
+            for the packaged sample (``ledger`` None with duckdb), its last week
+            (``SAMPLE_WEEK``): the generated data ends there, and a later week is empty.
         ledger: the ledger's file or folder, or a ``LedgerEngine``; None: the packaged sample.
         engine, athena: duckdb (local files) or athena (with athena_database, athena_table...).
         top_n: jobs in the top-jobs and savings tables (per currency): a whole number >= 1.
@@ -732,6 +734,11 @@ def weekly_report(
     Raises:
         InputError: a bad option, tag mapping, GPU catalog or ledger (one line).
     """
+    sample = ledger is None and engine == "duckdb"
+    if sample and (week_start is None or week_start == ""):
+        # the notebook's defaults: a first-time user would meet an empty report once the
+        # sample's last week is no longer the last full one
+        week_start = SAMPLE_WEEK
     week = parse_week(week_start)
     check_options(engine, top_n, level, slack)
     top_n = int(top_n)  # 3.0 would head(3.0) and say "the 3.0 costliest"

@@ -707,3 +707,18 @@ def test_the_headline_says_why_billed_is_below_effective_when_no_fee_row_is_ther
     assert "no fee row of theirs is in this ledger" in text and "hence billed below" in text
     # no commitment, nothing to explain
     assert "fee row" not in headline_text(jobs)
+
+
+def test_the_notebooks_defaults_report_the_samples_week_whatever_the_date(monkeypatch):
+    from srifty_kit.present import weekly
+
+    # a first-time user opening notebook 04 on a Monday after the sample's data ends: its
+    # defaults (no week, no ledger) must still show the sample's week, not an empty one
+    monkeypatch.setattr(weekly, "last_full_week", lambda today=None: dt.date(2027, 3, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly.weekly_report(None, None, models=[])
+    assert report.usage.week_start == dt.date.fromisoformat(weekly.SAMPLE_WEEK)
+    assert not report.empty and "No usage" not in weekly.headline_text(report)
+    # a ledger of the user's own: the last full week, as the parameter says
+    assert weekly.parse_week(None) == dt.date(2027, 3, 1)
