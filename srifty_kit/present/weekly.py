@@ -1086,6 +1086,27 @@ def _unbilled_commitment(commitments: pd.DataFrame, currency: str) -> str:
     )
 
 
+def prose(markdown: str) -> str:
+    """Markdown of the report's sentences as it is displayed: each paragraph in a span that
+    MathJax leaves alone (classes ``mathjax_ignore``, for JupyterLab's MathJax 3, and
+    ``tex2jax_ignore``, for the HTML export's MathJax 2).
+
+    ``money`` escapes its dollar sign, but JupyterLab's markdown turns ``\\$`` into a bare
+    ``$`` before MathJax reads the page, which then drew "$110.24 to $160.94" as an italic
+    formula. The span is inline HTML, so the paragraph's own markdown still renders.
+
+    Args:
+        markdown: one or more paragraphs (``headline_text``, ``forecast_text``, ...).
+
+    Returns:
+        The same paragraphs, each wrapped; '' stays ''.
+    """
+    return "\n\n".join(
+        f'<span class="tex2jax_ignore mathjax_ignore">{part}</span>' if part.strip() else part
+        for part in markdown.split("\n\n")
+    )
+
+
 def headline_output(report: WeeklyReport) -> dict[str, Any]:
     """The summary cell's output, for ``display(..., raw=True)``: the headline for a person
     and the report's numbers for machines, in one bundle.
@@ -1097,9 +1118,10 @@ def headline_output(report: WeeklyReport) -> dict[str, Any]:
         report: the weekly report.
 
     Returns:
-        {"text/markdown": ``headline_text``, ``SUMMARY_MIME``: ``WeeklyReport.summary``}.
+        {"text/markdown": ``headline_text`` (as ``prose``), ``SUMMARY_MIME``:
+        ``WeeklyReport.summary``}.
     """
-    return {"text/markdown": headline_text(report), SUMMARY_MIME: report.summary()}
+    return {"text/markdown": prose(headline_text(report)), SUMMARY_MIME: report.summary()}
 
 
 def forecast_text(report: WeeklyReport) -> str:

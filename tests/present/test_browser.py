@@ -568,13 +568,13 @@ def test_the_lessons_ticks_read_as_people_write_them(page, fitted, reference_mea
     page.locator(f".{controller}").screenshot(path=str(SCREENSHOTS / "05_controller_ticks.png"))
 
 
-def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fitted):
-    root, _ = fitted
+def _weekly_in_lab(page, root, name: str, parameters: dict):
+    """Notebook 04 with ``parameters``, written to ``root / name`` and run in JupyterLab until
+    every code cell has run; its node, for the cells' indices and tags."""
     nb = load_notebook_node(str(REPO / "notebooks" / "04_weekly_cost_report.ipynb"))
-    # the packaged sample's last full week; no savings: the headline is what is read here
-    nb = parameterize_notebook(nb, {"week_start": "2026-11-23", "models": []})
-    nbformat.write(nb, root / "04_weekly.ipynb")
-    run_notebook_in_lab(page, page.lab, "04_weekly.ipynb", ".jp-Notebook")
+    nb = parameterize_notebook(nb, parameters)
+    nbformat.write(nb, root / name)
+    run_notebook_in_lab(page, page.lab, name, ".jp-Notebook")
     page.wait_for_function(
         "() => { const w = window.jupyterapp.shell.currentWidget;"
         " const k = w.sessionContext.session && w.sessionContext.session.kernel;"
@@ -583,6 +583,13 @@ def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fit
         timeout=300_000,
         polling=500,
     )
+    return nb
+
+
+def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fitted):
+    root, _ = fitted
+    # the packaged sample's last full week; no savings: the headline is what is read here
+    nb = _weekly_in_lab(page, root, "04_weekly.ipynb", {"week_start": "2026-11-23", "models": []})
     index = [i for i, c in enumerate(nb.cells) if "summary" in c.metadata.get("tags", [])][0]
     shown = page.evaluate(
         "async (i) => { const w = window.jupyterapp.shell.currentWidget;"
@@ -596,3 +603,29 @@ def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fit
     assert shown["json"] == 0 and shown["markdown"] == 1, shown
     assert re.match(r"USD: \$2,232 effective cost \(amortised; \$1,037 billed\)", shown["text"])
     assert "week_start" not in shown["text"]
+
+
+def test_no_amount_of_the_weekly_report_is_typeset_as_a_formula_in_jupyterlab(page, fitted):
+    root, _ = fitted
+    # with the default models: the savings sentence gives its interval as "$a to $b"
+    nb = _weekly_in_lab(page, root, "04_math.ipynb", {"week_start": "2026-11-23", "top_n": 5})
+    shown = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "Markdown" not in cell.source + "headline_output":
+            continue
+        page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.scrollToItem(i)", i)
+        page.wait_for_timeout(1500)  # JupyterLab typesets a rendered output after it shows
+        shown.append(
+            page.evaluate(
+                "(i) => { const out = window.jupyterapp.shell.currentWidget.content"
+                ".widgets[i].outputArea.node; return [out.innerText,"
+                " out.querySelectorAll('mjx-container, .MathJax').length]; }",
+                i,
+            )
+        )
+    text = "\n".join(t for t, _ in shown)
+    # a dollar amount is money, never the start of a formula: "$110.24 to $160.94" was drawn
+    # as an italic "110.24to160.94"
+    assert [n for _, n in shown] == [0] * len(shown), text
+    assert re.search(r"the sum of their 90% intervals: \$[\d,.]+ to \$[\d,.]+\)", text), text
+    assert re.search(r"prediction interval \$[\d,.]+ to \$[\d,.]+ \(", text), text
