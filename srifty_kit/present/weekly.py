@@ -981,9 +981,10 @@ INT_COLUMNS = ("rows", "jobs", "line_items", "corrections", "num_nodes", "local_
 
 
 def table_html(frame: pd.DataFrame, note: str, currency: str | None = None) -> str:
-    """A table for the report: no index, money in its row's currency (cents under 1,000),
-    shares as percentages, '—' for unknown or empty (never None, NaN or a blank cell), and a
-    line under it saying which cost column and currency it shows."""
+    """A table for the report: no index, money in its row's currency (a column named
+    ``..._usd`` in USD; cents under 1,000), shares as percentages, '—' for unknown or empty
+    (never None, NaN or a blank cell), and a line under it saying which cost column and
+    currency it shows."""
     from html import escape
 
     rows = []
@@ -991,16 +992,18 @@ def table_html(frame: pd.DataFrame, note: str, currency: str | None = None) -> s
         cur = str(row.get("currency") or currency or "USD")
         cells = {}
         for name in frame.columns:
+            # a column named in its unit (paid_usd, saving_lo_usd) is money in that currency
+            in_usd = str(name).endswith("_usd")
             kind = (
                 "money"
-                if name in MONEY_COLUMNS
+                if name in MONEY_COLUMNS or in_usd
                 else "share"
                 if name in SHARE_COLUMNS
                 else "int"
                 if name in INT_COLUMNS
                 else "number"
             )
-            cells[name] = _cell(row[name], kind, cur)
+            cells[name] = _cell(row[name], kind, "USD" if in_usd else cur)
         rows.append(cells)
     shown = pd.DataFrame(rows, columns=list(frame.columns))
     if shown.empty:

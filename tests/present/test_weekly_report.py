@@ -722,3 +722,25 @@ def test_the_notebooks_defaults_report_the_samples_week_whatever_the_date(monkey
     assert not report.empty and "No usage" not in weekly.headline_text(report)
     # a ledger of the user's own: the last full week, as the parameter says
     assert weekly.parse_week(None) == dt.date(2027, 3, 1)
+
+
+def test_the_savings_table_shows_its_amounts_as_money_like_every_other_table():
+    from srifty_kit.present.weekly import table_html, weekly_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", top_n=5)
+    table = report.savings_table
+    html = table_html(table, "note", currency="USD")
+    header = [h.strip() for h in re.findall(r"<th\b[^>]*>(.*?)</th>", html, re.S)]
+    rows = re.findall(r"<tr>(.*?)</tr>", html, re.S)[1:]
+    shown = [dict(zip(header, [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)],
+                      strict=True)) for r in rows]  # fmt: skip
+    money = re.compile(r"^-?\$[\d,]+(\.\d\d)?$")
+    picked = table["cost_usd"].notna().to_numpy()
+    for row, has in zip(shown, picked, strict=True):
+        assert money.match(row["paid_usd"]), row
+        for column in ("cost_usd", "saving_usd", "saving_lo_usd", "saving_hi_usd"):
+            assert money.match(row[column]) if has else row[column] == "—", (column, row)
+    # hours and the batch stay plain numbers
+    assert all("$" not in row["hours"] and "$" not in row["local_bsz"] for row in shown)
