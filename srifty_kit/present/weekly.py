@@ -820,7 +820,7 @@ def _nothing(ax: Any, text: str) -> Any:
 def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
     """Daily spend of the last ``weeks`` weeks, the report's week shaded, and next week's
     forecast with each day's interval, calibrated as the week's total is (``forecast_text``)
-    or, with too little history, the model's own, as the legend says."""
+    or, with too little history, the model's own, as the legend (beside the axes) says."""
     import seaborn as sns
 
     ax = _axes(ax)
@@ -846,7 +846,8 @@ def spend_figure(report: WeeklyReport, weeks: int = 8, ax: Any = None) -> Any:
         ylabel=f"{report.currency} per day (effective cost)",
         title="Daily instance spend and next week's forecast",
     )
-    ax.legend(loc="upper left")
+    # beside the axes: inside, the legend hid the history's highest days
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.figure.autofmt_xdate()
     return ax
 

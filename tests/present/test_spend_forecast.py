@@ -210,3 +210,23 @@ def test_the_report_of_a_short_history_promises_no_level():
     assert "(8 past weeks to forecast, 9 needed)" in text
     assert report.summary()["forecast"]["calibrated"] is False
     assert band_label(report) == "the model's 90% interval of a day"
+
+
+def test_the_spend_figures_legend_hides_no_day_of_spend():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from srifty_kit.present.weekly import spend_figure
+
+    # the sample's week: spend peaks near $900 early in the history, where the legend stood
+    report = sample_report("2026-11-23")
+    ax = spend_figure(report)
+    ax.figure.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    points = np.concatenate([line.get_xydata() for line in ax.get_lines()])
+    shown = ax.transData.transform(points)
+    hidden = [p for p, (x, y) in zip(points, shown, strict=True) if legend.contains(x, y)]
+    plt.close(ax.figure)
+    assert hidden == []
