@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from srifty_kit.decide.spot import SpotPolicy
-from srifty_kit.errors import InputError, is_number, plain
+from srifty_kit.errors import InputError, is_number, is_whole, plain
 from srifty_kit.model.efficiency import Work
 
 # how fast a checkpoint is written: EBS gp3's baseline throughput, 125 MiB/s ("Amazon EBS General
@@ -207,7 +207,7 @@ def whole_batches(value: object) -> tuple[int, ...]:
             fix="give `local_bsz` such as (16, 32, 64)",
         )
     items = list(items)
-    bad = [b for b in items if not is_number(b) or not math.isfinite(b) or b != int(b) or b < 1]
+    bad = [b for b in items if not is_whole(b)]
     if not items or bad:
         shown = plain(bad[0]) if bad else "nothing"
         raise InputError(
