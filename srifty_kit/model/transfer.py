@@ -274,7 +274,7 @@ class TransferFit:
             rows = rows[~self.refused(rows["num_nodes"], rows["num_workers"])]
         if rows.empty:
             return self
-        if self.n_observed == 0 and self.measured_curve is not None:
+        if self.measured_curve is not None:  # the first steps measured: read with its carry
             return self._as_measured().update(rows)
         configs = aggregate(with_per_node(rows))
         k, n, b, g = (configs[c].to_numpy(float) for c in CONFIG_KEYS)
@@ -289,7 +289,6 @@ class TransferFit:
 
         return replace(
             self,
-            measured_curve=None,
             beliefs=self.beliefs.update(residuals, self.noise),
             n_observed=self.n_observed + len(rows),
             notes=[*self.notes, f"updated with {_steps(len(rows))} of the target type"],
@@ -532,8 +531,9 @@ def _roofline_route(
         return (*traced[:2], cov, c.step_sd, c.sharpness, *traced[2:], src_curve, None)
     measured = None
     if op_mix and constants.after_step:
-        m = carried(constants.measured())
-        lam = constants.measured().mix_weight
+        after = constants.measured()
+        m = carried(after)
+        lam = after.mix_weight
         words = f"roofline (op mix at weight {lam:.2f}: the curve's shape once a step is measured)"
         measured = (m.floor, m.slope, m.prior_cov * signs, m.step_sd, words)
     if op_mix and constants.mix_weight > 0:
