@@ -28,6 +28,10 @@ four GPUs only (leave-one-GPU-out, and nested inside for the spreads). Every col
 on the same steps: the target's batches other than each model's smallest and largest and the
 one-step batch.
 
+Beside them, the belief ``srifty search --suggest-probes`` values a one-step probe on
+(``probe_belief``: the cold carry's belief conditioned on the one-step batch's measured step),
+scored on the same steps, now and as it was before stop 46 (the carry's whole error shared).
+
 Then a profile taken here: four of the models profiled on this machine's CPU (three times),
 each profile fitted alone and carried to every traced configuration of the T4 machine
 (g4dn.12xlarge: 1 GPU, 2-4 GPUs, 2-4 nodes), by the op mix and by the FLOP count, before and
@@ -62,6 +66,7 @@ from srifty_kit.measure.profile import profile_spec
 from srifty_kit.measure.reference_models import REFERENCE_MODELS
 from srifty_kit.model import roofline
 from srifty_kit.model.fit import with_per_node
+from srifty_kit.model.posterior import stray_sd
 
 LEVEL = 0.9
 GPU_FILES = {  # the reference files whose one-GPU rows are carried between accelerators
@@ -91,6 +96,8 @@ LABELS = (
     "fp32 peak",
     "memory bw",
 )
+# the belief a probe is valued on (``probe_belief``): label -> the whole error shared
+VALUED = {"own part": False, "all shared": True}
 COVERED = ("cold", "fallback", "1 step", "1 step, cold carry", "1 step (smallest)", "2 steps")
 TITLE = "# Carrying a model to hardware never measured, against real runs\n\n"
 CPU_HEADING = "\n## Carrying a CPU profile taken here to EC2 g4dn.12xlarge\n\n"
@@ -223,6 +230,11 @@ def carry_pair(curves, figs, fits, learned, catalog, source: str, target: str) -
             at = _predict(c, b)
             row[f"{label} pred"] = at["step_time_s"]
             row[f"{label} in"] = _inside(at, y)
+            row[f"{label} width"] = at["step_time_hi"] / at["step_time_lo"] - 1.0
+        for label, shared in VALUED.items():
+            med, lo, hi = probe_belief(cold, probe, b, shared)
+            row[f"{label} pred"], row[f"{label} in"] = med, (lo <= y) & (y <= hi)
+            row[f"{label} width"] = hi / lo - 1.0
         row["route"] = cold.route
         row["correction"] = fit.groups_[model, INSTANCE[source]].correction is not None
         # the rules scale the source's step as its own fit's physics reads it at b, as the
@@ -238,6 +250,57 @@ def carry_pair(curves, figs, fits, learned, catalog, source: str, target: str) -
         row["fp32 raw pred"] = raw * figs[source].fp32_tflops / figs[target].fp32_tflops
         out.append(row)
     return pd.concat(out, ignore_index=True)
+
+
+def probe_belief(cold, probe: pd.DataFrame, b: np.ndarray, shared: bool) -> tuple:
+    """(median, lower, upper) at batches ``b`` of the belief ``decide.probes`` values a
+    one-step probe on: the cold carry's belief (``TransferFit.predict``) at the probe's batch
+    and at ``b``, conditioned on the probe's measured step (``Belief.condition``). With
+    ``shared``, the belief before stop 46: the carry's whole error shared by the group, so
+    that one step revealed every other batch's."""
+    at = np.concatenate([probe["local_bsz"].to_numpy(float)[:1], b])
+    belief = cold.predict(1, 1, at, 1, LEVEL, beliefs=(0, 0))["belief"]
+    if shared:
+        own = stray_sd(belief.noise_sd)
+        belief = replace(
+            belief,
+            group_sd=np.hypot(belief.group_sd, own),
+            noise_sd=np.sqrt(belief.noise_sd**2 - own**2),
+        )
+    measured = np.log(probe["step_time_s"].iloc[0] / belief.point[0])
+    after = belief.condition(0, measured, 0.0)
+    lo, hi = after.interval(LEVEL)
+    return after.median[1:], lo[1:], hi[1:]
+
+
+def probe_section(results: pd.DataFrame) -> str:
+    """How well the belief a one-step probe is valued on foresees the steps it leaves, beside
+    what the update itself then predicts (the *1 step* column)."""
+    labels = (*VALUED, "1 step")
+    mean = scores(results, ["pair"], labels, labels, labels).drop(columns="pair").mean()
+    rows = [
+        {
+            "after the probe's step": label if label in VALUED else "the update (*1 step*)",
+            "MAPE (mean over pairs)": _pct(mean[f"{label} mape"]),
+            "cov90 (mean over pairs)": _pct(mean[f"{label} cover"]),
+            "90% width (median of a pair, mean)": _pct(mean[f"{label} width"]),
+        }
+        for label in labels
+    ]
+    return (
+        "\n### The belief a one-step probe is valued on\n\n"
+        "`srifty search --suggest-probes` values a probe of a type never measured by "
+        "conditioning the carry's belief on the probe's outcome (`decide.probes`, "
+        "`Belief.condition`). Here that belief, conditioned on the one-step batch's measured "
+        "step, is scored on the same steps as the columns above: *own part*, as the search "
+        "values a probe now (each batch keeps, as its own error, what one measured step leaves "
+        "of the carry's: `TransferFit._left_after_one_step`); *all shared*, the belief before "
+        "(the carry's whole error shared by the type, so that one step revealed every batch). "
+        "A belief that foresees less error after the probe than is left overstates what the "
+        "probe is worth; the width is the interval's, upper over lower end, less 1.\n\n"
+        + markdown_table(pd.DataFrame(rows))
+        + "\n"
+    )
 
 
 def cross_gpu(curves, mixes, figs) -> tuple[pd.DataFrame, dict[str, roofline.Learned]]:
@@ -773,7 +836,11 @@ def main(argv: list[str] | None = None) -> int:
     results["pair"] = results["source"] + " -> " + results["target"]
     pairs = scores(results, ["source", "target", "pair"])
     models = scores(results, ["model"])
-    text = render(results, pairs, models, learned, mixes, figs) + own_curve_bounds(curves)
+    text = (
+        render(results, pairs, models, learned, mixes, figs)
+        + own_curve_bounds(curves)
+        + probe_section(results)
+    )
     if args.cross_gpu_only:
         cpu = "\n" + kept_cpu_section(REPORTS / "transfer_accuracy.md")
     else:

@@ -561,7 +561,7 @@ def from_offsets(
     network: int,
     level: float = READ_LEVEL,
     stray: float | np.ndarray = 0.0,
-    own: float = 0.0,
+    own: float | np.ndarray = 0.0,
     share: float = 0.0,
     nodes: np.ndarray | None = None,
     workers: np.ndarray | None = None,
@@ -573,7 +573,8 @@ def from_offsets(
     configuration's own part (independent of the others) is the noise floor and its stray:
     the larger of ``stray`` (its stray from the network's move, beyond the measured node
     counts) and ``own`` (how far the group's measured configurations scatter about its fit,
-    log sd beyond the floor). The network's loading is what the move adds in quadrature less
+    log sd beyond the floor; per configuration for a carried fit: what one measured step
+    would leave of its error). The network's loading is what the move adds in quadrature less
     the stray it brings; the rest of the within spread is the group's shared error. How the
     variance is split does not change a configuration's marginal; it decides how much one
     measured run says about the others (``condition``, ``observe``). ``share`` of the stray's
@@ -587,7 +588,9 @@ def from_offsets(
     sd = np.maximum((up + down) / (2.0 * z), NOISE_FLOOR)
     sd_within = np.minimum(np.maximum((up0 + down0) / (2.0 * z), NOISE_FLOOR), sd)
     # no configuration's own part is wider than its whole within spread
-    own = np.minimum(float(own), np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2, 0.0)))
+    own = np.minimum(
+        np.asarray(own, float), np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2, 0.0))
+    )
     stray = np.maximum(np.asarray(stray, float), own)
     network_sd = np.sqrt(np.maximum(sd**2 - sd_within**2 - (stray**2 - own**2), 0.0))
     group_sd = np.sqrt(np.maximum(sd_within**2 - NOISE_FLOOR**2 - own**2, 0.0))
@@ -699,6 +702,16 @@ class LogBeliefs:
             for j in range(i):
                 var = var + 2.0 * gi * grads[j] * self.cov[i, j]
         return np.sqrt(var)
+
+    def observed(self, grad: np.ndarray, noise_sd: float) -> LogBeliefs:
+        """The belief after one observation, at its median, of a log quantity whose gradient
+        in the logs is ``grad`` (one value per factor), with noise sd ``noise_sd``: the
+        linear-Gaussian posterior, cov - cov g g' cov / (g' cov g + noise_sd^2), which is
+        ``update``'s for such an observation without its optimisation (the mean stays)."""
+        g = np.asarray(grad, float)
+        lean = self.cov @ g
+        cov = self.cov - np.outer(lean, lean) / (g @ lean + noise_sd**2)
+        return LogBeliefs(self.names, self.mean, 0.5 * (cov + cov.T))
 
     def update(self, residuals: Callable[[np.ndarray], np.ndarray], noise_sd: float) -> LogBeliefs:
         """Posterior after data whose ``residuals(log_factors)`` are N(0, noise_sd**2)."""

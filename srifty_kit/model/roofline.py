@@ -284,7 +284,7 @@ class Carry:
         Raises:
             InputError: no positive batch.
         """
-        return float(_probe_batch(np.asarray(batches, float), self.probe_quantile))
+        return float(position_batch(np.asarray(batches, float), self.probe_quantile))
 
     def _base(self, b: np.ndarray) -> np.ndarray:
         """The source's measured step at b: the fitted curve times the measured residual,
@@ -362,7 +362,7 @@ def probe_batch(batches: Sequence[float], learned: Learned) -> float:
     Raises:
         InputError: no positive batch.
     """
-    return _probe_batch(np.asarray(batches, float), learned.measured().probe_quantile)
+    return position_batch(np.asarray(batches, float), learned.measured().probe_quantile)
 
 
 def carry(
@@ -463,8 +463,13 @@ def _prior_cov(floor_sd: float, slope_sd: float, rho: float) -> np.ndarray:
     return np.array([[floor_sd**2, off], [off, slope_sd**2]])
 
 
-def _probe_batch(batches: np.ndarray, q: float) -> float:
-    """The batch nearest position q of the range of ``batches`` in log batch."""
+def position_batch(batches: np.ndarray, q: float) -> float:
+    """The batch of ``batches`` nearest position q (0 the smallest, 1 the largest) of their
+    range in log batch.
+
+    Raises:
+        InputError: no positive batch.
+    """
     b = np.unique(batches[np.isfinite(batches) & (batches > 0)])
     if b.size == 0:
         raise InputError("no batch to measure at", fix="pass the local batches the target runs")
@@ -495,7 +500,7 @@ def _after_one_step(
         b = np.asarray(row.bsz, float)
         if b.size < 2:
             continue
-        j = int(np.flatnonzero(b == _probe_batch(b, q))[0])
+        j = int(np.flatnonzero(b == position_batch(b, q))[0])
         r, sd = _updated_resid(row.share, row.resid, j, cov, step_sd)
         per_pair.setdefault((row.source, row.target), []).append(
             (np.delete(r, j), np.delete(sd, j))

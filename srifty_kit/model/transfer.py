@@ -184,6 +184,10 @@ class TransferFit:
     # noise, route); ``update`` starts from it. Not saved: a carried fit in a model file has
     # been updated already
     measured_curve: tuple | None = None
+    # where in the range of the batches asked about, in log batch (0 the smallest, 1 the
+    # largest), one measured step narrows this carry most: the roofline constants'
+    # ``Learned.measured().probe_quantile``, the middle without them. Not saved either
+    probe_quantile: float = 0.5
 
     def _parts(self, theta: np.ndarray, num_nodes, num_workers, local_bsz, per_node) -> tuple:
         """(H, D, T_s) at log factors ``theta`` (numpy broadcasting)."""
@@ -218,14 +222,9 @@ class TransferFit:
         ``beliefs`` = (group label, network label), also ``"belief"``: the ``posterior.Belief``
         read from the same interval (its point inf where refused, too)."""
         parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
-        total, t_c = self._step(*parts)
-        # delta method in log space: d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w),
-        # / d log T_s = s, with s the sync share of T and w the host share of T_c
-        w = sync_share(parts[1], parts[0], self.host_gamma)
-        s = sync_share(t_c, parts[2], self.base.gamma)
-        grads = [(1.0 - s) * w * _SIGN[0], (1.0 - s) * (1.0 - w) * _SIGN[1], s * _SIGN[2]]
+        total, t_c, log_sd = self._spread(parts)
         z = two_sided_z(level)
-        spread = np.exp(z * np.sqrt(self.beliefs.log_sd(grads) ** 2 + self.noise**2))
+        spread = np.exp(z * log_sd)
         lo, hi = total / spread, total * spread
         # a smooth max is at least each of its parts, so every quantile of the step is at
         # least that quantile of each part: the interval never ends below a part's own ends
@@ -240,9 +239,15 @@ class TransferFit:
             "compute_s": t_c,
             "sync_s": parts[2],
         }
-        if beliefs:  # a carried fit's whole error is its own: the group's shared part
+        if beliefs:
+            # a carried fit's error is its group's, shared by its configurations, except what
+            # one measured step would leave of it: each configuration's own part, so that a
+            # probe valued on this belief (``decide.probes``) reveals what the update would
             offsets = (np.log(total / lo), np.log(hi / total))
-            belief = posterior.from_offsets(total, offsets, offsets, *beliefs, level=level)
+            left = self._left_after_one_step(num_nodes, num_workers, local_bsz, per_node)
+            belief = posterior.from_offsets(
+                total, offsets, offsets, *beliefs, level=level, own=left
+            )
         refused = self.refused(num_nodes, num_workers)
         if np.any(refused):
             out = {k: np.where(refused, np.inf, v) for k, v in out.items()}
@@ -251,6 +256,50 @@ class TransferFit:
         if beliefs:
             out["belief"] = belief
         return out
+
+    def _grads(self, parts: tuple) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """(T, T_c, d log T / d log factor for each factor) from the parts."""
+        total, t_c = self._step(*parts)
+        # d log T / d log H = (1 - s) w, / d log D = (1 - s)(1 - w), / d log T_s = s, with s
+        # the sync share of T and w the host share of T_c
+        w = sync_share(parts[1], parts[0], self.host_gamma)
+        s = sync_share(t_c, parts[2], self.base.gamma)
+        grads = [(1.0 - s) * w * _SIGN[0], (1.0 - s) * (1.0 - w) * _SIGN[1], s * _SIGN[2]]
+        return total, t_c, grads
+
+    def _spread(self, parts: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(T, T_c, log sd of T) from the parts at the beliefs' medians (delta method in log
+        space, plus one step's noise)."""
+        total, t_c, grads = self._grads(parts)
+        return total, t_c, np.sqrt(self.beliefs.log_sd(grads) ** 2 + self.noise**2)
+
+    def _left_after_one_step(self, num_nodes, num_workers, local_bsz, per_node) -> np.ndarray:
+        """Each configuration's log sd once one step is measured on the target: the update
+        this fit makes from a step of one worker at ``probe_quantile`` of the asked batches'
+        range in log batch (where a measured step narrows the carry most), read at each.
+
+        A linear-Gaussian update's spread does not depend on the value measured, only on where
+        it was measured, so it is taken in closed form (``LogBeliefs.observed``). What it
+        leaves is the curve's shape away from that batch, the network's belief (one worker
+        does not synchronise) and the carry's own noise, less half of what it leaves at the
+        measured batch itself, which conditioning on the probe's run gives back.
+        """
+        b = np.asarray(local_bsz, float)
+        seen = b[np.isfinite(b) & (b > 0)]
+        if seen.size == 0:
+            return np.zeros(np.shape(b))
+        at = np.array([roofline.position_batch(seen, self.probe_quantile)])
+        fit = self._as_measured() if self.measured_curve is not None else self
+        grad = [g[0] for g in fit._grads(fit._parts(fit.beliefs.mean, 1.0, 1.0, at, 1.0))[2]]
+        # what ``update`` leaves after one step of one worker (no sync residual) there
+        after = replace(fit, beliefs=fit.beliefs.observed(np.array(grad), fit.noise))
+        parts = after._parts(after.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
+        left = after._spread(parts)[2]
+        # conditioning on a run of the probe adds the probe's own part (var_y in
+        # ``Belief.condition``) to every other configuration's: half of what the update leaves
+        # at the measured batch, given to each, comes back that way
+        at_step = after._spread(after._parts(after.beliefs.mean, 1.0, 1.0, at, 1.0))[2]
+        return np.sqrt(np.maximum(left**2 - 0.5 * at_step[0] ** 2, 0.0))
 
     def refused(self, num_nodes, num_workers) -> np.ndarray:
         """Which configurations need a synchronisation time this fit cannot carry."""
@@ -674,6 +723,7 @@ def build_transfer(
     )
     if roof is not None:
         floor, slope, cov, noise, sharpness, route, notes, src_curve, measured = roof
+        extra["probe_quantile"] = constants.measured().probe_quantile
         return _curve_fit(
             params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter),
             cov,

@@ -1045,3 +1045,29 @@ def test_the_route_counts_one_measured_step_in_the_singular(facts_model):
     two = fit.update(one_worker(np.array([8.0, 64.0]), np.array([0.02, 0.05])))
     assert one.route.endswith("updated by 1 measured step")
     assert two.route.endswith("updated by 2 measured steps")
+
+
+@pytest.mark.parametrize("source_is_cpu", [False, True])
+def test_a_probe_is_valued_on_the_belief_the_measured_step_leaves(facts_model, source_is_cpu):
+    # ``decide.probes`` values a one-step probe of a type never measured by conditioning
+    # the carry's belief on the probe's run. That belief must leave, at the batches not
+    # measured, what the update a measured step makes does leave: the curve's shape away
+    # from the step; not the noise floor, which made every probe of a new GPU look like it
+    # settled the type and overstated what it was worth
+    params = facts_model.groups_[("resnet", "g4dn.12xlarge")].params
+    source = "c7i.8xlarge" if source_is_cpu else "g4dn.12xlarge"
+    fit = build_transfer(params, source, "p3.8xlarge", catalog(), op_mix=OP_MIX, bsz_range=(8, 32))
+    bsz = np.array([8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0])
+    cold = fit.predict(1, 1, bsz, 1, 0.9, beliefs=(0, 0))
+    at = roofline.probe_batch(bsz, roofline.reference_learned())  # where srifty says to measure
+    probe = int(np.flatnonzero(bsz == at)[0])
+    measured = cold["step_time_s"][probe] * 1.3
+    belief = cold["belief"]
+    after = belief.condition(probe, np.log(1.3), 0.0)
+    updated = fit.update(one_worker(bsz[[probe]], np.array([measured])))
+    read = updated.predict(1, 1, bsz, 1, 0.9)
+    left = np.log(read["step_time_hi"] / read["step_time_lo"]) / (2 * norm.ppf(0.95))
+    others = np.arange(bsz.size) != probe
+    # the marginal is the carry's own, before and after the change of how it is shared
+    np.testing.assert_allclose(belief.interval(0.9)[1], cold["step_time_hi"], rtol=1e-6)
+    np.testing.assert_allclose(after.sd[others], left[others], rtol=0.15)
