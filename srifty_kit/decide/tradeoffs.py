@@ -208,8 +208,11 @@ def worker_counts(gpus_per_node: int, max_nodes: int) -> np.ndarray:
 class Scaling:
     """Time to the target as workers grow on one instance type (one row per count)."""
 
-    # evaluate_configs columns + speedup (point time of 1 worker / point time), and
-    # measured_step_s, measured_time_h where the measurements have that configuration
+    # evaluate_configs columns + speedup (point time of 1 worker / point time), band_lo_h and
+    # band_hi_h (the central ``level`` interval of a run's time: its mean step's belief read
+    # two-sided, where time_lo_h and time_hi_h are the search's one-sided ends), and
+    # measured_step_s, measured_time_h, measured_bsz and own_run (the model returns that very
+    # run there) where the measurements have that configuration
     table: pd.DataFrame
     instance_type: str
     local_bsz: int
@@ -241,8 +244,9 @@ class Scaling:
             f"{what}: {r['num_workers']} workers on {r['num_nodes']} node"
             + ("s" if r["num_nodes"] > 1 else "")
             + f" (global batch {r['global_bsz']:,}, statistical efficiency "
-            f"{worth:.2f} against a small batch): {hours(r['time_h'])}, "
-            f"{hours(r['time_lo_h'])}-{hours(r['time_hi_h'])} at {self.level:.0%}"
+            f"{worth:.2f} against a small batch): {hours(r['time_h'])} ({self.level:.0%} "
+            f"interval {hours(r['band_lo_h'])}-{hours(r['band_hi_h'])}; {self.level:.0%} of "
+            f"runs within {hours(r['time_hi_h'])})"
             + (f", {money(r['cost_usd'])}" if np.isfinite(r["cost_usd"]) else "")
         )
 
@@ -297,17 +301,29 @@ class Scaling:
             )
         m = self.measured
         if len(m):
-            err = (m["step_time_s"] / m["measured_step_s"] - 1).abs().mean()
-            inside = (
-                (m["measured_step_s"] >= m["step_time_lo"])
-                & (m["measured_step_s"] <= m["step_time_hi"])
-            ).mean()
-            lines.append(
-                f"Measured beside the model at {len(m)} worker counts (1-"
-                f"{m['num_workers'].max()}): the point estimate is off by {err:.1%} on average; "
-                f"{inside:.0%} of the measured steps lie inside the band."
-            )
+            lines.append(self._beside(m))
         return "\n".join(lines)
+
+    def _beside(self, m: pd.DataFrame) -> str:
+        """How the measured runs drawn beside the model sit against its point and band, at
+        which batch they were measured, and whether they are the runs the model returns."""
+        err = (m["step_time_s"] / m["measured_step_s"] - 1).abs().mean()
+        held = int(m["measured_time_h"].between(m["band_lo_h"], m["band_hi_h"]).sum())
+        batches = sorted({int(b) for b in m["measured_bsz"]})
+        at = ", ".join(str(b) for b in batches)
+        where = "" if batches == [self.local_bsz] else f", measured at local batch {at}"
+        text = (
+            f"Measured beside the model at {len(m)} worker counts (1-{m['num_workers'].max()}"
+            f"{where}): the point estimate is off by {err:.1%} on average; {held} of {len(m)} "
+            f"measured runs ({held / len(m):.0%}) lie inside the {self.level:.0%} band."
+        )
+        if m["own_run"].any():  # in sample: agreement there shows the fit, not a prediction
+            text += (
+                f" The model was fitted on {'these runs' if m['own_run'].all() else 'some of them'}"
+                " and returns them at their configuration: there they show the fit, not a "
+                "prediction."
+            )
+        return text
 
 
 def scaling(
@@ -335,7 +351,9 @@ def scaling(
             target at the measured step time) sit beside the model's.
 
     Returns:
-        A ``Scaling``.
+        A ``Scaling``: its table also has the band drawn beside the point (``band_lo_h``,
+        ``band_hi_h``: the model's central ``level`` interval of a run's time), and which
+        measured points are the runs the model returns at their configuration (``own_run``).
 
     Raises:
         InputError: a bad local batch, a type without GPUs or one the model cannot predict.
@@ -356,11 +374,28 @@ def scaling(
     )
     table = evaluate_configs(model, catalog, job, Constraints(confidence=level), configs)
     table["speedup"] = table["time_h"].iloc[0] / table["time_h"]
+    # the band is the model's own central interval at ``level`` of a run's mean step (what
+    # the measured points are): time_lo_h..time_hi_h, the search's one-sided ends, hold only
+    # 2 * level - 1 of the runs (80% at 90%)
+    belief = model.predict_belief(
+        job.model, instance_type, table["num_nodes"].to_numpy(), table["num_workers"].to_numpy(),
+        table["local_bsz"].to_numpy(), catalog=catalog,
+    )  # fmt: skip
+    lo, hi = belief.interval(level)
+    # time is steps x step x (1 + writes): linear in the step, so a step's quantile scales it
+    table["band_lo_h"] = table["time_h"] * lo / belief.median
+    table["band_hi_h"] = table["time_h"] * hi / belief.median
     seen = measured_steps(measurements, job.model, instance_type, int(local_bsz), gpus)
     table = table.merge(seen, on=["num_nodes", "num_workers"], how="left")
     table["measured_step_s"] = table["measured_step_s"].astype(float)
-    # time is steps x step x (1 + writes): linear in the step, so the measured step scales it
     table["measured_time_h"] = table["time_h"] * table["measured_step_s"] / table["step_time_s"]
+    table["own_run"] = False
+    same = (table["measured_bsz"] == int(local_bsz)).to_numpy()
+    if same.any():  # the points the model predicts by returning that very run (in sample)
+        rows = table.loc[same, ["num_nodes", "num_workers", "local_bsz"]]
+        route = model.explain(rows.assign(model=job.model, instance_type=instance_type))["route"]
+        route = route.to_numpy()
+        table.loc[same, "own_run"] = route == "measured: its own run"
     return Scaling(
         table, instance_type, int(local_bsz), job.noise_scale, level,
         basis(model, job.model, instance_type),

@@ -66,8 +66,10 @@ BLUE, ORANGE, RED, GREY = "#4c78a8", "#f58518", "#d62728", "#999999"
 CAPTIONS = {
     "scaling": (
         "Blue line: the model's point estimate of the hours to the target; shaded: its "
-        "interval; dashed: the interval's upper end. Black dots: measured step times turned "
-        "into hours with the same steps to the target (the reference campaigns). Blue "
+        "interval at the lesson's level (90%: one run in 20 above it, one below); dashed: the "
+        "upper end one can promise at that level (90% of runs within it, as the search "
+        "promises). Black dots: measured runs' mean step times turned into hours with the "
+        "same steps to the target (the reference campaigns). Blue "
         "diamond: fastest by the point estimate; white diamond: fastest by the upper end. "
         "Grey: more nodes than were measured (extrapolation)."
     ),
@@ -428,9 +430,9 @@ class ScalingLesson(Lesson):
         t, m = result.table, self.marks
         x = t["num_workers"].to_numpy(float)
         _log_range(self.scales["x"], self.axes["x"], x, margin=1.1)
-        _log_range(self.scales["y"], self.axes["y"], t[["time_lo_h", "time_hi_h"]].to_numpy())
+        _log_range(self.scales["y"], self.axes["y"], t[["band_lo_h", "band_hi_h"]].to_numpy())
         (y0, y1) = self.scales["y"].min, self.scales["y"].max
-        set_data(m["band"], x, np.vstack([t["time_lo_h"], t["time_hi_h"]]))
+        set_data(m["band"], x, np.vstack([t["band_lo_h"], t["band_hi_h"]]))
         set_data(m["point"], x, t["time_h"])
         set_data(m["upper"], x, t["time_hi_h"])
         seen = result.measured
