@@ -88,7 +88,7 @@ CAPTIONS = {
         "point estimate (line) and interval (shaded) beside the measured steps of the "
         "reference campaigns (dots; a type never measured has none); red dashed: worker 0 "
         "slowed; diamonds: where the controller leaves each worker (red: worker 0), all near "
-        "the last step's time (dotted)."
+        "the last step's time (dotted); the legend sits below that plot."
     ),
     "variance": (
         "Share of simulated runs by time to the target (in the unit the deadline is said in): "
@@ -332,6 +332,42 @@ def _line(scales: dict, color: str, label: str, **style: Any) -> Any:
     import bqplot as bq
 
     return bq.Lines(x=[], y=[], scales=scales, colors=[color], labels=[label], **style)
+
+
+# the traits that draw a mark's legend entry: its key repeats them
+KEY_TRAITS = (
+    "colors", "line_style", "stroke_width", "marker", "marker_size", "stroke", "default_size",
+)  # fmt: skip
+
+
+def _key(marks: list, width: int) -> Any:
+    """A figure that holds only the legend of ``marks``, set below their plot: each entry is
+    the mark drawn again without data (its colours, stroke and marker) and follows its label,
+    so the legend covers none of the plot's data whatever the data are (bqplot draws a legend
+    only inside the plot area)."""
+    import bqplot as bq
+    import traitlets
+
+    scales = {"x": bq.LinearScale(min=0, max=1), "y": bq.LinearScale(min=0, max=1)}
+    copies = []
+    for mark in marks:
+        style = {k: getattr(mark, k) for k in KEY_TRAITS if mark.has_trait(k)}
+        # bqplot gives a line an entry only where it has one: a line of gaps draws nothing
+        nothing = [np.nan, np.nan] if isinstance(mark, bq.Lines) else []
+        copy = type(mark)(
+            x=[0.0, 1.0][: len(nothing)], y=nothing, scales=scales, display_legend=True, **style
+        )
+        traitlets.dlink((mark, "labels"), (copy, "labels"))
+        copies.append(copy)
+    rows = 16 * (len(copies) + 1)  # bqplot's legend: 16 px a row, and one row's margin
+    return bq.Figure(
+        marks=copies,
+        axes=[],
+        fig_margin={"top": 0, "bottom": 0, "left": 70, "right": 20},
+        layout={"width": f"{width}px", "height": f"{rows + 12}px"},
+        legend_location="top-left",
+        animation_duration=0,
+    )
 
 
 class ScalingLesson(Lesson):
@@ -668,22 +704,21 @@ class ControllerLesson(Lesson):
         def seen(color: str, label: str) -> Any:
             return bq.Scatter(
                 x=[], y=[], scales=sc, colors=[color], stroke="black", default_size=40,
-                labels=[label], display_legend=True,
+                labels=[label],
             )  # fmt: skip
 
         self.line_marks = {
             "band_a": band(BLUE),
             "band_b": band(ORANGE),
-            "model_a": _line(sc, BLUE, f"{a}: {kind(a)}", stroke_width=2, display_legend=True),
-            "model_b": _line(sc, ORANGE, f"{b}: {kind(b)}", stroke_width=2, display_legend=True),
-            "slowed": _line(sc, RED, "worker 0 slowed", line_style="dashed", stroke_width=2,
-                            display_legend=True),
+            "model_a": _line(sc, BLUE, f"{a}: {kind(a)}", stroke_width=2),
+            "model_b": _line(sc, ORANGE, f"{b}: {kind(b)}", stroke_width=2),
+            "slowed": _line(sc, RED, "worker 0 slowed", line_style="dashed", stroke_width=2),
             "measured_a": seen(BLUE, f"{a}: measured"),
             "measured_b": seen(ORANGE, f"{b}: measured"),
             "level": _line(sc, GREY, "last step's time", line_style="dotted"),
             "settled": bq.Scatter(
                 x=[], y=[], scales=sc, marker="diamond", stroke="black", default_size=110,
-                colors=[BLUE], labels=["each worker at the last step"], display_legend=True,
+                colors=[BLUE], labels=["each worker at the last step"],
             ),
         }  # fmt: skip
         lines = _figure(
@@ -695,12 +730,13 @@ class ControllerLesson(Lesson):
             "One worker's step against its batch",
             height=420,
             width=500,
-            legend_location="top-left",
-            legend_style={"fill": "white", "opacity": 0.9},
         )
+        # the legend below the plot: inside it, it covered the slowed worker's dashed line
+        keyed = ("model_a", "model_b", "slowed", "measured_a", "measured_b", "settled")
+        self.key = _key([self.line_marks[k] for k in keyed], width=500)
         super().__init__(
             controls,
-            w.HBox([w.VBox([top, bottom]), lines]),
+            w.HBox([w.VBox([top, bottom]), w.VBox([lines, self.key])]),
             "srifty-lesson-controller",
             CAPTIONS["controller"],
         )
@@ -763,10 +799,10 @@ class ControllerLesson(Lesson):
         )  # fmt: skip
         top = float(last["step_time_s"].iloc[0]) * ms
         set_data(m["level"], [0, float(result.curves["local_bsz"].max())], [top, top])
-        # the top third stays empty for the legend; the slowed line may run off the top
+        # the slowed line may run off the top: the types' lines and dots set the range
         high = max(result.curves["step_hi_s"].max(), result.measured["measured_s"].max()
                    if len(result.measured) else 0.0) * ms  # fmt: skip
-        self.line_scales["y"].max = float(high) * 1.5
+        self.line_scales["y"].max = float(high) * 1.1
 
 
 class VarianceLesson(Lesson):

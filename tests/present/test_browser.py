@@ -456,6 +456,18 @@ TITLED_POINTS_JS = """
 """
 
 
+def _open_controller_lesson(page, fitted, name: str) -> str:
+    """Notebook 05 with lesson c alone on the reference fit, run in JupyterLab as ``name``
+    until its answer shows; the lesson panel's class."""
+    root, _ = fitted
+    nb = load_notebook_node(str(REPO / "notebooks" / "05_tradeoffs.ipynb"))
+    nb = parameterize_notebook(nb, {"lessons": "c", "interactive": True})  # the reference fit
+    nbformat.write(nb, root / name)
+    panel = "srifty-lesson-controller"
+    run_notebook_in_lab(page, page.lab, name, f".{panel} .srifty-answer")
+    return panel
+
+
 def test_the_controller_lesson_draws_each_types_measured_steps(
     page, fitted, reference_measurements
 ):
@@ -463,12 +475,7 @@ def test_the_controller_lesson_draws_each_types_measured_steps(
     was never campaigned): one dot per measured batch of each type, as the decide layer has."""
     from srifty_kit.present.lessons import ControllerLesson, lesson_setup
 
-    root, _ = fitted
-    nb = load_notebook_node(str(REPO / "notebooks" / "05_tradeoffs.ipynb"))
-    nb = parameterize_notebook(nb, {"lessons": "c", "interactive": True})  # the reference fit
-    nbformat.write(nb, root / "05_c.ipynb")
-    panel = "srifty-lesson-controller"
-    run_notebook_in_lab(page, page.lab, "05_c.ipynb", f".{panel} .srifty-answer")
+    panel = _open_controller_lesson(page, fitted, "05_c.ipynb")
     inputs = page.evaluate(ANSWER_JS, panel)["inputs"]
     model, catalog, measured, _ = lesson_setup(None, None)
     args = (model, catalog, _job(inputs["job"]), tuple(inputs["instance_types"]),
@@ -486,6 +493,72 @@ def test_the_controller_lesson_draws_each_types_measured_steps(
         assert [counts[names.index(m)] for m in ("measured_a", "measured_b")] == want
 
     _eventually(page, dots_drawn)
+
+
+# a figure's mark by its title and position (the legend is no mark): its line's points on the
+# screen where the plot area shows them, and every legend of the panel that has entries, as
+# boxes on the screen (left, right, top, bottom) with their entries' text
+LINE_AND_LEGENDS_JS = """
+([cls, title, index]) => {
+  const heads = Array.from(document.querySelectorAll('.' + cls + ' text.mainheading'));
+  const head = heads.find((h) => h.textContent === title);
+  if (!head) return null;
+  const svg = head.closest('svg.svg-figure');
+  const marks = Array.from(svg.querySelector(':scope > g > g').children).filter(
+      (g) => !g.classList.contains('g_legend'));
+  const path = marks[index].querySelector('path.line');
+  // the plot area's background lies in the figure's other svg, beside this one
+  const area = svg.parentElement.querySelector('rect.plotarea_background')
+      .getBoundingClientRect();
+  const ctm = path.getScreenCTM();
+  const length = path.getTotalLength();
+  const points = [];
+  for (let i = 0; i <= 200; i++) {
+    const q = path.getPointAtLength(length * i / 200);
+    const x = ctm.a * q.x + ctm.c * q.y + ctm.e, y = ctm.b * q.x + ctm.d * q.y + ctm.f;
+    if (x >= area.left && x <= area.right && y >= area.top && y <= area.bottom) points.push([x, y]);
+  }
+  const legends = Array.from(document.querySelectorAll('.' + cls + ' g.g_legend')).filter(
+      (g) => g.querySelectorAll('text').length).map((g) => {
+    const r = g.getBoundingClientRect();
+    return {box: [r.left, r.right, r.top, r.bottom],
+            entries: Array.from(g.querySelectorAll('text')).map((t) => t.textContent)};
+  });
+  return {points, legends};
+}
+"""
+
+
+def test_the_controller_lessons_legend_covers_none_of_the_slowed_workers_line(page, fitted):
+    """On the reference fit with worker 0 slowed 2x, the legend of the controller lesson's
+    right-hand figure, as the browser lays it out, covers no point of worker 0's dashed line
+    (it did: bqplot drew it inside the plot, over the line's steep rise)."""
+    from srifty_kit.present.lessons import ControllerLesson, lesson_setup
+
+    panel = _open_controller_lesson(page, fitted, "05_c_legend.ipynb")
+    slider_press(page, f"{panel} .srifty-slow-factor", "ArrowRight", 2)
+    page.wait_for_function(
+        "(cls) => { const a = document.querySelector('.' + cls + ' .srifty-answer');"
+        " return !!a && JSON.parse(a.dataset.inputs).slow_factor === 2; }",
+        arg=panel,
+        timeout=120_000,
+    )
+    model, catalog, measured, workload = lesson_setup(None, None)
+    job = Job(workload, samples=2e7, reference_bsz=128, noise_scale=2000.0)
+    names = list(ControllerLesson(model, catalog, job, measurements=measured).line_marks)
+    title = "One worker's step against its batch"
+
+    def clear_of_the_line():
+        drawn = page.evaluate(LINE_AND_LEGENDS_JS, [panel, title, names.index("slowed")])
+        assert drawn is not None and len(drawn["points"]) > 20, drawn
+        legend = [g for g in drawn["legends"] if "worker 0 slowed 2x" in g["entries"]]
+        assert len(legend) == 1, drawn["legends"]
+        left, right, top, bottom = legend[0]["box"]
+        under = [(x, y) for x, y in drawn["points"] if left <= x <= right and top <= y <= bottom]
+        assert not under, f"the legend {legend[0]['box']} covers the dashed line at {under[:3]}"
+
+    _eventually(page, clear_of_the_line)
+    page.locator(f".{panel}").screenshot(path=str(SCREENSHOTS / "05_controller_slowed.png"))
 
 
 # every axis of a panel's figures: its label and the text of its tick labels, as drawn (bqplot

@@ -229,3 +229,24 @@ def test_lesson_a_band_is_the_models_90_percent_interval_and_holds_about_that(re
     # off as a test of the prediction
     text = tradeoffs.scaling(model, catalog, job, "g4dn.12xlarge", 64, measurements=measured)
     assert "The model was fitted on these runs" in text.text()
+
+
+def test_lesson_cs_legend_sits_below_its_plot_and_names_every_mark(model):
+    """The right-hand plot of lesson c draws no legend inside it (there it covered worker 0's
+    dashed line): the key below it has one entry per mark, drawn as that mark is, and names
+    the slowdown as the plot does."""
+    from srifty_kit import load_catalog
+    from srifty_kit.present.lessons import ControllerLesson
+
+    lesson = ControllerLesson(model, load_catalog(), JOB, local_bsz=32)
+    marks = lesson.line_marks
+    assert not any(m.display_legend for m in marks.values())
+    entries = [m for m in lesson.key.marks if m.display_legend]
+    want = ["model_a", "model_b", "slowed", "measured_a", "measured_b", "settled"]
+    assert [type(e) for e in entries] == [type(marks[k]) for k in want]
+    for entry, k in zip(entries, want, strict=True):
+        assert entry.colors[0] == marks[k].colors[0], k  # the colour its swatch is drawn in
+        assert getattr(entry, "line_style", None) == getattr(marks[k], "line_style", None)
+    lesson.ask(2.0)
+    assert entries[2].labels == marks["slowed"].labels == ["worker 0 slowed 2x"]
+    assert entries[2].line_style == "dashed"
