@@ -109,7 +109,7 @@ FIGURE_CAPTION = (
 # rounds it to 3) reads as the answer says it: Young/Daly's 12.7 h as '12.7', not '13'
 TICKS = ",~r"
 
-STYLE = """<style>
+LOOK = """
 .srifty-ranked { border-collapse: collapse; font-size: 12px; }
 .srifty-ranked caption { text-align: left; font-weight: bold; padding: 4px 0; }
 .srifty-ranked th, .srifty-ranked td { padding: 2px 8px; border-bottom: 1px solid #ddd; }
@@ -124,7 +124,38 @@ STYLE = """<style>
   word-break: normal; overflow-wrap: break-word;
 }
 .srifty-caption { font-size: 11px; color: #555; width: 550px; line-height: 1.3; }
-</style>"""
+"""
+# an answer's static copy (static_copy) is for where no widget draws: hidden, output area and
+# all, where the panel's widgets draw this style
+HIDE_COPIES = (
+    ".srifty-static, .jp-OutputArea-child:has(> .jp-OutputArea-output > .srifty-static) "
+    "{ display: none; }"
+)
+STYLE = f"<style>{LOOK}{HIDE_COPIES}\n</style>"
+
+# the class of a widget's static copy beside it (static_copy), which STYLE hides
+STATIC = "srifty-static"
+
+
+def static_copy(body: str) -> Any:
+    """``body`` as an IPython ``HTML`` object of class ``srifty-static``: the copy of a widget's
+    answer shown in the output after the widget.
+
+    Where a widget draws (JupyterLab with its kernel, an export whose widgets load), the panel's
+    style hides the copy; where none does (nbconvert's HTML opened offline, GitHub's viewer, a
+    notebook reopened without its kernel) it is what the reader sees. A separate output because
+    nbconvert shows one type per output, the widget's whenever its state was saved (papermill
+    saves it), which draws nothing offline.
+
+    Args:
+        body: the HTML to copy.
+
+    Returns:
+        An ``IPython.display.HTML`` to display (with ``display_id=True``, to update it).
+    """
+    from IPython.display import HTML
+
+    return HTML(f'<div class="{STATIC}">{body}</div>')
 
 
 def tag(widget: Any, css_class: str) -> Any:
@@ -511,7 +542,8 @@ class SearchPanel:
     unknown), in one update, before it searches; the deadline, budget, confidence, pricing and
     the other controls stay as the user set them.
 
-    ``panel.widget`` is the ipywidgets box (JupyterLab displays the panel itself);
+    ``panel.widget`` is the ipywidgets box (JupyterLab displays the panel itself, followed by
+    ``static_html()`` as a static copy for where no widget draws: ``static_copy``);
     ``panel.result`` is the current ``SearchResult``, ``panel.error`` the current error and
     ``panel.evaluated`` the evaluation the result was selected from.
     """
@@ -547,6 +579,8 @@ class SearchPanel:
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         self._drawn: Evaluated | None = None
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
+        # each displayed static copy and what it copies (_display_with_copy)
+        self._copies: list[tuple[Any, Callable[[], str]]] = []
         choices = search_choices(model, self.catalog)
         # each workload's own batches and noise scale: what choosing it sets those controls to
         self._own = {
@@ -741,14 +775,20 @@ class SearchPanel:
                     plain = {"text/plain": panel.explanation}
                     return {**super()._repr_mimebundle_(**kwargs), **plain}
 
+                def _ipython_display_(self) -> None:
+                    panel._display_with_copy(self._repr_mimebundle_(), panel._reason_html)
+
             self._reason = tag(Reason(), CLASSES["reason"])
             self._show_reason()
         return self._reason
 
+    def _reason_html(self) -> str:
+        return f'<pre class="srifty-why-text">{html.escape(self.explanation)}</pre>'
+
     def _show_reason(self) -> None:
         if self._reason is not None:
-            text = html.escape(self.explanation)
-            self._reason.value = f'<pre class="srifty-why-text">{text}</pre>'
+            # drawn, it hides its static copy, even where the panel is not shown
+            self._reason.value = f"<style>{HIDE_COPIES}</style>{self._reason_html()}"
 
     # -- what the controls ask -------------------------------------------------------------
     def inputs(self) -> tuple[Job, Constraints, str]:
@@ -884,6 +924,7 @@ class SearchPanel:
         ) + "".join(f'<div class="srifty-left-out">{html.escape(line)}</div>' for line in left)
         self.table.value = ranked_html(result, inputs)
         self._show_reason()
+        self._update_copies()
         return result
 
     def _show_error(self, err: Exception) -> None:
@@ -891,6 +932,7 @@ class SearchPanel:
         self.table.value = '<table class="srifty-ranked" data-error="true"></table>'
         self.why.value = ""
         self._show_reason()
+        self._update_copies()
         # every mark, the cloud and the shades too: nothing drawn may come from the search
         # before the error; the next search draws its cloud again
         for name in MARKS:
@@ -1013,6 +1055,35 @@ class SearchPanel:
         set_data(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
         # the last mark: its left edge, from (d, y0) up, is the deadline
         set_data(m["deadline"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])
+
+    def static_html(self) -> str:
+        """The panel's answer as it stands, as static HTML: the count (or why nothing fits),
+        the ranked table, why the pick and the suggested probe once asked for.
+
+        Returns:
+            HTML with the panel's style, without controls or figure (those need a kernel).
+        """
+        probe = self.probe.value and f"<div>{self.probe.value}</div>"
+        return (
+            '<div class="srifty-left-out">The search panel as last shown; its controls and '
+            "figure need a running kernel (open the notebook in JupyterLab and run it).</div>"
+            f"<style>{LOOK}</style>{self.message.value}{self.table.value}{self.why.value}{probe}"
+        )
+
+    def _display_with_copy(self, bundle: dict, body: Callable[[], str]) -> None:
+        """Display a widget's ``bundle``, then a static copy of ``body()`` that follows the
+        controls (``static_copy``), so that a notebook saved at any point reads as it was."""
+        from IPython.display import display
+
+        display(bundle, raw=True)
+        self._copies.append((display(static_copy(body()), display_id=True), body))
+
+    def _update_copies(self) -> None:
+        for handle, body in getattr(self, "_copies", ()):
+            handle.update(static_copy(body()))
+
+    def _ipython_display_(self) -> None:
+        self._display_with_copy(self.widget._repr_mimebundle_(), self.static_html)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

@@ -208,6 +208,14 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     first = page.evaluate(TABLE_JS, "srifty-table")["data"]
     assert float(first["deadline"]) == NOTEBOOK_03["deadline_h"] and first["spot"] == "false"
     _eventually(page, _assert_panel_shows, page, _expected(first, model, catalog))
+    # one panel: the static copies of its answer and reason (for an export where no widget
+    # draws) take no room where the widgets draw
+    assert page.locator(".srifty-search-panel").count() == 1
+    copies = page.locator(".srifty-static")
+    assert copies.count() == 2
+    for i in range(2):
+        area = copies.nth(i).evaluate("(e) => e.closest('.jp-OutputArea-child').offsetHeight")
+        assert not copies.nth(i).is_visible() and area == 0
     # the cost-time figure's ticks read as people write them: '0.5', never '500m' or '1e+3'
     drawn = page.evaluate(TICK_LABELS_JS, "srifty-search-panel")
     ticks = [t for a in drawn for t in a["ticks"]]
@@ -237,6 +245,9 @@ def test_search_panel_follows_the_deadline_and_spot_exactly_as_search(page, fitt
     _eventually(page, _assert_panel_shows, page, tighter)
     # the "Why this one" cell below follows too: printed once, it named the first pick
     _eventually(page, _assert_reason_says, page, tighter.explanation)
+    # and the static copy, so that the notebook saved now reads as this answer
+    copied = page.locator(".srifty-static table.srifty-ranked")
+    assert copied.get_attribute("data-deadline") == moved["deadline"]
 
     # allow spot: new candidates, evaluated once, ranked against the same deadline
     page.locator(".srifty-spot input[type=checkbox]").check()

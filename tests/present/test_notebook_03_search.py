@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -79,6 +80,24 @@ def test_notebook_shows_the_panel_when_interactive(tmp_path, model_file):
     assert any(widget in o.get("data", {}) for o in outputs)  # the panel, not static figures
     assert not any("image/png" in o.get("data", {}) for o in outputs)
     assert "Why not the cheapest per hour" in _text(nb) or "also the cheapest" in _text(nb)
+    # papermill saves the widgets' state, so nbconvert's HTML shows their views, which draw
+    # nothing offline (their scripts come from a CDN) nor on GitHub: beside each, a static
+    # copy reads as the answer shown, not as blank space
+    from nbconvert import HTMLExporter
+
+    page, _ = HTMLExporter().from_notebook_node(nb)
+    why = next(
+        o["data"]["text/plain"]
+        for c in nb.cells
+        if "pick" in c.metadata.get("tags", [])
+        for o in c.get("outputs", [])
+    )
+    pick = html.escape(why.splitlines()[0])
+    panel, reason = page.split('<div class="srifty-static">')[1:]
+    panel, reason = panel.split("</div>\n</div>")[0], reason.split("</div>\n</div>")[0]
+    assert "configurations meet the constraints" in panel and pick in panel
+    assert '<table class="srifty-ranked"' in panel and pick in reason
+    assert "display: none" not in panel + reason  # only a drawn widget hides them
 
 
 def test_the_probes_cell_answers_the_question_the_panel_asks_now(model_file):
