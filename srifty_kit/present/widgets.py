@@ -279,6 +279,23 @@ def axis_ticks(low: float, high: float, axis: str) -> list[float] | None:
     return ticks if len(ticks) >= 2 else None
 
 
+def with_line(bounds: tuple[float, float], value: float | None) -> tuple[float, float]:
+    """A log axis' ends (``bounds``) widened down to hold a constraint's line at ``value``
+    (None: no line), with ``log_bounds``' margin below it.
+
+    Args:
+        bounds: the axis' (low, high), as ``log_bounds`` gives them.
+        value: where the line is drawn, or None.
+
+    Returns:
+        (low, high): ``bounds`` unchanged when the line lies above ``low``.
+    """
+    low, high = bounds
+    if value is None or not value > 0 or value >= low:
+        return bounds
+    return log_bounds(np.array([value]))[0], high
+
+
 def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
     """A log axis' ends around the finite positive ``values``, widened by ``margin``."""
     v = np.asarray(values, float)
@@ -578,6 +595,7 @@ class SearchPanel:
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         self._drawn: Evaluated | None = None
+        self._bounds_y: tuple[float, float] | None = None  # the cost axis' ends drawn
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
         # each displayed static copy and what it copies (_display_with_copy)
         self._copies: list[tuple[Any, Callable[[], str]]] = []
@@ -1020,16 +1038,24 @@ class SearchPanel:
         # every mark in the front's coordinates (``plots.cost_time_axes``): the pick, by any
         # objective, is a point of the front (the search ranks in them), never off it
         (x, x_label), (y, y_label) = view["axes"].values()
-        if self._drawn is not ev:  # a new evaluation: new cloud and axes, nothing else redrawn
-            idx = view["cloud"]
-            for axis in ("x", "y"):
-                with self.scales[axis].hold_sync():
-                    self.scales[axis].min, self.scales[axis].max = view[axis]
-            for name, axis, label in zip("xy", self.figure.axes, (x_label, y_label), strict=True):
+        d, b = constraints.deadline_h, constraints.budget_usd
+        # a budget under every configuration's cost is drawn all the same, on the axis
+        # widened down to it: the line far below the cloud says why nothing fits
+        bounds = {"x": view["x"], "y": with_line(view["y"], b)}
+        if self._drawn is not ev or bounds["y"] != self._bounds_y:
+            for name, axis in zip("xy", self.figure.axes, strict=True):
+                if name == "x" and self._drawn is ev:
+                    continue
+                with self.scales[name].hold_sync():
+                    self.scales[name].min, self.scales[name].max = bounds[name]
                 with axis.hold_sync():
-                    if axis.label != label:  # the confidence is in the time's label
-                        axis.label = label
-                    axis.tick_values = axis_ticks(*view[name], name)
+                    axis.tick_values = axis_ticks(*bounds[name], name)
+            self._bounds_y = bounds["y"]
+        if self._drawn is not ev:  # a new evaluation: new cloud and labels, nothing else redrawn
+            idx = view["cloud"]
+            for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
+                if axis.label != label:  # the confidence is in the time's label
+                    axis.label = label
             budget = budget_label(constraints.confidence)
             if m["budget"].labels != [budget]:
                 m["budget"].labels = [budget]
@@ -1050,8 +1076,7 @@ class SearchPanel:
         # what misses the deadline is shaded right of it (the cloud keeps its colours, so a
         # move redraws a few shapes, not thousands of points); the budget is a dotted line, not
         # a shade: it is held to the cost at the confidence, which this axis does not draw
-        (x0, x1), (y0, y1) = view["x"], view["y"]
-        d, b = constraints.deadline_h, constraints.budget_usd
+        (x0, x1), (y0, y1) = bounds["x"], bounds["y"]
         set_data(m["budget"], [x0, x1] if b else [], [b, b] if b else [])
         # the last mark: its left edge, from (d, y0) up, is the deadline
         set_data(m["deadline"], [d, x1, x1, d] if d else [], [y0, y0, y1, y1] if d else [])

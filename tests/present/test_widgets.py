@@ -85,6 +85,24 @@ def test_objective_and_budget_rerank_the_same_evaluation(panel, model, catalog):
     assert panel.marks["budget"].y.tolist() == [budget, budget]
 
 
+def test_a_budget_below_every_cost_is_drawn_on_the_figure(panel):
+    """The dotted budget line stays on the chart when nothing is that cheap, so the reader sees
+    why nothing fits; moved back up, the axis is the cloud's again."""
+    cloud = (panel.scales["y"].min, panel.scales["y"].max)
+    panel.controls["budget"].value = panel.controls["budget"].options[0][1]  # $1
+    assert panel.controls["budget_on"].value and not panel.result.feasible
+    assert "budget binds" in panel.message.value
+    low, high = panel.scales["y"].min, panel.scales["y"].max
+    assert low < 1.0 < high and high == cloud[1]  # the line within the axis, the top kept
+    assert panel.marks["budget"].y.tolist() == [1.0, 1.0]
+    ticks = panel.figure.axes[1].tick_values
+    assert ticks is None or min(ticks) <= 1.0  # a tick at or below it says its value
+    shade = panel.marks["deadline"].y.tolist()
+    assert min(shade) == low and max(shade) == high  # the deadline's shade still spans it
+    panel.controls["budget_on"].value = False
+    assert (panel.scales["y"].min, panel.scales["y"].max) == cloud
+
+
 def test_spot_evaluates_once_and_toggling_back_reuses_it(panel, model, catalog):
     on_demand = panel.evaluated
     panel.controls["spot"].value = True
