@@ -201,6 +201,22 @@ class Explanation:
         """Whether a configuration meets the constraints."""
         return self.pick is not None
 
+    @property
+    def nearest_misses(self) -> tuple[str, ...]:
+        """The constraints ("deadline", "budget") the nearest configuration breaks at the
+        confidence (its ``time_hi_h``, its ``cost_hi_usd``); () when there is none."""
+        row = self.nearest
+        if row is None:
+            return ()
+        return tuple(
+            name
+            for name, bound, end in (
+                ("deadline", self.deadline_h, "time_hi_h"),
+                ("budget", self.budget_usd, "cost_hi_usd"),
+            )
+            if bound is not None and row[end] > bound
+        )
+
     def text(self) -> str:
         """The explanation in sentences."""
         return _render_pick(self) if self.feasible else _render_infeasible(self)
@@ -305,12 +321,7 @@ def _render_pick(e: Explanation) -> str:
         return "\n".join(lines)
     pct = f"{level:.0%}"
     bound, mean = e.cost_hi_ratio, e.cost_ratio
-    misses = [
-        f"misses the {e.deadline_h:g} h deadline"
-        if m == "deadline"
-        else f"breaks the {money(e.budget_usd)} budget"
-        for m in e.alternative_misses
-    ]
+    misses = [_misses(e, m) for m in e.alternative_misses]
     head = (
         f"Why not the cheapest per hour? {config_phrase(a)} rents for "
         f"{money(a['usd_per_hr'])}/h (the pick costs {_as_much(e.hourly_ratio)} per hour) and "
@@ -335,6 +346,34 @@ def _render_pick(e: Explanation) -> str:
         tail += f"; the pick wins on the objective '{e.objective}'"
     lines.append(f"{head}, {verdict}{tail}.")
     return "\n".join(lines)
+
+
+def _misses(e: Explanation, constraint: str) -> str:
+    """'misses the 24 h deadline' or 'breaks the $50.00 budget'."""
+    if constraint == "deadline":
+        return f"misses the {e.deadline_h:g} h deadline"
+    return f"breaks the {money(e.budget_usd)} budget"
+
+
+def _nearest_verdict(e: Explanation) -> str:
+    """Every constraint the nearest configuration breaks at the confidence, by how much, and
+    the one it meets: a budget that binds may hide that the cheapest also misses the deadline."""
+    row, misses = e.nearest, e.nearest_misses
+    if not misses:  # each end within its bound, not both together
+        return ""
+    by = {
+        "deadline": hours(row["time_hi_h"] - (e.deadline_h or 0.0)),
+        "budget": money(row["cost_hi_usd"] - (e.budget_usd or 0.0)),
+    }
+    said = " and ".join(f"{_misses(e, m)} by {by[m]}" for m in misses)
+    kept = [
+        f"meets the {e.deadline_h:g} h deadline"
+        if name == "deadline"
+        else f"stays within the {money(e.budget_usd)} budget"
+        for name, bound in (("deadline", e.deadline_h), ("budget", e.budget_usd))
+        if bound is not None and name not in misses
+    ]
+    return f" At {e.level:.0%} it {said}" + (f" but {kept[0]}" if kept else "") + "."
 
 
 def _render_infeasible(e: Explanation) -> str:
@@ -382,6 +421,7 @@ def _render_infeasible(e: Explanation) -> str:
         )
     needs = _outcome(e.nearest, e.level)
     text = f"Infeasible: {binds}. Nearest: {config_phrase(e.nearest)} needs {needs}."
+    text += _nearest_verdict(e)
     if e.nearest_point_meets:
         text += (
             " Its point estimate meets the constraints: a lower confidence, or measuring "

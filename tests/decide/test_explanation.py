@@ -206,3 +206,29 @@ def test_a_step_of_a_second_is_said_in_seconds():
 def test_an_amount_below_a_cent_is_never_said_as_zero(usd, said):
     # `srifty search --budget-usd 0.0001` said "no configuration finishes under $0.00"
     assert money(usd) == said
+
+
+@pytest.mark.parametrize(
+    ("deadline_h", "said"),
+    [
+        # the cheapest finishes in time: only the budget fails, and the deadline is met
+        (100.0, "At 90% it breaks the $50.00 budget by $30.00 but meets the 100 h deadline."),
+        # it said only "the budget binds", though the cheapest also misses the deadline
+        (
+            10.0,
+            "At 90% it misses the 10 h deadline by 30 h and breaks the $50.00 budget by $30.00.",
+        ),
+    ],
+)
+def test_a_binding_budget_says_whether_the_nearest_also_misses_the_deadline(deadline_h, said):
+    nearest = _row(nodes=1, usd_per_hr=2.0, time_hi_h=40.0, cost_hi_usd=80.0)
+    text = Explanation(
+        objective="cost",
+        level=0.9,
+        job=Job("resnet", steps=1000, reference_bsz=256),
+        deadline_h=deadline_h,
+        budget_usd=50.0,
+        binding="budget",
+        nearest=nearest,
+    ).text()
+    assert text.startswith("Infeasible: the budget binds") and text.endswith(said)
