@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, is_whole
 from srifty_kit.tables.files import TABLE_SUFFIXES, same_file
 
 
@@ -59,19 +59,13 @@ def region(text: str) -> str:
     return text
 
 
-def _parse(text: str, whole: bool) -> float | int:
+def _parse(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a {'whole number' if whole else 'number'}, got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    if whole:
-        if value != int(value):
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-        return int(value)
     return value
 
 
@@ -87,28 +81,42 @@ def number(
 
     Args:
         low, high: the bounds (None: unbounded on that side).
-        whole: the value must be a whole number (returned as int).
+        whole: the value must be a whole number (returned as int), by the rule the Python
+            API holds counts to (``errors.is_whole``): '3.0' and '1e3' are counts, '2.5' is
+            not.
         open_low, open_high: exclude the bound itself.
 
     Returns:
         A function from the flag's text to the number; it raises ArgumentTypeError naming the
-        range when the value is outside it.
+        range when the value is outside it (for a whole number, whatever was wrong with it:
+        'expected a whole number >= 1, got '2.5'', one wording for every count flag).
     """
 
     def parse(text: str) -> float | int:
-        value = _parse(text, whole)
+        try:
+            value = _parse(text)
+        except argparse.ArgumentTypeError:
+            if not whole:
+                raise
+            value = math.nan  # 'nan' and 'three' get the range too: what to give instead
         below = low is not None and (value <= low if open_low else value < low)
         above = high is not None and (value >= high if open_high else value > high)
-        if below or above:
+        if whole and (below or above or not is_whole(value, least=-math.inf)):
             wanted = _range(low, high, open_low, open_high)
-            raise argparse.ArgumentTypeError(f"{text} is not {wanted}")
-        return value
+            raise argparse.ArgumentTypeError(f"expected a whole number {wanted}, got {text!r}")
+        if below or above:
+            raise argparse.ArgumentTypeError(
+                f"{text} is not {_range(low, high, open_low, open_high)}"
+            )
+        return int(value) if whole else value
 
     parse.__name__ = "whole number" if whole else "number"
     return parse
 
 
 def _range(low, high, open_low, open_high) -> str:
+    if low is None and high is None:
+        return "(any sign)"
     if high is None:
         return f"{'>' if open_low else '>='} {low:g}"
     if low is None:

@@ -567,7 +567,7 @@ def test_a_probe_count_out_of_range_is_said_with_its_flag(synthetic_model, tmp_p
     done = _decide(synthetic_model, tmp_path, "8", "--suggest-probes", k)
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert f"argument --suggest-probes: {k} is not in [1, 20]" in line
+    assert f"argument --suggest-probes: expected a whole number in [1, 20], got {k!r}" in line
 
 
 def _among(model, candidates, cwd, *extra: str) -> subprocess.CompletedProcess:
