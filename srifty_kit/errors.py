@@ -23,6 +23,7 @@ import numbers
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Iterable, Sized
 
 from srifty_kit.tables.redact import redact
@@ -217,6 +218,53 @@ def callers_level() -> int:
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn as ``warnings.warn`` does, naming the user's own line (``callers_level``): in a
+    script or a test its file and line, as ever; in a notebook cell the cell as IPython names
+    it in a traceback ('Cell In[3]:2: UserWarning: ...'), where ``warnings.warn`` would name
+    the kernel's temporary file of the cell ('/tmp/ipykernel_1234/567.py:2: ...'). The
+    warnings filters, the once-per-line registry and ``catch_warnings`` work as for
+    ``warnings.warn``; other libraries' warnings are left as they show.
+
+    Args:
+        message: the warning's text.
+        category: its class (``UserWarning``, or one of the kit's subclasses).
+
+    Returns:
+        None.
+
+    Raises:
+        category: where a warnings filter turns it into an error.
+    """
+    level = callers_level()  # counted from this function, as warnings.warn counts
+    try:
+        frame = sys._getframe(level - 1)
+    except ValueError:  # the stack ends inside the package: warnings.warn says where
+        frame = None
+    cell = _cell_name(frame.f_code.co_filename) if frame is not None else None
+    if cell is None:
+        warnings.warn(message, category, stacklevel=level)
+        return
+    user = frame.f_globals
+    warnings.warn_explicit(
+        message,
+        category,
+        cell,
+        frame.f_lineno,
+        module=user.get("__name__"),
+        registry=user.setdefault("__warningregistry__", {}),
+    )
+
+
+def _cell_name(filename: str) -> str | None:
+    """'Cell In[3]' for the file IPython compiled a cell into, None for any other file."""
+    ipython = sys.modules.get("IPython")  # never imported here: only where a shell runs
+    shell = getattr(ipython, "get_ipython", lambda: None)()
+    name = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    said = name(filename) if callable(name) else None
+    return " ".join(said) if said else None
 
 
 def first_line(err: BaseException, limit: int = 300) -> str:

@@ -24,7 +24,6 @@ model does not know about the configuration, plus run-to-run noise."""
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -43,7 +42,7 @@ from srifty_kit.decide.pareto import (
     knee_score,
     pareto_mask,
 )
-from srifty_kit.errors import InputError, callers_level, did_you_mean, is_whole, rows_named
+from srifty_kit.errors import InputError, did_you_mean, is_whole, rows_named, warn
 from srifty_kit.tables.contracts import (
     CANDIDATES,
     require_columns,
@@ -386,7 +385,7 @@ def validate_candidates(table: pd.DataFrame, job: Job, catalog: pd.DataFrame) ->
     # as given, and a table refused says nothing of its repeats
     out, note = unique_candidates(out)
     if note:
-        warnings.warn(note, stacklevel=callers_level())
+        warn(note)
     return out.reset_index(drop=True)
 
 

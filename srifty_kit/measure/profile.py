@@ -19,7 +19,6 @@ import json
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +30,13 @@ import torch
 
 from srifty_kit.errors import (
     InputError,
-    callers_level,
     check_interrupt,
     counted,
     first_line,
     is_number,
     is_whole,
     plain,
+    warn,
 )
 from srifty_kit.measure import host, memory, noise_scale, opgraph, variance
 from srifty_kit.measure.op_trace import TRACE_STEPS, trace_batch
@@ -314,9 +313,7 @@ class _Run:
             done = {"local_bsz": b, "n": 0}
             self.summaries.append(done)
         done.update({"stop_reason": "error", "error": cause})
-        warnings.warn(
-            f"batch size {b} not measured: {cause}", ProfileWarning, stacklevel=callers_level()
-        )
+        warn(f"batch size {b} not measured: {cause}", ProfileWarning)
         _forget_oom(self.spec.model, self.optimizer, self.dev)
 
     def fits(self, b: int) -> bool:
@@ -534,12 +531,12 @@ def profile_model(
         short = _budget_short(run, phases["setup_and_flops"], noise_seconds is None)
         if short:
             facts["budget_short"] = short
-            warnings.warn(budget_note(short), BudgetWarning, stacklevel=callers_level())
+            warn(budget_note(short), BudgetWarning)
         facts["other_processes_cores"] = round(watch.others_cores(), 2)
         busy = watch.busy_message() if dev.type == "cpu" else None
         if busy:
             facts["busy_note"] = busy
-            warnings.warn(busy, ProfileWarning, stacklevel=callers_level())
+            warn(busy, ProfileWarning)
         model.load_state_dict(saved)  # the noise scale is measured at the given weights
         noise_time = noise_seconds if noise_seconds else max(2.0, NOISE_SHARE * max_seconds)
         measured = [s["local_bsz"] for s in run.summaries if s.get("n")]
@@ -692,11 +689,10 @@ def _preflight(run: _Run, sizes: list[int]) -> dict[str, Any]:
             _forget_oom(run.spec.model, run.optimizer, run.dev)
             continue
         if not math.isfinite(loss):  # the steps time the same, but nothing learns from them
-            warnings.warn(
+            warn(
                 f"the loss at batch size {b} is {loss}: the steps are timed, but no gradient "
                 "noise scale can be measured; check the model and loss_fn on one batch",
                 ProfileWarning,
-                stacklevel=callers_level(),
             )
         return {"flops_per_sample": flops, "flops_counted_at_batch": b}
     if len(too_big) == len(sizes):  # every size failed for want of memory: not the code's fault
@@ -731,17 +727,14 @@ def _op_trace(run: _Run) -> dict[str, Any]:
             raise
         except Exception as err:
             check_interrupt()
-            warnings.warn(
-                f"batch size {b} not traced: {err}", ProfileWarning, stacklevel=callers_level()
-            )
+            warn(f"batch size {b} not traced: {err}", ProfileWarning)
             _forget_oom(run.spec.model, run.optimizer, run.dev)
     cuda = run.dev.type == "cuda"
     if cuda and batches and not any(rec["busy_s"] > 0 for rec in batches.values()):
-        warnings.warn(
+        warn(
             "the op trace saw no CUDA kernels (is CUPTI installed?): recorded, not used to "
             "carry this model to other GPUs",
             ProfileWarning,
-            stacklevel=callers_level(),
         )
     return {
         "device": run.dev.type,

@@ -16,7 +16,6 @@ model, instance type t):
 
 from __future__ import annotations
 
-import warnings
 import zlib
 from dataclasses import replace
 
@@ -29,12 +28,12 @@ from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import (
     InputError,
-    callers_level,
     counted,
     did_you_mean,
     is_number,
     is_whole,
     ratio_said,
+    warn,
 )
 from srifty_kit.model import intervals, persist, posterior, roofline
 from srifty_kit.model.device_curve import DeviceShape, learn_curves
@@ -114,13 +113,12 @@ def _warn_far_beyond(model: str, itype: str, fit, num_nodes, num_workers) -> Non
     n = np.asarray(num_workers, float) / max(fit.max_workers, 1)
     far = np.maximum(k, n) > FAR_BEYOND
     if far.any():
-        warnings.warn(
+        warn(
             f"StepTimeModel: {model}/{itype}: {int(far.sum())} configuration(s) up to "
             f"{int(np.max(np.asarray(num_nodes)[far]))} nodes / "
             f"{int(np.max(np.asarray(num_workers)[far]))} workers lie more than {FAR_BEYOND}x "
             f"beyond the largest fitted ({fit.max_nodes} nodes, {fit.max_workers} workers): "
-            "those predictions are extrapolations nothing measured supports",
-            stacklevel=callers_level(),
+            "those predictions are extrapolations nothing measured supports"
         )
 
 
@@ -380,7 +378,7 @@ class StepTimeModel(BaseEstimator):
         self.fixed_terms_ = fixed_terms(self.groups_)
         for name, terms in self.fixed_terms_.items():
             lines = "; ".join(f"{t}: {why}" for t, why in terms.items())
-            warnings.warn(f"StepTimeModel: {name}: fixed {lines}", stacklevel=callers_level())
+            warn(f"StepTimeModel: {name}: fixed {lines}")
         self._warn_own_misses(table)
         return self
 
@@ -406,13 +404,12 @@ class StepTimeModel(BaseEstimator):
             covered = float(np.mean(inside)) if np.size(inside) else 1.0
             if covered < self.level - OWN_COVERAGE_SLACK:
                 where = _worst_node_count(shape[0][keep], step / pred["step_time_s"])
-                warnings.warn(
+                warn(
                     f"StepTimeModel: {m}/{t}: only {covered:.0%} of the measured steps it was "
                     f"fitted on lie inside its {self.level:.0%} interval of one step; the model "
                     f"does not describe those measurements well{where} (mixed campaigns or "
                     "hosts, or a term it lacks); "
-                    "it predicts the configurations measured from their runs",
-                    stacklevel=callers_level(),
+                    "it predicts the configurations measured from their runs"
                 )
 
     def _node_prior(self) -> intervals.NetworkPrior:
@@ -795,10 +792,9 @@ class StepTimeModel(BaseEstimator):
         b = np.asarray(local_bsz, float)
         far = (b > hi * FAR_BEYOND) | (b < lo / FAR_BEYOND)
         if far.any():
-            warnings.warn(
+            warn(
                 f"StepTimeModel: {model}/{itype}: local batch up to {b[far].max():g} lies more "
-                f"than {FAR_BEYOND}x outside the fitted {lo}-{hi}: extrapolated, not measured",
-                stacklevel=callers_level(),
+                f"than {FAR_BEYOND}x outside the fitted {lo}-{hi}: extrapolated, not measured"
             )
 
     def _fill_gpus(self, configs: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,6 @@ the column, the first offending rows and what was expected. Extra columns pass t
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,10 +16,10 @@ import pandas as pd
 from srifty_kit.errors import (
     IndexLabels,
     InputError,
-    callers_level,
     counted,
     did_you_mean,
     plain,
+    warn,
 )
 
 # a catalog table, or a function that loads one when a row needs it (see _fill_gpus_per_node)
@@ -513,11 +512,10 @@ def _warn_near_misses(table: pd.DataFrame, src: str, names: pd.Index) -> None:
             hint = f" (did you mean {by_case[name.lower()]!r}?)"
         if hint:
             n = int((itypes == name).sum())
-            warnings.warn(
+            warn(
                 f"{src}: instance type {name!r} ({n} row{'s' if n > 1 else ''}) is not in the "
                 f"catalog{hint}: it is fitted as hardware of its own; correct the name if it "
-                "is a typo",
-                stacklevel=callers_level(),
+                "is a typo"
             )
 
 

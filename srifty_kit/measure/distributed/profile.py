@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from typing import Any
 
 import pandas as pd
 
-from srifty_kit.errors import CommandFailed, InputError, callers_level, counted
+from srifty_kit.errors import CommandFailed, InputError, counted, warn
 from srifty_kit.measure import host
 from srifty_kit.measure.distributed.launch import measure_world
 from srifty_kit.measure.distributed.worker import Layout, Plan, init_group, run
@@ -319,13 +318,9 @@ def profile_distributed(
     short = budget_short(result.measurements, plan, max_seconds)
     if short and not result.interrupted:
         result.facts["budget_short"] = short
-        warnings.warn(budget_note(short), BudgetWarning, stacklevel=callers_level())
+        warn(budget_note(short), BudgetWarning)
     for (world, b), cause in result.errors.items():
-        warnings.warn(
-            f"world size {world}, batch size {b} not measured: {cause}",
-            ProfileWarning,
-            stacklevel=callers_level(),
-        )
+        warn(f"world size {world}, batch size {b} not measured: {cause}", ProfileWarning)
     return result
 
 
