@@ -7,6 +7,8 @@ status, the time it took to stop, and the files.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import threading
@@ -17,7 +19,7 @@ import pytest
 
 from srifty_kit.tables.contracts import validate_measurements
 from srifty_kit.tables.files import read_table
-from tests.builders import SRIFTY
+from tests.builders import REPO, SRIFTY
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +32,9 @@ OLD += "old,x,1,1,4,0.5,1\n"
 class Run:
     """A ``srifty`` process and everything it printed on stderr, read by one thread."""
 
-    def __init__(self, args: list[str], cwd: Path, ignore_sigint: bool, stdout=None) -> None:
+    def __init__(
+        self, args: list[str], cwd: Path, ignore_sigint: bool, stdout=None, env=None
+    ) -> None:
         def inherit() -> None:
             if ignore_sigint:  # what a background job of a non-interactive shell inherits
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -42,6 +46,7 @@ class Run:
             stderr=subprocess.PIPE,
             text=True,
             preexec_fn=inherit,
+            env=env,
         )
         self.seen: list[str] = []
         self.reader = threading.Thread(
@@ -440,3 +445,90 @@ def test_a_finished_profile_dist_keeps_the_rows_an_interrupted_one_left_in_its_o
     assert set(validate_measurements(read_table(out))["num_workers"]) == {1}  # its own rows
     last = done.stderr.strip().splitlines()[-1]
     assert last == "the unfinished run's rows that d.csv held are now in d.partial.csv", last
+
+
+# Loaded by Python's own start-up (``site``) of the srifty process below, from PYTHONPATH: it
+# says when that start-up is over (the kit's code is next), and can send the process SIGINT
+# at a stated point of its loading: while the module holding the command's ``main`` is
+# compiled and loaded, or pandas.
+STARTUP_HOOK = """
+import os
+import signal
+import sys
+from importlib.machinery import SourceFileLoader
+
+WHEN = os.environ.get("SRIFTY_TEST_SIGINT_WHILE_LOADING")
+loaded = SourceFileLoader.get_code
+
+
+def get_code(self, fullname):
+    path = self.get_filename(fullname)
+    if WHEN == "main" and "srifty_kit" in path:
+        with open(path) as source:
+            now = "\\ndef main(" in source.read()
+    else:
+        now = WHEN == fullname
+    if now:
+        os.kill(os.getpid(), signal.SIGINT)
+    return loaded(self, fullname)
+
+
+if WHEN:
+    SourceFileLoader.get_code = get_code
+sys.stderr.write("python started\\n")
+"""
+
+
+def _with_startup_hook(tmp_path: Path, **env: str) -> dict[str, str]:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(STARTUP_HOOK)
+    paths = [str(hook), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **env}
+
+
+def _fit_over_an_older_model(tmp_path: Path) -> tuple[list[str], Path, str]:
+    older = tmp_path / "model.json"
+    older.write_text('{"an": "older model"}\n')
+    data = REPO / "data" / "sample_profile_dist.csv"
+    return ["fit", "--measurements", str(data), "--out", str(older)], older, older.read_text()
+
+
+def _said(run: Run) -> list[str]:
+    return [line for line in run.stderr.strip().splitlines() if line != "python started"]
+
+
+@pytest.mark.parametrize("when", ["main", "pandas"], ids=["main-compiling", "pandas-loading"])
+def test_an_interrupt_while_the_command_itself_loads_is_one_line_and_130(tmp_path, when):
+    # before: the handling sat at the top of the command's own ~300-line module, which
+    # Python compiles whole before its first line runs: SIGINT then was a traceback
+    args, older, was = _fit_over_an_older_model(tmp_path)
+    env = _with_startup_hook(tmp_path, SRIFTY_TEST_SIGINT_WHILE_LOADING=when)
+    run = Run(args, tmp_path, ignore_sigint=False, env=env)
+    run.proc.wait(timeout=BUDGET_S)
+    run.reader.join(10)
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+    assert _said(run) == ["srifty fit: interrupted"], run.stderr[-2000:]
+    assert older.read_text() == was
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.05, 0.2, 0.5])
+@pytest.mark.parametrize("command", ["search --help", "fit"])
+def test_ctrl_c_early_in_start_up_never_shows_a_traceback(tmp_path, command, after_s):
+    # the moments count from the end of Python's own start-up (site), which no code of the
+    # kit's can reach: an interrupt inside it is Python's ("Fatal Python error: init_import_site")
+    args, older, was = _fit_over_an_older_model(tmp_path)
+    args = command.split() if command != "fit" else args
+    run = Run(args, tmp_path, ignore_sigint=False, env=_with_startup_hook(tmp_path))
+    run.wait_for(lambda: "python started" in run.stderr)
+    time.sleep(after_s)
+    run.stop(signal.SIGINT)
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    if run.proc.returncode == 0:  # it had finished: a whole new model, or the help
+        assert command != "fit" or json.loads(older.read_text())["version"]
+    else:
+        assert run.proc.returncode == 128 + signal.SIGINT, run.stderr[-2000:]
+        assert older.read_text() == was
+        assert _said(run)[-1].endswith(": interrupted"), run.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hook", "model.json"]

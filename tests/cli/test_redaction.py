@@ -285,7 +285,7 @@ def test_log_records_are_redacted_whatever_logger_and_handler(caplog):
 
 
 def test_warnings_and_a_bugs_traceback_are_redacted(env):
-    from srifty_kit.cli import _one_line_warning
+    from srifty_kit.cli.command import _one_line_warning
 
     sink = io.StringIO()
     _one_line_warning(f"token {TOKEN}\nkey {KEY_ID}", UserWarning, "x.py", 1, file=sink)
