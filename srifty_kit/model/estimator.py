@@ -61,6 +61,7 @@ from srifty_kit.model.physics import BOUNDS, max_per_node
 from srifty_kit.model.transfer import TransferFit, build_transfer
 from srifty_kit.tables.contracts import (
     CATALOG,
+    content_key,
     require_columns,
     row_labels,
     validate_configs,
@@ -852,11 +853,16 @@ class StepTimeModel(BaseEstimator):
         if key in self.groups_:
             return self.groups_[key]
         # carried fits are cached for the catalog last asked about (a search asks for the same
-        # type a million times); one catalog at a time, so repeated searches do not pile up
+        # type a million times); one catalog at a time, so repeated searches do not pile up.
+        # Known by its content: each search validates the catalog into a new frame, and a
+        # panel re-searches on every control change
         held = self.__dict__.get("_transfers")
         if held is None or held[0] is not catalog:
-            held = self.__dict__["_transfers"] = (catalog, {})
-        fits = held[1]
+            content = content_key(catalog)
+            if held is None or held[1] != content:
+                held = (catalog, content, {})
+            self.__dict__["_transfers"] = held = (catalog, content, held[2])
+        fits = held[2]
         if key not in fits:
             fits[key] = self._transfer(model, instance_type, catalog)
         return fits[key]

@@ -371,8 +371,10 @@ def _figures(catalog: pd.DataFrame | None, instance_type: str) -> pd.Series | No
     """The catalog row of a type, or None when the catalog does not list it."""
     if catalog is None:
         return None
-    rows = catalog[catalog["instance_type"] == instance_type]
-    return None if rows.empty else rows.iloc[0]
+    # one row by position: a boolean mask over the frame copied every column (a search
+    # carries dozens of types, each looked up twice)
+    at = np.flatnonzero(catalog["instance_type"].to_numpy() == instance_type)
+    return None if at.size == 0 else catalog.iloc[at[0]]
 
 
 def _number(row: pd.Series | None, column: str) -> float | None:

@@ -655,8 +655,56 @@ def validate_predictions(table: pd.DataFrame, source: str | None = None) -> pd.D
     return out
 
 
+def content_key(table: pd.DataFrame | None) -> tuple | None:
+    """What a table holds, as a comparable value: its columns, their dtypes, its attrs and
+    a hash of every cell (not the index); None for no table. A table with a cell that
+    cannot be hashed (a list) is known only as itself.
+
+    Args:
+        table: any DataFrame, or None.
+
+    Returns:
+        A tuple equal for two tables with the same cells, columns and dtypes.
+    """
+    if table is None:
+        return None
+    try:
+        cells = pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes()
+        attrs = repr(sorted(table.attrs.items()))
+    except TypeError:  # an unhashable cell: never equal to another table's
+        return (id(table),)
+    return (tuple(map(str, table.columns)), tuple(table.dtypes.astype(str)), attrs, cells)
+
+
+# the last catalog validated, by content (a panel re-searches, so re-validates, the same one
+# on every control change): (content_key, source, the validated table)
+_LAST_CATALOG: list[tuple] = []
+
+
 def validate_catalog(table: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
-    """Validate an EC2 catalog table (one row per instance type and region)."""
+    """Validate an EC2 catalog table (one row per instance type and region).
+
+    Args:
+        table: the catalog (``CATALOG``'s columns).
+        source: where it came from, for errors.
+
+    Returns:
+        A validated copy (a table with the same content as the last one validated gets a
+        copy of that one's result, without validating again).
+
+    Raises:
+        InputError: a column missing or malformed, or a type listed twice in one region.
+    """
+    key = content_key(table) if isinstance(table, pd.DataFrame) else None
+    if key is not None and _LAST_CATALOG and _LAST_CATALOG[0][:2] == (key, source):
+        return _LAST_CATALOG[0][2].copy()
+    out = _validate_catalog(table, source)
+    if key is not None:
+        _LAST_CATALOG[:] = [(key, source, out.copy())]
+    return out
+
+
+def _validate_catalog(table: pd.DataFrame, source: str | None) -> pd.DataFrame:
     out = validate_table(table, CATALOG, what="catalog", source=source)
     dup = out.duplicated(["instance_type", "region"]).to_numpy()
     if dup.any():

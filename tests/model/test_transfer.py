@@ -1071,3 +1071,21 @@ def test_a_probe_is_valued_on_the_belief_the_measured_step_leaves(facts_model, s
     # the marginal is the carry's own, before and after the change of how it is shared
     np.testing.assert_allclose(belief.interval(0.9)[1], cold["step_time_hi"], rtol=1e-6)
     np.testing.assert_allclose(after.sd[others], left[others], rtol=0.15)
+
+
+def test_a_carried_fit_follows_the_catalogs_content_not_its_frame(source_model):
+    # every search validates the catalog into a new frame, and a panel searches again on
+    # each control change: the carry is kept while the catalog holds the same figures, and
+    # made again as soon as a figure it reads changes
+    configs = one_gpu_configs(["p3.8xlarge"])
+    first = catalog()
+    before = source_model.predict(configs, catalog=first)
+    carried = source_model._group("resnet", "p3.8xlarge", first)
+    again = catalog()
+    assert source_model._group("resnet", "p3.8xlarge", again) is carried
+    pd.testing.assert_frame_equal(source_model.predict(configs, catalog=again), before)
+    faster = catalog()
+    faster.loc[faster["instance_type"] == "p3.8xlarge", "gpu_fp32_tflops"] *= 2
+    after = source_model.predict(configs, catalog=faster)
+    assert source_model._group("resnet", "p3.8xlarge", faster) is not carried
+    assert (after["step_time_s"] < before["step_time_s"]).all()

@@ -13,6 +13,7 @@ from srifty_kit.errors import InputError, did_you_mean
 from srifty_kit.tables.contracts import (
     MAX_STEP_S,
     placement_fits,
+    validate_catalog,
     validate_configs,
     validate_ledger,
     validate_measurements,
@@ -494,3 +495,24 @@ def test_a_near_miss_of_a_catalog_type_is_fitted_with_a_warning(itype, meant):
             measurements(instance_type=[itype] * 3, gpus_per_node=[4] * 3), catalog=load_catalog
         )
     assert len([w for w in seen if itype in str(w.message)]) == 1
+
+
+def test_a_catalog_validated_again_is_checked_again_once_it_changes():
+    # a panel re-validates the same catalog on every control change, so the result for the
+    # same content is kept; an edit made between two searches is still caught, and the
+    # table handed back is the caller's own to change
+    from srifty_kit.catalog.query import load_catalog
+
+    catalog = load_catalog()
+    first = validate_catalog(catalog)
+    second = validate_catalog(catalog.copy())
+    pd.testing.assert_frame_equal(first, second)
+    second.loc[second.index[0], "ondemand_usd_per_hr"] = -1.0
+    pd.testing.assert_frame_equal(validate_catalog(catalog), first)
+    edited = catalog.copy()
+    edited.loc[edited.index[0], "ondemand_usd_per_hr"] = -1.0
+    with pytest.raises(InputError, match="ondemand_usd_per_hr"):
+        validate_catalog(edited)
+    twice = pd.concat([catalog, catalog.iloc[:1]], ignore_index=True)
+    with pytest.raises(InputError, match="twice"):
+        validate_catalog(twice)
