@@ -804,8 +804,9 @@ class ControllerLesson:
     deadband: float
     slow_at: int
     slow_factor: float
-    # one row per type: alpha_s, beta_s of its compute line, its basis, the model's and the
-    # measured one-worker step at the starting local batch (NaN where not measured)
+    # one row per type: alpha_s, beta_s of its compute line, its basis, the model's one-worker
+    # step at the starting local batch and the measured one at the measured batch nearest it
+    # (measured_s at measured_bsz; NaN where not measured)
     lines: pd.DataFrame = field(default_factory=pd.DataFrame)
     # the model's one-worker step over local batches, per type: instance_type, local_bsz,
     # step_s, step_lo_s, step_hi_s (its interval at ``level``)
@@ -865,7 +866,9 @@ class ControllerLesson:
         }
 
     def text(self) -> str:
-        """How the controller converges, and what it does when worker 0 slows down."""
+        """How the controller converges, and what it does when worker 0 slows down; each
+        type's measured one-worker step beside the model's names the batch it was measured at
+        where that is not the lesson's."""
         s = self.summary
         a, b = self.instance_types
         wa, wb = self.workers
@@ -879,7 +882,10 @@ class ControllerLesson:
             for _, r in self.lines.iterrows():
                 one = f"{r['basis']}: one worker at batch {start} takes {duration(r['model_s'])}"
                 if np.isfinite(r["measured_s"]):
-                    one += f" (measured {duration(r['measured_s'])})"
+                    # campaigns measure 257 where the lesson asks 256: say which batch ran
+                    bsz = int(r["measured_bsz"])
+                    at = "" if bsz == start else f" at local batch {bsz}"
+                    one += f" (measured {duration(r['measured_s'])}{at})"
                 seen.append(one + self._beside(str(r["instance_type"])))
             t0, t1 = self.lines["model_s"].to_numpy(float)[:2]
             inside = abs(t0 / t1 - 1) <= self.deadband

@@ -250,3 +250,22 @@ def test_lesson_cs_legend_sits_below_its_plot_and_names_every_mark(model):
     lesson.ask(2.0)
     assert entries[2].labels == marks["slowed"].labels == ["worker 0 slowed 2x"]
     assert entries[2].line_style == "dashed"
+
+
+def test_lesson_c_names_the_batch_its_measured_step_ran_at(reference_setup):
+    """Lesson c at its default batch 256 sets the model's one-worker step beside the measured
+    one; the campaigns ran 257, and the answer says so ('measured 187 ms at local batch
+    257'), not that the measured run was at 256."""
+    from srifty_kit.errors import duration
+
+    model, catalog, measured, workload = reference_setup
+    job = Job(workload, samples=2e7, reference_bsz=128, noise_scale=2000.0)
+    types = ("g4dn.12xlarge", "onprem-8xrtx2080ti")
+    lesson = tradeoffs.controller_lesson(
+        model, catalog, job, types, local_bsz=256, measurements=measured
+    )
+    text = lesson.text()
+    for _, r in lesson.lines.iterrows():
+        assert int(r["measured_bsz"]) == 257
+        said = f"one worker at batch 256 takes {duration(r['model_s'])} (measured "
+        assert f"{said}{duration(r['measured_s'])} at local batch 257)" in text, text
