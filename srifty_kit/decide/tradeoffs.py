@@ -7,7 +7,7 @@ interval, restart) -> expected cost relative to its cheapest plan, Young/Daly's 
 deadline risk; (c) ``controller_lesson``: OmniLearn's proportional controller on a two-type
 cluster, step by step, with worker 0 slowing down mid-run; (d) ``deadline_judgement``: the
 same deadline judged by the point estimate and by the interval's upper end, and how often each
-pick misses it, simulated from the model's uncertainty (``run_times``, the one place the
+pick misses it, simulated from the model's own belief (``run_times``, the one place the
 lessons turn a prediction into draws). Each says what rests on measurements and what was never
 measured (``basis``), and each result has a ``text()`` that answers its lesson's question in
 numbers; the widgets (present.lessons) only display them.
@@ -28,7 +28,6 @@ from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import Evaluated, evaluate_configs, predicted, priced, select
 from srifty_kit.errors import InputError, counted, duration, hours
 from srifty_kit.model.efficiency import efficiency
-from srifty_kit.model.intervals import two_sided_z
 
 if TYPE_CHECKING:  # pragma: no cover
     from srifty_kit.model.estimator import StepTimeModel
@@ -169,30 +168,27 @@ def measured_steps(
     return out[cols]
 
 
-def run_times(row: pd.Series, level: float, runs: int, rng: np.random.Generator) -> np.ndarray:
-    """Hours to the target of ``runs`` runs of one configuration, drawn from the model's
-    uncertainty: the one place the lessons turn a prediction into draws (a posterior's draws
-    replace this where the model gives them). Today log(time / point) is a split normal whose
-    halves put the interval's ends (``time_lo_h``, ``time_hi_h``) at the two-sided ``level``
-    quantiles (the interval may be asymmetric).
+def run_times(
+    c: cand.Candidates, index: np.ndarray, runs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Hours to the target of ``runs`` runs of each candidate at ``index``, drawn jointly from
+    the model's own belief (``Belief.draws``: the shared errors of a group, a network and a
+    placement move the candidates together, as the search's probabilities assume): the one
+    place the lessons turn a prediction into runs. A candidate's ``time_hi_h`` is then the
+    ``level`` quantile of its runs, as the search promises, and ``time_h`` their median.
 
     Args:
-        row: a configuration with time_h, time_lo_h, time_hi_h.
-        level: the level of its interval.
-        runs: how many runs.
+        c: the evaluated candidates (``Evaluated.candidates``).
+        index: positions of the candidates to run.
+        runs: how many runs of each.
         rng: the random generator.
 
     Returns:
-        ``runs`` hours to the target.
+        (runs, len(index)) hours to the target.
     """
-    z = two_sided_z(level)
-    above = np.log(row["time_hi_h"] / row["time_h"]) / z
-    below = np.log(row["time_h"] / row["time_lo_h"]) / z
-    u = rng.standard_normal(runs)
-    return row["time_h"] * np.exp(u * np.where(u > 0, above, below))
-
-
-simulate_runs = run_times  # the earlier name
+    index = np.atleast_1d(np.asarray(index, np.int64))
+    belief = cand.belief_of({k: v[index] for k, v in c.cols.items()})
+    return belief.draws(int(runs), rng)
 
 
 # -- (a) workers x batch x statistical efficiency ---------------------------------------------
@@ -1091,7 +1087,8 @@ class Judgement:
 
     def text(self) -> str:
         """How often each pick misses the deadline, what the safe one costs more, and what
-        in each pick was never measured."""
+        in each pick was never measured; each pick's prediction with the model's central
+        interval at the level and the time that share of runs stays within (its upper end)."""
         pct = f"{self.level:.0%}"
         lines = [f"Deadline {hours(self.deadline_h)}, intervals at {pct}:"]
         rows = {r["rule"]: r for _, r in self.table.iterrows()}
@@ -1102,9 +1099,9 @@ class Judgement:
             r = rows[rule]
             lines.append(
                 f"Judged by the {label}: {config_phrase(r)}, predicted {hours(r['time_h'])} "
-                f"({hours(r['time_lo_h'])}-{hours(r['time_hi_h'])}), "
-                f"{money(r['cost_usd'])}; misses the deadline in {r['miss_share']:.1%} of "
-                f"{len(self.runs[rule]):,} simulated runs. "
+                f"({pct} interval {hours(r['band_lo_h'])}-{hours(r['band_hi_h'])}; {pct} of "
+                f"runs within {hours(r['time_hi_h'])}), {money(r['cost_usd'])}; misses the "
+                f"deadline in {r['miss_share']:.1%} of {len(self.runs[rule]):,} simulated runs. "
                 + (
                     f"Never measured: {r['never_measured']}."
                     if r.get("never_measured")
@@ -1161,13 +1158,51 @@ PICK_KEY = (
 )  # fmt: skip
 
 
+def _position(c: cand.Candidates, row: pd.Series) -> int:
+    """Where in ``c`` the configuration of ``row`` (a row of its result table) sits: the
+    search returns its pick as a table row, and the runs are drawn from the candidate's
+    belief."""
+    ty = c.types
+    hit = (
+        (ty.names[c["type"]] == row["instance_type"])
+        & (ty.region[c["type"]] == row["region"])
+        & (c["nodes"] == row["num_nodes"])
+        & (c["workers"] == row["num_workers"])
+        & (c["local_bsz"] == row["local_bsz"])
+        & (c["spot"] == (row["pricing"] == "spot"))
+    )
+    if pd.isna(row["instance_type_2"]):
+        hit &= c["type2"] < 0
+    else:
+        second = ty.names[np.maximum(c["type2"], 0)]
+        hit &= (
+            (c["type2"] >= 0)
+            & (second == row["instance_type_2"])
+            & (c["nodes2"] == row["num_nodes_2"])
+            & (c["local_bsz2"] == row["local_bsz_2"])
+        )
+    return int(np.flatnonzero(hit)[0])
+
+
 def deadline_judgement(
     evaluated: Evaluated, deadline_h: float, runs: int = 10_000, seed: int = 0
 ) -> Judgement:
     """The cheapest on-demand configuration meeting ``deadline_h`` by its point estimate and
     by its upper end (the search's own rule: ``select``), each run ``runs`` times from the
-    model's uncertainty (``run_times``): how often each misses, and which of its parts were
-    never measured (``basis``).
+    model's belief (``run_times``, both picks in the same simulated worlds): how often each
+    misses, and which of its parts were never measured (``basis``).
+
+    Args:
+        evaluated: on-demand candidates evaluated at the confidence the upper end is read at.
+        deadline_h: the deadline, hours.
+        runs: simulated runs of each pick.
+        seed: the simulation's seed.
+
+    Returns:
+        A ``Judgement``: its table has one row per rule that found a pick, with the pick's
+        result columns, ``band_lo_h`` and ``band_hi_h`` (the model's central interval at the
+        confidence of its time), ``miss_share`` (its simulated runs past the deadline: the
+        upper end's pick misses in up to 1 - confidence of them) and ``never_measured``.
 
     Raises:
         InputError: a deadline <= 0, or an evaluation of spot candidates.
@@ -1182,29 +1217,34 @@ def deadline_judgement(
     level = evaluated.constraints.confidence
     ondemand = ~c["spot"]
     rng = np.random.default_rng(seed)
-    rows, sims, extra = [], {}, {}
+    picks, extra = {}, {}  # rule -> (position in c, its row of the result table)
     ok = np.flatnonzero(ondemand & (c["time_h"] <= deadline_h))
     if ok.size:
-        best = ok[np.lexsort((c["time_h"][ok], c["cost_usd"][ok]))[0]]
-        rows.append(("point", cand.to_frame(c, np.array([best])).iloc[0]))
+        best = int(ok[np.lexsort((c["time_h"][ok], c["cost_usd"][ok]))[0]])
+        picks["point"] = (best, cand.to_frame(c, np.array([best])).iloc[0])
     else:
         extra["point"] = "no configuration's point estimate meets it"
     constraints = replace(evaluated.constraints, deadline_h=deadline_h, budget_usd=None)
     result = select(evaluated, constraints, objective="cost", top=1)
     if result.feasible:
-        rows.append(("upper", result.pick))
+        picks["upper"] = (_position(c, result.pick), result.pick)
     else:
         extra["upper"] = "no configuration's upper end meets it"
-    out = []
-    for rule, row in rows:
-        t = run_times(row, level, runs, rng)
-        sims[rule] = t
+    at = np.array([i for i, _ in picks.values()], np.int64)
+    # both picks run in the same simulated worlds: they share a type's errors, as in the search
+    runs_h = run_times(c, at, runs, rng) if at.size else np.zeros((runs, 0))
+    lo, hi = cand.belief_of({k: v[at] for k, v in c.cols.items()}).interval(level)
+    sims, out = {}, []
+    for j, (rule, (_, row)) in enumerate(picks.items()):
+        sims[rule] = runs_h[:, j]
         known = basis(evaluated.model, evaluated.job.model, str(row["instance_type"]))
         out.append(
             {
                 "rule": rule,
                 **row.to_dict(),
-                "miss_share": float((t > deadline_h).mean()),
+                "band_lo_h": float(lo[j]),
+                "band_hi_h": float(hi[j]),
+                "miss_share": float((sims[rule] > deadline_h).mean()),
                 "never_measured": known.why_wide(int(row["num_nodes"])),
             }
         )
