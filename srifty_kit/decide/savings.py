@@ -13,7 +13,12 @@ recommendation and the note says why.
 
 The saving is what the job paid minus the recommended configuration's cost; its interval comes
 from the recommendation's cost interval at the level (the work is the model's point reading of
-the run).
+the run): ``saving_lo_usd`` is the saving the job reaches with probability ``level``,
+``saving_hi_usd`` the one it stays under with that probability (the search's one-sided ends).
+The week's total has its own ends at the same level (``total_interval``), from joint draws of
+the model's belief (``saving_draws``): recommendations of one training model on one instance
+type share that group's error, and every type its network's, so their savings move together,
+and adding each job's ends would claim more than the total can miss by.
 """
 
 from __future__ import annotations
@@ -21,16 +26,20 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
 
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import search
 from srifty_kit.errors import InputError
+from srifty_kit.model import posterior
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.tables.files import read_table
 
+DRAWS = 4000  # joint draws of the week's savings: the total's ends to about 1% of its spread
 SLACK = 0.25  # a recommendation may take up to 25% longer than the job did (at the upper end)
 SAVINGS_COLUMNS = (
     "job",
@@ -215,3 +224,88 @@ def _recommend_one(
         saving_hi_usd=paid - float(pick["cost_lo_usd"]),
     )
     return row
+
+
+def saving_draws(
+    savings: pd.DataFrame,
+    models: Mapping[str, StepTimeModel],
+    catalog: pd.DataFrame,
+    level: float = 0.9,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> np.ndarray:
+    """Joint draws of each job's saving: what it paid less what its recommendation costs
+    under one draw of the model's belief about the recommended configurations' step times.
+
+    The recommendations are drawn together (``posterior.Belief.draws``): those of one
+    training model on one instance type share the group's error, those on one type its
+    network's, each run adds its own noise. A spot pick's reclaims add the spread between its
+    expected cost and its upper end that the step's belief does not explain (independent per
+    job). A recommendation whose cost interval has no width (the job kept as it ran) is a
+    known cost: its saving is the same in every draw.
+
+    Args:
+        savings: ``recommend``'s table.
+        models, catalog: what ``recommend`` was given.
+        level: the level its ends were read at (to size a spot pick's reclaim spread).
+        draws, seed: how many joint draws; the same seed gives the same draws.
+
+    Returns:
+        (draws, len(savings)) dollars; NaN in the columns of jobs without a saving.
+
+    Raises:
+        InputError: a recommended configuration the model can no longer predict.
+    """
+    out = np.full((draws, len(savings)), np.nan)
+    beliefs, columns, cost = [], [], []
+    q = float(ndtri(level))
+    for i, row in enumerate(savings.itertuples(index=False)):
+        if pd.isna(row.saving_usd):
+            continue
+        if row.rec_cost_lo_usd == row.rec_cost_hi_usd:  # known: nothing to draw
+            out[:, i] = row.saving_usd
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            b = models[row.model].predict_belief(
+                row.model,
+                row.rec_instance_type,
+                np.array([int(row.rec_num_nodes)]),
+                np.array([int(row.rec_num_workers)]),
+                np.array([int(row.rec_local_bsz)]),
+                catalog,
+            )
+        reach = np.log(row.rec_cost_hi_usd / row.rec_cost_usd) / q
+        reclaims = np.sqrt(np.maximum(reach**2 - b.sd**2, 0.0))
+        beliefs.append(replace(b, noise_sd=np.hypot(b.noise_sd, reclaims)))
+        columns.append(i)
+        cost.append(row.rec_cost_usd / float(b.median[0]))  # dollars per second of step
+    if beliefs:
+        steps = posterior.concat(beliefs).draws(draws, seed)
+        paid = savings["cost_usd"].to_numpy(float)[columns]
+        out[:, columns] = paid - steps * np.asarray(cost)
+    return out
+
+
+def total_interval(draws: np.ndarray, level: float = 0.9) -> tuple[float, float]:
+    """The ends of the total saving at ``level``, read as each job's are: the total reached
+    with probability ``level`` and the one it stays under with that probability.
+
+    Args:
+        draws: ``saving_draws``' (draws, jobs) array; NaN columns (no saving) are left out.
+        level: in (0, 1).
+
+    Returns:
+        (lower, upper) dollars: quantiles (1 - level) and ``level`` of the per-draw sum;
+        for one job, that job's own ends from the same draws; NaN when no job has a saving.
+
+    Raises:
+        InputError: ``level`` is not in (0, 1).
+    """
+    posterior.check_level(level)
+    known = ~np.isnan(draws).all(axis=0)
+    if not known.any():
+        return np.nan, np.nan
+    total = draws[:, known].sum(axis=1)
+    lo, hi = np.quantile(total, [1.0 - level, level])
+    return float(min(lo, hi)), float(max(lo, hi))

@@ -625,7 +625,7 @@ class Draws:
 
     def interval(self, level: float = 0.9) -> pd.DataFrame:
         """The central ``level`` interval of each configuration, as columns lower/upper."""
-        _check_level(level)
+        check_level(level)
         lo, hi = np.quantile(self.values, [(1 - level) / 2, (1 + level) / 2], axis=0)
         return pd.DataFrame({"lower": lo, "upper": hi}, index=self.configs.index)
 
@@ -661,7 +661,12 @@ class Draws:
         return out
 
 
-def _check_level(level: float) -> None:
+def check_level(level: float) -> None:
+    """Refuse a level outside (0, 1).
+
+    Raises:
+        InputError: ``level`` is not a number in (0, 1).
+    """
     if not (is_number(level) and 0.0 < float(level) < 1.0):
         raise InputError(f"level must be between 0 and 1, got {level!r}", fix="e.g. 0.9")
 

@@ -25,7 +25,14 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import instance_family, load_catalog
-from srifty_kit.decide.savings import SAVINGS_COLUMNS, SLACK, fitted_models, recommend
+from srifty_kit.decide.savings import (
+    SAVINGS_COLUMNS,
+    SLACK,
+    fitted_models,
+    recommend,
+    saving_draws,
+    total_interval,
+)
 from srifty_kit.errors import InputError, did_you_mean, is_whole
 from srifty_kit.present.spend import SpendForecast, forecast_next_week
 from srifty_kit.tables.files import json_safe, read_table
@@ -241,6 +248,10 @@ class WeeklyReport:
     week_note: str = ""
     savings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAVINGS_COLUMNS))
     savings_note: str = ""
+    # the total saving's own ends at ``level`` (decide.savings.total_interval), not the sum of
+    # the jobs' ends: NaN without a saving
+    savings_lo_usd: float = np.nan
+    savings_hi_usd: float = np.nan
 
     @property
     def empty(self) -> bool:
@@ -361,6 +372,8 @@ class WeeklyReport:
                 },
                 "quality": {str(k): int(v) for k, v in quality.items()},
                 "savings_usd": self.savings["saving_usd"].sum(min_count=1),
+                "savings_lo_usd": self.savings_lo_usd,
+                "savings_hi_usd": self.savings_hi_usd,
             }
         )
 
@@ -784,6 +797,8 @@ def weekly_report(
     report.savings = recommend(
         known.head(top_n), fitted, catalog, level=level, spot=spot, slack=slack
     )
+    draws = saving_draws(report.savings, fitted, catalog, level=level)
+    report.savings_lo_usd, report.savings_hi_usd = total_interval(draws, level)
     others = jobs[~jobs.index.isin(known.index)]
     notes = []
     if len(known) > top_n:  # the total is of the jobs checked, not of every job it could be
@@ -1173,16 +1188,18 @@ def forecast_text(report: WeeklyReport) -> str:
 
 
 def savings_text(report: WeeklyReport) -> str:
-    """What the recommended configurations would have saved, with the interval (markdown)."""
+    """What the recommended configurations would have saved, with the total's own ends at the
+    report's level (``WeeklyReport.savings_lo_usd`` / ``savings_hi_usd``; markdown)."""
     done = report.savings.dropna(subset=["saving_usd"])
     parts = []
     if len(done):
         parts.append(
             f"**{money(done['saving_usd'].sum())}** could have been saved on {len(done)} jobs "
-            f"(the sum of their {report.level:.0%} intervals: "
-            f"{money(done['saving_lo_usd'].sum())} to {money(done['saving_hi_usd'].sum())}), "
-            f"each on the cheapest configuration sure at {report.level:.0%} to finish its work "
-            f"within {1 + report.slack:.3g}x the time it took (USD, effective cost)."
+            f"({report.level:.0%} sure of at least {money(report.savings_lo_usd)}, "
+            f"{report.level:.0%} sure of at most {money(report.savings_hi_usd)}: the total's "
+            "own ends, from the model's joint draws, where jobs on one instance type share its "
+            f"error), each on the cheapest configuration sure at {report.level:.0%} to finish "
+            f"its work within {1 + report.slack:.3g}x the time it took (USD, effective cost)."
         )
     elif not report.empty:
         parts.append("No job of the week has a recommendation.")

@@ -70,7 +70,7 @@ def test_the_weekly_report_of_the_sample_cur_is_html_without_code_and_the_notebo
         r"90% prediction interval \$",
         page,
     )
-    assert re.search(r"could have been saved on \d+ jobs \(the sum of their 90% intervals", page)
+    assert re.search(r"could have been saved on \d+ jobs \(90% sure of at least \$[\d,.]+", page)
     assert "saving_lo_usd" in page and "Traceback" not in page
     assert "2026-11-24 is a Tuesday" in page
     assert sorted(p.name for p in out.iterdir()) == [

@@ -691,7 +691,7 @@ def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fit
 
 def test_no_amount_of_the_weekly_report_is_typeset_as_a_formula_in_jupyterlab(page, fitted):
     root, _ = fitted
-    # with the default models: the savings sentence gives its interval as "$a to $b"
+    # with the default models: the savings sentence gives its ends as "at least $a ... at most $b"
     nb = _weekly_in_lab(page, root, "04_math.ipynb", {"week_start": "2026-11-23", "top_n": 5})
     shown = []
     for i, cell in enumerate(nb.cells):
@@ -711,5 +711,5 @@ def test_no_amount_of_the_weekly_report_is_typeset_as_a_formula_in_jupyterlab(pa
     # a dollar amount is money, never the start of a formula: "$110.24 to $160.94" was drawn
     # as an italic "110.24to160.94"
     assert [n for _, n in shown] == [0] * len(shown), text
-    assert re.search(r"the sum of their 90% intervals: \$[\d,.]+ to \$[\d,.]+\)", text), text
+    assert re.search(r"at least \$[\d,.]+, 90% sure of at most \$[\d,.]+:", text), text
     assert re.search(r"prediction interval \$[\d,.]+ to \$[\d,.]+ \(", text), text

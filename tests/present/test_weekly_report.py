@@ -15,7 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from srifty_kit.catalog.query import load_catalog
-from srifty_kit.decide.savings import recommend
+from srifty_kit.decide.savings import recommend, saving_draws, total_interval
 from srifty_kit.errors import InputError
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.present.reports import (
@@ -185,6 +185,79 @@ def test_no_recommendation_when_nothing_is_sure_to_finish_in_time(resnet_model):
         == "nothing is sure at 90% to finish within 5.0 h (1x the 5.0 h it took)"
     )
     assert np.isnan(out["saving_usd"].iloc[0]) and out["rec_instance_type"].iloc[0] is None
+
+
+def test_the_weeks_total_saving_has_the_ends_of_the_sum_not_the_sum_of_the_ends(resnet_model):
+    # recommendations on a measured type: what is left of their errors is each run's own, so
+    # the total cannot miss by every job's worst end at once
+    catalog = load_catalog()
+    jobs = pd.DataFrame(
+        [
+            a_job(job="a"),
+            a_job(job="b", instance_type="p3.8xlarge", cost_usd=12.24 * 2 * 5.0),
+            a_job(job="c", wall_hours=9.0, cost_usd=3.912 * 2 * 9.0),
+        ]
+    )
+    models = {"resnet": resnet_model}
+    out = recommend(jobs, models, catalog, level=0.9)
+    assert out["saving_usd"].notna().all()
+    draws = saving_draws(out, models, catalog, level=0.9, seed=1)
+    # each job's draws are its recommendation's belief: its own ends, within the sampling
+    ends = np.quantile(draws, [0.1, 0.9], axis=0)
+    assert ends[0] == pytest.approx(out["saving_lo_usd"], rel=0.03, abs=0.05)
+    assert ends[1] == pytest.approx(out["saving_hi_usd"], rel=0.03, abs=0.05)
+    lo, hi = total_interval(draws, level=0.9)
+    assert (lo, hi) == tuple(np.quantile(draws.sum(axis=1), [0.1, 0.9]))
+    summed = out["saving_lo_usd"].sum(), out["saving_hi_usd"].sum()
+    assert summed[0] < lo - 0.05 and hi + 0.05 < summed[1]  # narrower than the sum of ends
+    # a total of one job is that job's interval; the level stays an argument
+    assert total_interval(draws[:, :1], 0.9) == tuple(np.quantile(draws[:, 0], [0.1, 0.9]))
+    assert total_interval(draws[:, :1], 0.8) == tuple(np.quantile(draws[:, 0], [0.2, 0.8]))
+    with pytest.raises(InputError, match="level must be between 0 and 1"):
+        total_interval(draws, 1.5)
+
+
+def test_the_reports_total_saving_states_the_ends_of_the_total():
+    from srifty_kit.present.weekly import money, savings_text, weekly_report
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet")
+    s = report.savings.dropna(subset=["saving_usd"])
+    assert len(s) > 1
+    lo, hi = report.savings_lo_usd, report.savings_hi_usd
+    # within the sum of the jobs' ends, and said as the total's, not as that sum
+    assert s["saving_lo_usd"].sum() < lo < s["saving_usd"].sum() < hi < s["saving_hi_usd"].sum()
+    text = savings_text(report)
+    assert f"90% sure of at least {money(lo)}, 90% sure of at most {money(hi)}" in text
+    assert money(s["saving_lo_usd"].sum()) not in text and "sum of their" not in text
+    assert report.summary()["savings_lo_usd"] == pytest.approx(lo)
+
+
+def test_recommendations_on_one_type_are_drawn_under_one_shared_error():
+    # a model that knows g6.12xlarge only by transfer: every configuration of it shares the
+    # carried fit's error, and two jobs recommended onto it are wrong together
+    measured = synthetic_measurements()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = StepTimeModel().fit(measured[measured["instance_type"] == "g4dn.12xlarge"])
+    full = load_catalog()
+    catalog = full[full["instance_type"] == "g6.12xlarge"]
+    jobs = pd.DataFrame(
+        [
+            a_job(job="a", instance_type="g6.12xlarge", cost_usd=4.6016 * 2 * 5.0),
+            a_job(job="b", instance_type="g6.12xlarge", wall_hours=8.0, cost_usd=4.6016 * 16),
+        ]
+    )
+    models = {"resnet": model}
+    out = recommend(jobs, models, catalog, slack=3.0)
+    assert (out["rec_instance_type"] == "g6.12xlarge").all()
+    draws = saving_draws(out, models, catalog, seed=2)
+    assert np.corrcoef(draws.T)[0, 1] > 0.95
+    # so the total's ends are about the sum of the jobs' ends, not sqrt(2) times narrower
+    lo, hi = total_interval(draws)
+    summed = out["saving_hi_usd"].sum() - out["saving_lo_usd"].sum()
+    assert hi - lo == pytest.approx(summed, rel=0.1)
 
 
 @pytest.mark.parametrize(
