@@ -8,8 +8,12 @@ then looks for the cheapest configuration that finishes that work within the tim
 plus ``slack`` (25% by default), checked as every search checks a deadline: against the upper
 end of the predicted time at the level. The global batch may not grow (the samples to the
 target stay what they were) and the per-worker batch stays the job's. Where the model is too
-unsure of every configuration (a type it only knows by transfer, say), there is no
-recommendation and the note says why.
+unsure of every configuration (a type it only knows by transfer, say), the job is kept as it
+ran: its own run is the one configuration known to finish in its time (it did), so the
+recommendation is "keep as is", a saving of exactly 0, and the note says why and which short
+measurement would decide it (``decide.probes``). So is a job whose cheapest configuration sure
+to finish in time would cost no less than it paid (a savings-plan rate, say). A job that lacks
+what a recommendation needs (a model, a batch, a GPU type) gets none, and the note says what.
 
 The saving is what the job paid minus the recommended configuration's cost; its interval comes
 from the recommendation's cost interval at the level (the work is the model's point reading of
@@ -32,8 +36,10 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
+from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import search
+from srifty_kit.decide.probes import probe_sentence, suggest_probes
 from srifty_kit.errors import InputError
 from srifty_kit.model import posterior
 from srifty_kit.model.estimator import StepTimeModel
@@ -62,6 +68,7 @@ SAVINGS_COLUMNS = (
     "saving_usd",
     "saving_lo_usd",
     "saving_hi_usd",
+    "keep",
     "note",
 )
 
@@ -97,10 +104,33 @@ def _blank(job: pd.Series, note: str) -> dict:
         pricing=job["pricing"],
         hours=job["wall_hours"],
         cost_usd=job["cost_usd"],
+        keep=False,
         note=note,
     )
     for key in ("rec_instance_type", "rec_pricing"):
         row[key] = None
+    return row
+
+
+def _keep(row: dict, job: pd.Series, workers: int, why: str) -> dict:
+    """``row`` recommending the configuration the job ran on (``workers`` in all), at what it
+    paid: a saving of exactly 0, and ``why`` nothing else is recommended."""
+    row.update(
+        keep=True,
+        rec_instance_type=job["instance_type"],
+        rec_num_nodes=int(job["num_nodes"]),
+        rec_num_workers=int(workers),
+        rec_local_bsz=int(job["local_bsz"]),
+        rec_pricing=job["pricing"],
+        rec_hours=float(job["wall_hours"]),
+        rec_cost_usd=float(job["cost_usd"]),
+        rec_cost_lo_usd=float(job["cost_usd"]),
+        rec_cost_hi_usd=float(job["cost_usd"]),
+        saving_usd=0.0,
+        saving_lo_usd=0.0,
+        saving_hi_usd=0.0,
+        note=why,
+    )
     return row
 
 
@@ -135,7 +165,10 @@ def recommend(
     slack: float = SLACK,
 ) -> pd.DataFrame:
     """One row per job (``SAVINGS_COLUMNS``): the recommended configuration, its cost and the
-    saving with its interval at ``level``, or a ``note`` saying why there is none.
+    saving with its interval at ``level``; or, with ``keep`` True, the job's own configuration
+    at what it paid (saving 0) and a ``note`` saying why nothing else is recommended and what
+    measurement would decide it; or no recommendation (NaN) and a ``note`` saying what is
+    missing.
 
     ``jobs`` has a row per job with job, model, instance_type, num_nodes, pricing,
     wall_hours, cost_usd and local_bsz (``tables.ledger.jobs_of_week``).
@@ -201,14 +234,27 @@ def _recommend_one(
         )
     row = _blank(job, "")
     row["samples"] = samples
-    if found.pick is None:
-        row["note"] = (
-            f"nothing is sure at {level:.0%} to finish within {deadline:.1f} h "
-            f"({1 + slack:.3g}x the {hours:.1f} h it took)"
-        )
-        return row
-    pick = found.pick
     paid = float(job["cost_usd"])
+    if found.pick is None:
+        # the job's own run is the one configuration known to finish in time: it did
+        probe = probe_sentence(suggest_probes(found, k=1))
+        return _keep(
+            row,
+            job,
+            workers,
+            f"nothing else is sure at {level:.0%} to finish within {deadline:.1f} h "
+            f"({1 + slack:.3g}x the {hours:.1f} h it took). {probe}",
+        )
+    pick = found.pick
+    if float(pick["cost_usd"]) >= paid:
+        return _keep(
+            row,
+            job,
+            workers,
+            f"the cheapest configuration sure at {level:.0%} to finish in time, "
+            f"{config_phrase(pick)}, would cost {money(float(pick['cost_usd']))}, "
+            f"not less than the {money(paid)} it paid",
+        )
     row.update(
         rec_instance_type=pick["instance_type"],
         rec_num_nodes=int(pick["num_nodes"]),

@@ -271,9 +271,10 @@ class WeeklyReport:
 
     @property
     def savings_table(self) -> pd.DataFrame:
-        """The savings, one readable row per job: how it ran, the recommendation (or, in its
-        place, ``none:`` and why there is none), its hours and cost, and the saving with its
-        interval at ``level``.
+        """The savings, one readable row per job: how it ran, the recommendation (``keep as
+        is:`` and why where the job's own configuration is, or ``none:`` and what is missing
+        where there is none), its hours and cost, and the saving with its interval at
+        ``level``.
 
         Narrow enough for a mailed page: the recommendation's cost interval is left to the
         savings figure (its error bars), and the reason there is no recommendation stands
@@ -292,7 +293,9 @@ class WeeklyReport:
             return (text + " " + pricing.fillna("")).str.strip()
 
         picked = s["rec_instance_type"].notna()
+        kept = s["keep"].fillna(False).astype(bool)
         recommended = config(s["rec_num_nodes"], s["rec_instance_type"], s["rec_pricing"])
+        recommended = recommended.where(~kept, "keep as is: " + s["note"].fillna(""))
         return pd.DataFrame(
             {
                 "job": s["job"],
@@ -999,8 +1002,8 @@ INT_COLUMNS = ("rows", "jobs", "line_items", "corrections", "num_nodes", "local_
 def table_html(frame: pd.DataFrame, note: str, currency: str | None = None) -> str:
     """A table for the report: no index, money in its row's currency (a column named
     ``..._usd`` in USD; cents under 1,000), shares as percentages, '—' for unknown or empty
-    (never None, NaN or a blank cell), and a line under it saying which cost column and
-    currency it shows."""
+    (never None, NaN or a blank cell), out of MathJax's reach, and a line under it saying
+    which cost column and currency it shows."""
     from html import escape
 
     rows = []
@@ -1026,6 +1029,9 @@ def table_html(frame: pd.DataFrame, note: str, currency: str | None = None) -> s
         body = "<p><em>(no rows)</em></p>"
     else:
         body = shown.style.hide(axis="index").to_html()
+    # a cell may hold two amounts (a reason with a probe's cost and saving): MathJax would
+    # read the text between their dollar signs as a formula (``prose`` says more)
+    body = f'<div class="tex2jax_ignore mathjax_ignore">{body}</div>'
     return f'{body}<p class="srifty-table-note">{escape(note)}</p>'
 
 
@@ -1191,6 +1197,8 @@ def savings_text(report: WeeklyReport) -> str:
     """What the recommended configurations would have saved, with the total's own ends at the
     report's level (``WeeklyReport.savings_lo_usd`` / ``savings_hi_usd``; markdown)."""
     done = report.savings.dropna(subset=["saving_usd"])
+    kept = int(done["keep"].fillna(False).astype(bool).sum())
+    done = done[~done["keep"].fillna(False).astype(bool)]
     parts = []
     if len(done):
         parts.append(
@@ -1202,7 +1210,10 @@ def savings_text(report: WeeklyReport) -> str:
             f"its work within {1 + report.slack:.3g}x the time it took (USD, effective cost)."
         )
     elif not report.empty:
-        parts.append("No job of the week has a recommendation.")
+        parts.append("No job of the week has a recommendation to change how it ran.")
+    if kept:
+        said = "1 job is best kept as it" if kept == 1 else f"{kept} jobs are best kept as they"
+        parts.append(f"{said} ran (the table says why, and which measurement would decide it).")
     if report.savings_note:
         parts.append(report.savings_note[0].upper() + report.savings_note[1:] + ".")
     return " ".join(parts)

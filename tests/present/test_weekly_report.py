@@ -173,18 +173,40 @@ def test_the_saving_is_what_was_paid_less_the_recommendation_within_its_interval
     assert (out["rec_hours"] <= 1.25 * 5.0).all()
 
 
-def test_no_recommendation_when_nothing_is_sure_to_finish_in_time(resnet_model):
+def test_a_job_nothing_else_is_sure_to_beat_is_kept_as_it_ran_and_says_what_would_decide(
+    resnet_model,
+):
     # the fastest type in the model already, no slack and no more nodes than it ran on: its
     # own time is the deadline, and a run's mean is as likely above it as below
     job = a_job(instance_type="g6.12xlarge", cost_usd=4.6016 * 2 * 5.0)
     full = load_catalog()
     measured = full[full["instance_type"].isin(resnet_model.instance_types_)]
     out = recommend(pd.DataFrame([job]), {"resnet": resnet_model}, measured, slack=0.0, max_nodes=2)
-    assert (
-        out["note"].iloc[0]
-        == "nothing is sure at 90% to finish within 5.0 h (1x the 5.0 h it took)"
+    row = out.iloc[0]
+    # what it ran on is the answer: it did finish in its time, at what it paid
+    assert row["keep"] and row["rec_instance_type"] == "g6.12xlarge" and row["rec_num_nodes"] == 2
+    assert row["rec_num_workers"] == 8 and row["rec_local_bsz"] == 32
+    assert row["rec_pricing"] == "on-demand" and row["rec_hours"] == 5.0
+    assert row["rec_cost_usd"] == row["cost_usd"]
+    assert row["saving_usd"] == row["saving_lo_usd"] == row["saving_hi_usd"] == 0.0
+    assert row["note"].startswith(
+        "nothing else is sure at 90% to finish within 5.0 h (1x the 5.0 h it took). "
     )
-    assert np.isnan(out["saving_usd"].iloc[0]) and out["rec_instance_type"].iloc[0] is None
+    # and the measurement that would decide it, in the probes' own sentence
+    assert re.search(r"\. (Measure .+ for 200 steps, about \$|No short measurement)", row["note"])
+
+
+def test_a_job_whose_cheapest_sure_configuration_costs_more_is_kept_as_it_ran(resnet_model):
+    # a spot run at a price no catalog configuration beats
+    out = recommend(pd.DataFrame([a_job(pricing="spot", cost_usd=1.0)]), {"resnet": resnet_model},
+                    load_catalog())  # fmt: skip
+    row = out.iloc[0]
+    assert row["keep"] and row["rec_pricing"] == "spot" and row["saving_usd"] == 0.0
+    assert re.match(
+        r"the cheapest configuration sure at 90% to finish in time, \d+ x \S+ \(.+\), "
+        r"\S+, would cost \$[\d,.]+, not less than the \$1\.00 it paid$",
+        row["note"],
+    ), row["note"]
 
 
 def test_the_weeks_total_saving_has_the_ends_of_the_sum_not_the_sum_of_the_ends(resnet_model):
@@ -711,26 +733,38 @@ def test_utilisation_is_unknown_without_a_commitment_fee_row():
     assert row["coverage"] > 0
 
 
-def test_the_savings_table_says_why_there_is_no_recommendation_where_it_would_stand():
-    from srifty_kit.present.weekly import table_html, weekly_report
+def test_every_top_job_of_the_sample_has_a_recommendation_or_says_why_where_it_would_stand():
+    from srifty_kit.present.weekly import savings_text, table_html, weekly_report
 
-    # the sample's costliest jobs: bert on p4d (nothing sure in time) and deepspeech2 (a pick)
+    # the sample's costliest jobs: bert on p4d and mlp on g6e (known only by transfer:
+    # kept as they ran), deepspeech2 and imagenet (a change), and jobs without a model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet", top_n=5)
+        report = weekly_report("2026-11-23", REPO / "data" / "sample_cur_usage.parquet")
     table, s = report.savings_table, report.savings
-    picked = s["rec_instance_type"].notna()
-    assert picked.any() and (~picked).any()
-    # a reader of the mailed page sees the reason in the recommendation's own cell, not in a
-    # last column beyond the page's edge
+    kept = s["keep"].astype(bool)
+    changed = s["rec_instance_type"].notna() & ~kept
+    assert kept.any() and changed.any()
+    # a reader of the mailed page sees the answer in the recommendation's own cell, not in a
+    # last column beyond the page's edge: a configuration, keep as is and why, or none and why
     assert "note" not in table
-    assert (table.loc[~picked, "recommended"] == "none: " + s.loc[~picked, "note"]).all()
-    assert table.loc[~picked, "recommended"].str.contains("nothing is sure at 90%").all()
-    assert not table.loc[picked, "recommended"].str.startswith("none").any()
+    assert (table.loc[kept, "recommended"] == "keep as is: " + s.loc[kept, "note"]).all()
+    assert table.loc[kept, "recommended"].str.contains("nothing else is sure at 90%").all()
+    assert table.loc[kept, "recommended"].str.contains("to decide|No short measurement").all()
+    assert (table.loc[kept, "saving_usd"] == 0).all()
+    assert table.loc[kept | changed, ["cost_usd", "saving_usd", "local_bsz"]].notna().all().all()
+    assert not table.loc[changed, "recommended"].str.startswith(("none", "keep")).any()
+    none = ~kept & ~changed
+    assert (table.loc[none, "recommended"].str.len() > len("none: ")).all()
+    assert table["recommended"].notna().all()
     html = table_html(table, "note", currency="USD")
     cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
     assert cells and all(c.strip() for c in cells)  # no blank cell: a value, a dash or why
+    assert "nan" not in html.lower().replace("nanos", "")
     assert len(table.columns) <= 12  # its 15 ran 185 px past a 1280 px page's edge
+    text = savings_text(report)
+    assert f"on {int(changed.sum())} jobs" in text
+    assert f"{int(kept.sum())} jobs are best kept as they ran" in text
 
 
 def test_a_ledger_that_states_no_list_cost_shows_it_unknown_not_zero():
