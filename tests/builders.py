@@ -432,18 +432,24 @@ def write_cur(hours: pd.DataFrame, path: Path, legacy: bool = False) -> Path:
     if legacy:
         return _write(cur_frame(hours, legacy=True), path)
     if path.name.endswith(".parquet"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        frame = cur_frame(hours, tags="map")
-        tags = frame.pop("resource_tags")
-        table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
-            "resource_tags", pa.array(list(tags), type=pa.map_(pa.string(), pa.string()))
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, path)
-        return path
+        return write_cur_parquet(cur_frame(hours, tags="map"), path)
     return _write(cur_frame(hours, tags="json"), path)
+
+
+def write_cur_parquet(frame: pd.DataFrame, path: Path) -> Path:
+    """A CUR 2.0 frame (``cur_frame``'s, its tags a map) as a Parquet export."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = frame.copy()
+    tags = frame.pop("resource_tags")
+    table = pa.Table.from_pandas(frame, preserve_index=False).append_column(
+        "resource_tags", pa.array(list(tags), type=pa.map_(pa.string(), pa.string()))
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
 
 
 def write_focus(hours: pd.DataFrame, path: Path) -> Path:

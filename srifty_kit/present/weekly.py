@@ -270,6 +270,45 @@ class WeeklyReport:
         return jobs[["currency", *TOP_JOB_COLUMNS]].reset_index(drop=True)
 
     @property
+    def team_table(self) -> pd.DataFrame:
+        """``by_team`` (billed net of each team's credits and negations), and per currency
+        the lines that make its columns add up to the week's bill: the credits and negations
+        of no team (``NO_TEAM``: neither their tags nor their resource's usage say whose) and
+        the rest of the bill (``REST_OF_BILL``); each only where it has rows. Its billed and
+        effective columns sum to the reconciliation's, per currency."""
+        parts = []
+        neg = self.usage.negations
+        for currency, whole in self.reconciliation.groupby("currency", sort=True):
+            teams = self.by_team[self.by_team["currency"] == currency]
+            mine = neg[neg["currency"] == currency]
+            loose = mine[~mine["team"].isin(set(teams["team"]) - {UNTAGGED})]
+            used = self.usage.lines.loc[self.usage.lines["currency"] == currency, "line_items"]
+            loose_billed, loose_effective = (
+                loose["billed_cost"].sum(),
+                loose["effective_cost"].sum(),
+            )
+            rest = whole["rows"].sum() - used.sum() - mine["line_items"].sum()
+            lines = [
+                (NO_TEAM, len(loose) > 0, loose_billed, loose_effective),
+                (
+                    REST_OF_BILL,
+                    rest > 0,
+                    whole["billed_cost"].sum() - teams["billed_cost"].sum() - loose_billed,
+                    whole["effective_cost"].sum() - teams["effective_cost"].sum() - loose_effective,
+                ),
+            ]
+            extra = [
+                {"currency": currency, "team": name, "billed_cost": b, "effective_cost": e}
+                for name, shown, b, e in lines
+                if shown
+            ]
+            parts += [teams, pd.DataFrame(extra, columns=list(self.by_team.columns))]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return self.by_team.copy()
+        return pd.concat(parts, ignore_index=True)[list(self.by_team.columns)]
+
+    @property
     def savings_table(self) -> pd.DataFrame:
         """The savings, one readable row per job: how it ran, the recommendation (``keep as
         is:`` and why where the job's own configuration is, or ``none:`` and what is missing
@@ -685,6 +724,31 @@ def _headline(
     return out
 
 
+NO_TEAM = "(credits and negations of no team)"
+REST_OF_BILL = "(the rest of the bill: other services, tax, fees, purchases, unusable rows)"
+
+
+def net_of_negations(frame: pd.DataFrame, negations: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``frame`` (a row per currency and ``key``: job or team) with ``billed_cost`` net of
+    the credits, refunds and commitment negations attributed to that key
+    (``WeeklyUsage.negations``: by their tags or their resource's usage).
+
+    Args:
+        frame: the jobs or a team breakdown, with currency, ``key`` and billed_cost.
+        negations: ``WeeklyUsage.negations``.
+        key: "job" or "team"; the untagged row takes none (whose they are is unknown).
+
+    Returns:
+        A copy; negations whose key has no row here are left out (``WeeklyReport.team_table``
+        shows them on a line of their own).
+    """
+    mine = negations[negations[key] != UNTAGGED]
+    got = mine.groupby(["currency", key])["billed_cost"].sum()
+    pairs = zip(frame["currency"], frame[key], strict=True)
+    add = np.array([float(got.get(pair, 0.0)) for pair in pairs])
+    return frame.assign(billed_cost=frame["billed_cost"] + (add if len(add) else 0.0))
+
+
 def _breakdown(
     lines: pd.DataFrame, key: str, catalog: pd.DataFrame, gpu_catalog: pd.DataFrame | None
 ) -> pd.DataFrame:
@@ -768,7 +832,8 @@ def weekly_report(
         from srifty_kit.tables.focus_check import validate_focus
 
         findings = validate_focus(source.files)
-    jobs = jobs_of_week(usage.lines)
+    # billed as the invoice nets it: each job's credits and negations on its own row
+    jobs = net_of_negations(jobs_of_week(usage.lines), usage.negations, "job")
     compute = compute_split(usage, catalog, extra)
     report = WeeklyReport(
         usage=usage,
@@ -781,7 +846,9 @@ def weekly_report(
         commitments=commitment_table(usage),
         checks=sanity_checks(usage, compute, findings),
         jobs=jobs,
-        by_team=_breakdown(usage.lines, "team", catalog, extra),
+        by_team=net_of_negations(
+            _breakdown(usage.lines, "team", catalog, extra), usage.negations, "team"
+        ),
         by_family=_breakdown(usage.lines, "family", catalog, extra),
         by_pricing=_breakdown(usage.lines, "pricing", catalog, extra),
         forecast=forecast_next_week(usage.daily["cost"], level=level),

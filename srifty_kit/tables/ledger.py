@@ -34,6 +34,7 @@ from srifty_kit.tables.usage_sql import (
     detect_format,
     examples_sql,
     literal,
+    negations_sql,
     normalise_sql,
     overview_sql,
     reason_column,
@@ -214,6 +215,14 @@ RECONCILE_SCHEMA = {
     "whole_billed": _INT,
     "nonzero_billed": _INT,
 }
+NEGATION_SCHEMA = {
+    "currency": _TEXT,
+    "job": _TEXT,
+    "team": _TEXT,
+    "line_items": _INT,
+    "billed_cost": _FLOAT,
+    "effective_cost": _FLOAT,
+}
 _EXAMPLES = {c: _TEXT for c in ("reason", "source_file", "raw_start", "raw_cost", "job")} | {
     "instance_type": _TEXT
 }
@@ -248,7 +257,9 @@ class WeeklyUsage:
     happened to them (kind used | excluded | unusable, reason, currency: rows and cost; its
     rows add up to the week's); ``outside`` the ledger's other rows (before or after the week,
     or with no readable date); ``daily`` the used instance usage's effective cost and
-    instance-hours per day in ``currency`` (the one with the most of the week's cost).
+    instance-hours per day in ``currency`` (the one with the most of the week's cost);
+    ``negations`` the week's credits, refunds and commitment negations by the job and team
+    they can be attributed to (``NEGATION_SCHEMA``; ``usage_sql.negations_sql``).
     """
 
     source: str
@@ -263,6 +274,9 @@ class WeeklyUsage:
     currency: str = "USD"
     tags: dict = field(default_factory=dict)
     examples: pd.DataFrame = field(default_factory=lambda: canonical(pd.DataFrame(), _EXAMPLES))
+    negations: pd.DataFrame = field(
+        default_factory=lambda: canonical(pd.DataFrame(), NEGATION_SCHEMA)
+    )
 
     @property
     def empty(self) -> bool:
@@ -402,6 +416,7 @@ def weekly_usage(
         ledger.query(reconciliation_sql(usage, week_start, end)), RECONCILE_SCHEMA
     )
     lines = canonical(ledger.query(week_sql(usage, week_start, end)), LINE_SCHEMA)
+    negations = canonical(ledger.query(negations_sql(usage, week_start, end)), NEGATION_SCHEMA)
     currency = _main_currency(reconciliation, overview)
     return WeeklyUsage(
         source=ledger.label,
@@ -416,6 +431,7 @@ def weekly_usage(
         currency=currency,
         tags=dict(tags),
         examples=examples,
+        negations=negations,
     )
 
 

@@ -857,6 +857,31 @@ def week_sql(usage: str, start: dt.date, end: dt.date) -> str:
     )
 
 
+def negations_sql(usage: str, start: dt.date, end: dt.date) -> str:
+    """The week's credits, refunds and commitment negations (reasons ``CREDIT`` and
+    ``NEGATION``) by currency and the job and team they can be attributed to: their own tags,
+    else those of the week's instance usage on the same resource when one job and team used
+    it; ``UNTAGGED`` where neither says whose they are. Rows, billed and effective cost."""
+    untagged = literal(UNTAGGED)
+    reasons = ", ".join(literal(r) for r in (CREDIT, NEGATION))
+    return (
+        f"WITH usage AS (\n{usage}\n),\nweek AS (\n"
+        f"  SELECT * FROM usage WHERE {_in_week(start, end)}\n),\nowner AS (\n"
+        "  SELECT resource_id, MIN(job) AS job, MIN(team) AS team FROM week\n"
+        f"  WHERE reason IS NULL AND resource_id IS NOT NULL AND job <> {untagged}\n"
+        "  GROUP BY resource_id\n"
+        "  HAVING COUNT(DISTINCT job) = 1 AND COUNT(DISTINCT team) = 1\n)\n"
+        "SELECT n.currency,\n"
+        f"  COALESCE(NULLIF(n.job, {untagged}), o.job, {untagged}) AS job,\n"
+        f"  COALESCE(NULLIF(n.team, {untagged}), o.team, {untagged}) AS team,\n"
+        "  COUNT(*) AS line_items, SUM(n.billed_cost) AS billed_cost,\n"
+        "  SUM(n.effective_cost) AS effective_cost\n"
+        "FROM week AS n LEFT JOIN owner AS o ON n.resource_id = o.resource_id\n"
+        f"WHERE n.reason IN ({reasons})\n"
+        "GROUP BY 1, 2, 3\nORDER BY 1, 2, 3"
+    )
+
+
 def examples_sql(usage: str, start: dt.date, end: dt.date, per_reason: int = 3) -> str:
     """A few unusable rows per reason, as written in the ledger: those of the week and those
     that have no readable date (they belong to no week)."""

@@ -675,6 +675,17 @@ def test_the_weekly_reports_headline_reads_as_a_sentence_in_jupyterlab(page, fit
     # the packaged sample's last full week; no savings: the headline is what is read here
     nb = _weekly_in_lab(page, root, "04_weekly.ipynb", {"week_start": "2026-11-23", "models": []})
     index = [i for i, c in enumerate(nb.cells) if "summary" in c.metadata.get("tags", [])][0]
+    # JupyterLab draws a cell scrolled back into view a moment later: its text is read once
+    # it shows (how soon depends on the heights of the cells below it)
+    page.evaluate(
+        "async (i) => window.jupyterapp.shell.currentWidget.content.scrollToItem(i)", index
+    )
+    page.wait_for_function(
+        "(i) => window.jupyterapp.shell.currentWidget.content.widgets[i]"
+        ".outputArea.node.innerText.trim() !== ''",
+        arg=index,
+        timeout=30_000,
+    )
     shown = page.evaluate(
         "async (i) => { const w = window.jupyterapp.shell.currentWidget;"
         " await w.content.scrollToItem(i); const cell = w.content.widgets[i];"

@@ -33,11 +33,13 @@ from tests.builders import (
     AWS_SECRETS,
     LEDGER_WEEK,
     REPO,
+    cur_frame,
     fake_aws_env,
     jobs_ledger_frame,
     synthetic_measurements,
     usage_hours,
     write_cur,
+    write_cur_parquet,
 )
 
 WEEK = dt.date.fromisoformat(LEDGER_WEEK)
@@ -765,6 +767,82 @@ def test_every_top_job_of_the_sample_has_a_recommendation_or_says_why_where_it_w
     text = savings_text(report)
     assert f"on {int(changed.sum())} jobs" in text
     assert f"{int(kept.sum())} jobs are best kept as they ran" in text
+
+
+def test_team_and_job_billed_cost_is_net_of_their_credits_and_adds_up_to_the_bill(tmp_path):
+    from srifty_kit.present.weekly import NO_TEAM, REST_OF_BILL, table_html, weekly_report
+
+    frame = cur_frame(usage_hours(), tags="map")
+    kind = frame["line_item_line_item_type"]
+    # the bert job's negations carry no tags: whose they are is read off their resource
+    frame.loc[kind == "SavingsPlanNegation", "resource_tags"] = pd.Series(
+        [[] for _ in range(int((kind == "SavingsPlanNegation").sum()))],
+        index=frame.index[kind == "SavingsPlanNegation"],
+    )
+    first = frame[frame["line_item_usage_start_date"] >= pd.Timestamp(LEDGER_WEEK)].iloc[0]
+    vision = frame[(kind == "Usage") & frame["line_item_usage_type"].str.contains("Spot")]
+    vision = vision[vision["line_item_usage_start_date"] >= pd.Timestamp(LEDGER_WEEK)].iloc[0]
+
+    def credit(kind, cost, resource, tags):
+        return first.copy().to_frame().T.assign(
+            line_item_line_item_type=kind, line_item_unblended_cost=cost,
+            line_item_resource_id=resource, resource_tags=[tags], line_item_usage_type="",
+            line_item_usage_amount=0.0, product_instance_type=None,
+            pricing_public_on_demand_cost=np.nan,
+        )  # fmt: skip
+
+    frame = pd.concat(
+        [
+            frame,
+            credit("Credit", -5.0, vision["line_item_resource_id"], []),  # the resource's
+            credit("Refund", -1.1, None, [("user_team", "nlp"), ("user_job", "nlp-eval")]),
+            credit("Credit", -7.25, None, []),  # the account's: nobody's
+        ],
+        ignore_index=True,
+    )
+    for column in ("line_item_unblended_cost", "line_item_usage_amount"):
+        frame[column] = frame[column].astype(float)
+    path = write_cur_parquet(frame, tmp_path / "cur.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report(LEDGER_WEEK, path, models=[])
+
+    # the ledger read independently: the week's rows, instance usage by its tags
+    start = pd.to_datetime(frame["line_item_usage_start_date"])
+    week = frame[(start >= pd.Timestamp(LEDGER_WEEK)) & (start < pd.Timestamp("2026-11-30"))]
+    tags = week["resource_tags"].map(dict)
+    used = week["line_item_usage_type"].str.contains("BoxUsage|SpotUsage") & week[
+        "line_item_line_item_type"
+    ].isin(["Usage", "SavingsPlanCoveredUsage"])
+    cost = week["line_item_unblended_cost"]
+    team = tags.map(lambda t: t.get("user_team"))
+    job = tags.map(lambda t: t.get("user_job"))
+    negated = week["line_item_line_item_type"] == "SavingsPlanNegation"
+    want_team = {
+        "nlp": cost[used & (team == "nlp")].sum() + cost[negated].sum() - 1.1,
+        "vision": cost[used & (team == "vision")].sum() - 5.0,
+    }
+    shown = report.team_table.set_index("team")
+    for name, billed in want_team.items():
+        assert round(shown.loc[name, "billed_cost"], 2) == round(billed, 2), name
+    assert round(shown.loc[NO_TEAM, "billed_cost"], 2) == -7.25
+    rest = ~used & ~negated & ~week["line_item_line_item_type"].isin(["Credit", "Refund"])
+    assert round(shown.loc[REST_OF_BILL, "billed_cost"], 2) == round(cost[rest].sum(), 2)
+    # the columns add up to the bill, to the cent, and to the amortised total
+    assert round(shown["billed_cost"].sum(), 2) == round(cost.sum(), 2)
+    whole = report.reconciliation
+    assert round(shown["effective_cost"].sum(), 2) == round(whole["effective_cost"].sum(), 2)
+    # each job likewise: bert's covered hours net of their negations, the refund on nlp-eval
+    jobs = report.top_jobs.set_index("job")
+    assert round(jobs.loc["nlp-bert", "billed_cost"], 2) == 0.0
+    assert round(jobs.loc["nlp-eval", "billed_cost"], 2) == round(
+        cost[used & (job == "nlp-eval")].sum() - 1.1, 2
+    )
+    assert round(jobs.loc["vision-resnet", "billed_cost"], 2) == round(
+        cost[used & (job == "vision-resnet")].sum() - 5.0, 2
+    )
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table_html(report.team_table, "note"), re.S)
+    assert cells and all(c.strip() for c in cells) and "nan" not in " ".join(cells).lower()
 
 
 def test_a_ledger_that_states_no_list_cost_shows_it_unknown_not_zero():

@@ -23,6 +23,7 @@ from srifty_kit.tables.usage_sql import (
     SourceColumns,
     detect_format,
     examples_sql,
+    negations_sql,
     normalise_sql,
     overview_sql,
     reconciliation_sql,
@@ -114,7 +115,8 @@ def test_athena_reads_the_same_week_as_duckdb_with_the_same_sql(aws, duckdb_week
     athena = AthenaLedger("billing", "cur", OUTPUT, sleep=sleeps)
     week = weekly_usage(athena, WEEK)
 
-    for name in ("lines", "daily", "quality", "reconciliation", "outside", "examples"):
+    names = ("lines", "daily", "quality", "reconciliation", "outside", "examples", "negations")
+    for name in names:
         got, want = getattr(week, name), getattr(duck, name)
         if name == "examples":  # Athena's "$path" is the S3 object; DuckDB's the local file
             got, want = got.drop(columns="source_file"), want.drop(columns="source_file")
@@ -129,6 +131,7 @@ def test_athena_reads_the_same_week_as_duckdb_with_the_same_sql(aws, duckdb_week
         examples_sql(usage, WEEK, end),
         reconciliation_sql(usage, WEEK, end),
         week_sql(usage, WEEK, end),
+        negations_sql(usage, WEEK, end),
     ]
     sent = sent_queries()
     assert "information_schema.columns" in sent[0] and "'billing'" in sent[0]
