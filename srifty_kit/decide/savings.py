@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -283,12 +282,13 @@ def saving_draws(
     """Joint draws of each job's saving: what it paid less what its recommendation costs
     under one draw of the model's belief about the recommended configurations' step times.
 
-    The recommendations are drawn together (``posterior.Belief.draws``): those of one
+    The recommendations are drawn together (``posterior.Belief.levels``): those of one
     training model on one instance type share the group's error, those on one type its
-    network's, each run adds its own noise. A spot pick's reclaims add the spread between its
-    expected cost and its upper end that the step's belief does not explain (independent per
-    job). A recommendation whose cost interval has no width (the job kept as it ran) is a
-    known cost: its saving is the same in every draw.
+    network's, jobs recommended the same configuration also its own persistent stray; each
+    job is a run of its own and adds a run's noise. A spot pick's reclaims add the spread
+    between its expected cost and its upper end that the step's belief does not explain
+    (independent per job). A recommendation whose cost interval has no width (the job kept
+    as it ran) is a known cost: its saving is the same in every draw.
 
     Args:
         savings: ``recommend``'s table.
@@ -303,7 +303,8 @@ def saving_draws(
         InputError: a recommended configuration the model can no longer predict.
     """
     out = np.full((draws, len(savings)), np.nan)
-    beliefs, columns, cost = [], [], []
+    beliefs: dict[tuple, posterior.Belief] = {}  # one per configuration recommended
+    jobs = []  # (column, configuration, its run's own log sd, dollars per second of step)
     q = float(ndtri(level))
     for i, row in enumerate(savings.itertuples(index=False)):
         if pd.isna(row.saving_usd):
@@ -311,25 +312,37 @@ def saving_draws(
         if row.rec_cost_lo_usd == row.rec_cost_hi_usd:  # known: nothing to draw
             out[:, i] = row.saving_usd
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            b = models[row.model].predict_belief(
-                row.model,
-                row.rec_instance_type,
-                np.array([int(row.rec_num_nodes)]),
-                np.array([int(row.rec_num_workers)]),
-                np.array([int(row.rec_local_bsz)]),
-                catalog,
-            )
+        key = (
+            row.model,
+            row.rec_instance_type,
+            int(row.rec_num_nodes),
+            int(row.rec_num_workers),
+            int(row.rec_local_bsz),
+        )
+        if key not in beliefs:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                beliefs[key] = models[row.model].predict_belief(
+                    *key[:2], *(np.array([v]) for v in key[2:]), catalog
+                )
+        b = beliefs[key]
         reach = np.log(row.rec_cost_hi_usd / row.rec_cost_usd) / q
         reclaims = np.sqrt(np.maximum(reach**2 - b.sd**2, 0.0))
-        beliefs.append(replace(b, noise_sd=np.hypot(b.noise_sd, reclaims)))
-        columns.append(i)
-        cost.append(row.rec_cost_usd / float(b.median[0]))  # dollars per second of step
-    if beliefs:
-        steps = posterior.concat(beliefs).draws(draws, seed)
+        jobs.append((i, key, float(reclaims[0]), row.rec_cost_usd / float(b.median[0])))
+    if jobs:
+        # a configuration's level (its shared errors and its own persistent stray) is drawn
+        # once, whichever jobs ran on it; each job is its own run: a run's noise and, on spot,
+        # its reclaims, independent per job
+        keys = list(beliefs)
+        rng = np.random.default_rng(seed)
+        level, run = posterior.concat([beliefs[k] for k in keys]).levels(draws, rng)
+        at = np.array([keys.index(key) for _, key, _, _ in jobs])
+        own = np.hypot(run[at], [r for _, _, r, _ in jobs])
+        point = np.array([float(beliefs[k].point[0]) for k in keys])[at]
+        steps = point * np.exp(level[:, at] + own * rng.standard_normal((draws, at.size)))
+        columns = [i for i, _, _, _ in jobs]
         paid = savings["cost_usd"].to_numpy(float)[columns]
-        out[:, columns] = paid - steps * np.asarray(cost)
+        out[:, columns] = paid - steps * np.array([c for _, _, _, c in jobs])
     return out
 
 
