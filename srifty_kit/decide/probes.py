@@ -17,7 +17,9 @@ confidence). The loss of a decision under a truth is what the job then costs:
          = true cost of the pick + of the fallback     it misses: run again on the fallback
          = twice the true cost of the fallback         no pick
 
-where the fallback is the candidate most likely to meet the constraints. A question left
+where the fallback is the candidate most likely to meet the constraints; or, where the job
+already has a way to run known to do (a week's job as it ran: ``fallback_usd``), that way at
+its known cost, paid once when nothing is picked. A question left
 without an answer is priced like a miss: the user runs the fallback with no assurance that it
 meets the deadline and budget, and pays for a run that may have to be made again; so a probe
 is worth making when it lets the search answer at the stated confidence, not only when it
@@ -87,16 +89,20 @@ def _decide(pool: _Pool, belief: Belief) -> np.ndarray:
     return np.where(np.isfinite(found), pick, -1)
 
 
-def _loss(pool: _Pool, pick: np.ndarray, truth: np.ndarray, fallback: int) -> np.ndarray:
-    """What the job costs under each truth (rows of ``truth``, hours) for ``pick``."""
+def _loss(
+    pool: _Pool, pick: np.ndarray, truth: np.ndarray, fallback: int, known: float | None = None
+) -> np.ndarray:
+    """What the job costs under each truth (rows of ``truth``, hours) for ``pick``; with
+    ``known``, the fallback is a way to run known to do, at that cost."""
     rows = np.arange(truth.shape[0])
     cost = truth * pool.per_hour
     meets = (truth <= pool.deadline) & (cost <= pool.budget)
-    back = cost[:, fallback]
+    back = cost[:, fallback] if known is None else np.full(truth.shape[0], known)
+    unanswered = 2.0 * back if known is None else back
     chosen = np.where(pick >= 0, pick, fallback)
     paid = cost[rows, chosen]
     hit = meets[rows, chosen]
-    return np.where(pick < 0, 2.0 * back, np.where(hit, paid, paid + back))
+    return np.where(pick < 0, unanswered, np.where(hit, paid, paid + back))
 
 
 def _truths(belief: Belief, n: int, rng: np.random.Generator) -> tuple[np.ndarray, tuple]:
@@ -136,6 +142,7 @@ def suggest_probes(
     outcomes: int = 256,
     seed: int = 0,
     launch_h: float = LAUNCH_H,
+    fallback_usd: float | None = None,
 ) -> pd.DataFrame:
     """Up to ``k`` short runs whose expected saving on this decision exceeds their cost.
 
@@ -146,6 +153,10 @@ def suggest_probes(
         outcomes: simulated truths per probe (the expectation's sample size).
         seed: random seed (the same seed gives the same suggestion).
         launch_h: start-up hours paid before the first step.
+        fallback_usd: what the job costs run the way it is known to finish (a week's job as
+            it ran), paid once when nothing meets the constraints and again after a pick that
+            misses; None: the candidate most likely to meet them, with no assurance, so an
+            unanswered question costs it twice.
 
     Returns:
         One row per suggested probe, best first: the configuration columns (instance_type,
@@ -157,7 +168,7 @@ def suggest_probes(
     Raises:
         InputError: ``result`` is not a search's result; k, steps or outcomes not a whole
             number in range; seed not a whole number >= 0; launch_h not a finite number of
-            hours >= 0.
+            hours >= 0; fallback_usd not a finite number of dollars >= 0.
     """
     if not isinstance(result, SearchResult):
         raise InputError(
@@ -179,7 +190,13 @@ def suggest_probes(
             f"launch_h must be a finite number of hours >= 0, got {launch_h!r}",
             fix=f"e.g. {LAUNCH_H:.3g} (five minutes to start the nodes), or 0",
         )
+    if fallback_usd is not None and not (is_number(fallback_usd) and 0 <= fallback_usd < np.inf):
+        raise InputError(
+            f"fallback_usd must be a finite number of dollars >= 0, got {fallback_usd!r}",
+            fix="what the job cost the way it ran, or None",
+        )
     k, steps, outcomes, seed = int(k), int(steps), int(outcomes), int(seed)
+    known = None if fallback_usd is None else float(fallback_usd)
     columns = [
         "instance_type",
         "num_nodes",
@@ -202,7 +219,7 @@ def suggest_probes(
     now = _decide(pool, pool.belief)
     p_now = pool.belief.prob_below(pool.bound())
     fallback = int(np.lexsort((pool.belief.mean * pool.per_hour, -p_now))[0])
-    loss_now = _loss(pool, np.full(outcomes, int(now)), truth, fallback)
+    loss_now = _loss(pool, np.full(outcomes, int(now)), truth, fallback, known)
     c, types = result.candidates.cols, result.candidates.types
     rows = []
     for j in _probe_choices(result, pool):
@@ -210,7 +227,7 @@ def suggest_probes(
         # the probe's run: the truth's level of that configuration, and the run's own noise
         y = level[:, j] + run[j] * rng.standard_normal(outcomes)
         after = _decide(pool, b.condition(int(j), y, 0.0))
-        loss_after = _loss(pool, after, truth, fallback)
+        loss_after = _loss(pool, after, truth, fallback, known)
         i = pool.index[j]
         # the probe runs on-demand (as it is said) whatever pricing its candidate row has: a
         # spot row's own hourly figure is the spot price, which under-priced the run (a probe

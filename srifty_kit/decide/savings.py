@@ -236,7 +236,8 @@ def _recommend_one(
     paid = float(job["cost_usd"])
     if found.pick is None:
         # the job's own run is the one configuration known to finish in time: it did
-        probe = probe_sentence(suggest_probes(found, k=1))
+        # valued against running it as it ran, at what it paid: no probe saves more than that
+        probe = probe_sentence(suggest_probes(found, k=1, fallback_usd=paid))
         return _keep(
             row,
             job,

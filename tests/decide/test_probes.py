@@ -207,6 +207,11 @@ def test_a_bad_row_of_a_filtered_list_is_named_by_its_own_index_label(small_mode
         search(small_model, load_catalog(), JOB, Constraints(), candidates=again)
 
 
+def _decide(small_model, constraints: Constraints, listed: pd.DataFrame):
+    """The search among ``listed`` on the embedded catalog."""
+    return search(small_model, load_catalog(), JOB, constraints, candidates=listed)
+
+
 def _tight(small_model) -> tuple:
     """A deadline the 8-node cluster meets at its median but not at 90%: a question the
     model cannot answer without measuring."""
@@ -236,16 +241,28 @@ def test_an_unanswerable_question_gets_a_probe_worth_more_than_it_costs(small_mo
     assert suggest_probes(tight, k=2).equals(probes)
 
 
+def test_a_job_that_already_runs_one_way_is_never_promised_more_than_it_costs(small_model):
+    # a week's job ran on a configuration that did finish: left unanswered, it runs that way
+    # again at what it paid, once, so no probe can be expected to save more than that; the
+    # default prices an unanswered question at twice a run with no assurance
+    _, deadline = _tight(small_model)
+    tight = _decide(small_model, Constraints(deadline_h=0.7 * deadline), _listed())
+    assert tight.pick is None
+    free = suggest_probes(tight, k=1)
+    cost = float(free["expected_saving_usd"].iloc[0]) / 3.0
+    known = suggest_probes(tight, k=20, fallback_usd=cost)
+    assert (known["expected_saving_usd"] <= cost + 1e-9).all()
+    assert suggest_probes(tight, k=1, fallback_usd=0.0).empty  # nothing to save on a free run
+
+
 def test_a_probe_said_on_demand_is_priced_on_demand_when_its_candidate_is_spot(small_model):
     # a list of spot rows only: the probe is still run (and said) on-demand, so its price is
     # the on-demand one, about 3x the spot one here (before: priced at the spot rate)
     _, deadline = _tight(small_model)
-    spot = search(
+    spot = _decide(
         small_model,
-        load_catalog(),
-        JOB,
         Constraints(deadline_h=deadline, spot=True),
-        candidates=_listed().assign(pricing="spot"),
+        _listed().assign(pricing="spot"),
     )
     probes = suggest_probes(spot, k=3)
     assert not probes.empty
@@ -304,6 +321,9 @@ def test_bad_probe_arguments_are_refused(small_model):
         ({"launch_h": float("nan")}, "launch_h must be a finite number"),  # none, silently
         ({"launch_h": "5m"}, "launch_h must be a finite number"),  # numpy's UFuncTypeError
         ({"result": None}, "result must be what search"),  # AttributeError
+        ({"fallback_usd": -1.0}, "fallback_usd must be a finite number of dollars >= 0"),
+        ({"fallback_usd": float("inf")}, "fallback_usd must be a finite number"),
+        ({"fallback_usd": "342"}, "fallback_usd must be a finite number"),
     ],
 )
 def test_a_probe_argument_that_cannot_be_is_one_input_error(small_model, bad, words):

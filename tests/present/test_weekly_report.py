@@ -758,6 +758,11 @@ def test_every_top_job_of_the_sample_has_a_recommendation_or_says_why_where_it_w
     assert table.loc[kept, "recommended"].str.contains("nothing else is sure at 90%").all()
     assert table.loc[kept, "recommended"].str.contains("to decide|No short measurement").all()
     assert (table.loc[kept, "saving_usd"] == 0).all()
+    # a probe for a job that ran is valued against running it that way again: it can never
+    # be expected to save more than the job cost (it said $1,198 on a $342 job)
+    said = s.loc[kept, "note"].str.extract(r"expected saving \$([\d,]+(?:\.\d+)?)")[0].dropna()
+    assert len(said)
+    assert (said.str.replace(",", "").astype(float) < s.loc[said.index, "cost_usd"]).all()
     assert table.loc[kept | changed, ["cost_usd", "saving_usd", "local_bsz"]].notna().all().all()
     assert not table.loc[changed, "recommended"].str.startswith(("none", "keep")).any()
     none = ~kept & ~changed
