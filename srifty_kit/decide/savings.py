@@ -304,8 +304,9 @@ def saving_draws(
         InputError: a recommended configuration the model can no longer predict.
     """
     out = np.full((draws, len(savings)), np.nan)
-    beliefs: dict[tuple, posterior.Belief] = {}  # one per configuration recommended
-    jobs = []  # (column, configuration, its run's own log sd, dollars per second of step)
+    beliefs: list[posterior.Belief] = []  # one per configuration recommended
+    where: dict[tuple, int] = {}  # a configuration's position in beliefs
+    jobs = []  # (column, its configuration's position, its run's own log sd, $ per step-second)
     q = float(ndtri(level))
     for i, row in enumerate(savings.itertuples(index=False)):
         if pd.isna(row.saving_usd):
@@ -320,30 +321,32 @@ def saving_draws(
             int(row.rec_num_workers),
             int(row.rec_local_bsz),
         )
-        if key not in beliefs:
+        if key not in where:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                beliefs[key] = models[row.model].predict_belief(
-                    *key[:2], *(np.array([v]) for v in key[2:]), catalog
+                beliefs.append(
+                    models[row.model].predict_belief(
+                        *key[:2], *(np.array([v]) for v in key[2:]), catalog
+                    )
                 )
-        b = beliefs[key]
+            where[key] = len(beliefs) - 1
+        b = beliefs[where[key]]
         reach = np.log(row.rec_cost_hi_usd / row.rec_cost_usd) / q
         reclaims = np.sqrt(np.maximum(reach**2 - b.sd**2, 0.0))
-        jobs.append((i, key, float(reclaims[0]), row.rec_cost_usd / float(b.median[0])))
+        jobs.append((i, where[key], float(reclaims[0]), row.rec_cost_usd / float(b.median[0])))
     if jobs:
         # a configuration's level (its shared errors and its own persistent stray) is drawn
         # once, whichever jobs ran on it; each job is its own run: a run's noise and, on spot,
         # its reclaims, independent per job
-        keys = list(beliefs)
+        columns, at, reclaims, per_second = (np.array(v) for v in zip(*jobs, strict=True))
+        together = posterior.concat(beliefs)
         rng = np.random.default_rng(seed)
-        level, run = posterior.concat([beliefs[k] for k in keys]).levels(draws, rng)
-        at = np.array([keys.index(key) for _, key, _, _ in jobs])
-        own = np.hypot(run[at], [r for _, _, r, _ in jobs])
-        point = np.array([float(beliefs[k].point[0]) for k in keys])[at]
-        steps = point * np.exp(level[:, at] + own * rng.standard_normal((draws, at.size)))
-        columns = [i for i, _, _, _ in jobs]
+        level, run = together.levels(draws, rng)
+        own = np.hypot(run[at], reclaims)
+        noise = own * rng.standard_normal((draws, at.size))
+        steps = together.point[at] * np.exp(level[:, at] + noise)
         paid = savings["cost_usd"].to_numpy(float)[columns]
-        out[:, columns] = paid - steps * np.array([c for _, _, _, c in jobs])
+        out[:, columns] = paid - steps * per_second
     return out
 
 
