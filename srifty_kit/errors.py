@@ -307,6 +307,29 @@ def is_whole(value: object, least: int = 1) -> bool:
     )
 
 
+def check_level(level: object, fix: str = "e.g. 0.9", column: str | None = None) -> float:
+    """A level (the probability an interval or a promise holds) as a float, or one line
+    saying what to give: the one rule and wording for every ``level`` argument.
+
+    Args:
+        level: the caller's value (``is_number``; a bool or text is refused).
+        fix: what to give instead, said in the error.
+        column: the parameter's name where the caller is a notebook or command (said in the
+            error's column field), else None.
+
+    Returns:
+        ``float(level)``.
+
+    Raises:
+        InputError: ``level`` is not a number strictly between 0 and 1.
+    """
+    if not (is_number(level) and 0.0 < float(level) < 1.0):
+        raise InputError(
+            f"level must be a probability between 0 and 1, got {level!r}", column=column, fix=fix
+        )
+    return float(level)
+
+
 def plain(value: object) -> str:
     """A value as a person reads it in a message: ``8.5`` not ``np.float64(8.5)``, ``16`` not
     ``16.0``, strings quoted."""

@@ -39,7 +39,7 @@ from srifty_kit.decide.explanation import config_phrase, money
 from srifty_kit.decide.job import Constraints, Job
 from srifty_kit.decide.planner import search
 from srifty_kit.decide.probes import probe_sentence, suggest_probes
-from srifty_kit.errors import InputError
+from srifty_kit.errors import InputError, check_level
 from srifty_kit.model import posterior
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.tables.files import read_table
@@ -365,7 +365,7 @@ def total_interval(draws: np.ndarray, level: float = 0.9) -> tuple[float, float]
     Raises:
         InputError: ``level`` is not in (0, 1).
     """
-    posterior.check_level(level)
+    check_level(level)
     known = ~np.isnan(draws).all(axis=0)
     if not known.any():
         return np.nan, np.nan

@@ -31,6 +31,7 @@ import torch
 from srifty_kit.errors import (
     InputError,
     check_interrupt,
+    check_level,
     counted,
     first_line,
     is_number,
@@ -153,10 +154,7 @@ def _check_options(model: object, name: object, level: object, counts: dict[str,
         )
     if name is not None and not (isinstance(name, str) and name.strip()):
         raise InputError(f"name must be a text label, got {name!r}", fix="e.g. name='resnet50'")
-    if not (is_number(level) and 0 < level < 1):
-        raise InputError(
-            f"level must be a probability in (0, 1), got {level!r}", fix="e.g. level=0.95"
-        )
+    check_level(level, fix="e.g. level=0.95")
     for arg, (value, least, optional) in counts.items():
         if value is None and optional:
             continue

@@ -28,6 +28,7 @@ from srifty_kit.catalog.kept import kept_rows, speeds, with_kept
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.errors import (
     InputError,
+    check_level,
     counted,
     did_you_mean,
     is_number,
@@ -423,7 +424,7 @@ class StepTimeModel(BaseEstimator):
         )
 
     def _check_options(self) -> None:
-        self._check_level(self.level)
+        check_level(self.level)
         prior = self.node_move_prior
         if prior is not None and not (
             isinstance(prior, tuple | list)
@@ -1000,16 +1001,8 @@ class StepTimeModel(BaseEstimator):
                 fix="fit measurements of this model first; fitted: " + ", ".join(self.models_),
             )
 
-    @staticmethod
-    def _check_level(level: float) -> float:
-        if not (is_number(level) and 0.0 < float(level) < 1.0):
-            raise InputError(
-                f"level must be a probability between 0 and 1, got {level!r}", fix="e.g. 0.9"
-            )
-        return float(level)
-
     def _level(self, level: float | None) -> float:
-        return self._check_level(self.level if level is None else level)
+        return check_level(self.level if level is None else level)
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path) -> None:

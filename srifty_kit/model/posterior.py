@@ -70,7 +70,7 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.optimize import least_squares, minimize
 from scipy.special import ndtr, ndtri
 
-from srifty_kit.errors import InputError, is_number
+from srifty_kit.errors import InputError, check_level
 from srifty_kit.model.fit import NOISE_FLOOR
 from srifty_kit.model.intervals import two_sided_z
 from srifty_kit.model.physics import overlap, sync_share
@@ -659,16 +659,6 @@ class Draws:
         ends = self.interval(level)
         out["lower"], out["upper"] = ends["lower"].to_numpy(), ends["upper"].to_numpy()
         return out
-
-
-def check_level(level: float) -> None:
-    """Refuse a level outside (0, 1).
-
-    Raises:
-        InputError: ``level`` is not a number in (0, 1).
-    """
-    if not (is_number(level) and 0.0 < float(level) < 1.0):
-        raise InputError(f"level must be between 0 and 1, got {level!r}", fix="e.g. 0.9")
 
 
 # --- beliefs about a carried type's factors ---------------------------------------------

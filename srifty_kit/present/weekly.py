@@ -33,7 +33,7 @@ from srifty_kit.decide.savings import (
     saving_draws,
     total_interval,
 )
-from srifty_kit.errors import InputError, did_you_mean, is_whole
+from srifty_kit.errors import InputError, check_level, did_you_mean, is_whole
 from srifty_kit.present.spend import SpendForecast, forecast_next_week
 from srifty_kit.tables.files import json_safe, read_table
 from srifty_kit.tables.ledger import (
@@ -140,8 +140,7 @@ def check_options(engine: str, top_n: int, level: float, slack: float) -> None:
         )
     if not is_whole(top_n):  # 3.0 and numpy's 3 are a count, as every other count's rule
         raise InputError(f"top_n must be a whole number >= 1, got {top_n!r}", fix="e.g. 10")
-    if not 0 < float(level) < 1:
-        raise InputError(f"level must be in (0, 1), got {level}", column="level", fix="e.g. 0.9")
+    check_level(level, column="level")
     if not float(slack) >= 0:
         raise InputError(f"slack must be >= 0, got {slack}", column="slack", fix="e.g. 0.25")
 

@@ -481,7 +481,7 @@ def test_a_profile_warning_names_the_users_line_not_the_librarys():
     ("change", "words"),
     [
         ({"model": "mlp"}, "model must be a torch.nn.Module, got str"),  # AttributeError
-        ({"level": 1.5}, r"level must be a probability in \(0, 1\), got 1.5"),  # used
+        ({"level": 1.5}, "level must be a probability between 0 and 1, got 1.5"),  # used
         ({"level": "x"}, "level must be a probability"),  # every batch size lost
         ({"warmup": 1.5}, "warmup must be a whole number >= 0"),  # "check the model"
         ({"warmup": -1}, "warmup must be a whole number >= 0"),

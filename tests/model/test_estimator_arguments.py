@@ -54,7 +54,7 @@ def test_numbers_of_numpys_kind_are_taken_and_saved_as_numbers(tmp_path):
     [
         (lambda m, cfg: m.predict(cfg, level=True), "level must be a probability"),
         (lambda m, cfg: m.predict_draws(cfg, draws=True), "draws must be a whole number"),
-        (lambda m, cfg: m.predict_draws(cfg).interval(True), "level must be between 0 and 1"),
+        (lambda m, cfg: m.predict_draws(cfg).interval(True), "level must be a probability"),
     ],
 )
 def test_a_bool_is_neither_a_level_nor_a_count(call, words):

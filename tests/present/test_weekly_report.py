@@ -240,7 +240,7 @@ def test_the_weeks_total_saving_has_the_ends_of_the_sum_not_the_sum_of_the_ends(
     assert total_interval(draws[:, :1], 0.9) == pytest.approx(one, rel=1e-12)
     one = tuple(np.quantile(draws[:, 0], [0.2, 0.8]))
     assert total_interval(draws[:, :1], 0.8) == pytest.approx(one, rel=1e-12)
-    with pytest.raises(InputError, match="level must be between 0 and 1"):
+    with pytest.raises(InputError, match="level must be a probability between 0 and 1"):
         total_interval(draws, 1.5)
 
 
@@ -670,6 +670,18 @@ def test_a_top_n_that_is_no_count_is_refused_in_one_line_before_any_work(top_n):
     assert "to fix" in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(InputError, match=r"^top_n must be a whole number >= 1, got "):
         weekly_parameters("2026-11-23", REPO / "no-such-ledger", top_n=top_n)
+
+
+@pytest.mark.parametrize("level", [True, 1.5, 0, float("nan"), "0.9", "x"])
+def test_a_level_that_is_no_probability_is_refused_in_one_line_before_any_work(level):
+    from srifty_kit.present.weekly import weekly_report
+
+    # text once reached float() and left a ValueError's traceback instead of the one line
+    with pytest.raises(
+        InputError, match=r"level must be a probability between 0 and 1, got "
+    ) as err:
+        weekly_report("2026-11-23", REPO / "no-such-ledger", level=level)
+    assert "to fix" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_unused_commitment_and_savings_rate_are_unknown_without_a_commitment_fee_row():
