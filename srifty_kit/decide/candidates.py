@@ -173,6 +173,25 @@ def _single_count(job: Job, constraints: Constraints, types: Types) -> Callable[
     return lambda top: int((np.minimum(top, quota) * gpus * sizes).sum())
 
 
+# the job's fields that decide which configurations are enumerated and how fast each steps
+# (``local_batches``, ``_in_batch_range``, ``predict``); the rest (its work to the target, its
+# checkpoints, its spot policy) only price them (``price``)
+JOB_SHAPE = (
+    "model",
+    "local_bsz",
+    "global_bsz_min",
+    "global_bsz_max",
+    "memory_per_sample_gib",
+    "model_memory_gib",
+)
+
+
+def same_configurations(a: Job, b: Job) -> bool:
+    """Whether two jobs enumerate and predict the same configurations (``JOB_SHAPE``): then
+    one's predictions price the other's candidates."""
+    return all(getattr(a, f) == getattr(b, f) for f in JOB_SHAPE)
+
+
 def enumerate_single(job: Job, constraints: Constraints, types: Types) -> dict[str, np.ndarray]:
     """Every type x nodes x workers per node x local batch (one pricing; see ``price``).
 
@@ -377,7 +396,7 @@ def predict(
     mixed = cfg["type2"] >= 0
     nodes = cfg["nodes"] + cfg["nodes2"]
     workers = cfg["workers"] + cfg["workers2"]
-    names = ("step_time_s", "step_time_lo", "step_time_hi", "compute_s", "sync_s", *BELIEF)
+    names = ("step_time_s", "compute_s", "sync_s", *BELIEF)
     out = {k: np.full(n, np.nan) for k in names}
     # every (type, position) pair to predict: the first half of each config, then second halves
     who = np.concatenate([cfg["type"], cfg["type2"][mixed]])
@@ -387,7 +406,6 @@ def predict(
     who, pos, bsz = who[order], pos[order], bsz[order]
     starts = np.flatnonzero(np.diff(who, prepend=-1))
     ends = np.append(starts[1:], who.size)[: starts.size]
-    q = _quantile_z(level)
     for s, e in zip(starts, ends, strict=True):
         t = int(who[s])
         rows = pos[s:e]
@@ -399,11 +417,8 @@ def predict(
             out["step_time_s"][rows] = np.inf  # marks the configuration for removal
             continue
         median = b.median
-        sd = b.sd
         this = {
             "step_time_s": median,
-            "step_time_lo": median * np.exp(-q * sd),
-            "step_time_hi": median * np.exp(q * sd),
             "compute_s": p["compute_s"],
             "sync_s": p["sync_s"],
             "log_centre": b.centre,
@@ -422,7 +437,25 @@ def predict(
     out["sd_noise"] = np.where(mixed, np.hypot(out["sd_noise"], out["sd_place"]), out["sd_noise"])
     out["sd_place"] = np.where(mixed, 0.0, out["sd_place"])
     ok = np.isfinite(out["step_time_s"])
-    return {**{k: v[ok] for k, v in cfg.items()}, **{k: v[ok] for k, v in out.items()}}
+    return at_level(
+        {**{k: v[ok] for k, v in cfg.items()}, **{k: v[ok] for k, v in out.items()}}, level
+    )
+
+
+def at_level(cfg: dict[str, np.ndarray], level: float) -> dict[str, np.ndarray]:
+    """``cfg`` (``predict``'s) with ``step_time_lo`` and ``step_time_hi`` at ``level``: the
+    (1 - level) and ``level`` quantiles of each configuration's belief, median x exp(-+ z sd),
+    z the one-sided normal quantile (a new dict; the arrays it shares are not changed)."""
+    sd = np.sqrt(
+        cfg["sd_group"] ** 2 + cfg["sd_network"] ** 2 + cfg["sd_place"] ** 2 + cfg["sd_noise"] ** 2
+    )
+    q = _quantile_z(level)
+    median = cfg["step_time_s"]
+    return {
+        **cfg,
+        "step_time_lo": median * np.exp(-q * sd),
+        "step_time_hi": median * np.exp(q * sd),
+    }
 
 
 def from_interval(cfg: dict[str, np.ndarray], level: float) -> dict[str, np.ndarray]:

@@ -14,7 +14,9 @@ binds and the nearest feasible point; they never raise.
 
 ``search`` is ``select(evaluate(...))``: ``evaluate`` does the expensive half once (every
 candidate predicted with its belief and priced), ``select`` re-filters and re-ranks those
-arrays for another deadline, budget or objective — what an interactive panel calls on each move.
+arrays for another deadline, budget, objective or lower node limit — what an interactive panel
+calls on each move; ``Evaluated.at`` prices the same predictions for another confidence, spot
+choice or amount of work without predicting them again.
 
 On the level: a deadline "at confidence 0.9" means P(time <= deadline) >= 0.9 for the run's
 mean step; ``time_hi_h`` is that one-sided 90% quantile, so ``time_hi_h <= deadline`` is the
@@ -481,23 +483,27 @@ def _evaluate(
     job: Job,
     constraints: Constraints,
     listed: pd.DataFrame | None = None,
-) -> cand.Candidates:
+) -> tuple[cand.Candidates, dict[str, np.ndarray] | None]:
+    """The candidates, and the single-type predictions they were priced from where nothing
+    else went into them (an enumeration without mixes; else None): ``Evaluated.at``."""
     if listed is not None:
-        return _listed(model, catalog, job, constraints, listed)
+        return _listed(model, catalog, job, constraints, listed), None
     rows, skipped = _select_types(catalog, constraints)
     types = cand.Types.from_catalog(rows)
     level = constraints.confidence
     cfg = cand.enumerate_single(job, constraints, types)
     cfg = cand.predict(model, job, types, cfg, level, catalog, skipped)
     cols = cand.price(job, constraints, types, cfg)
-    if constraints.mixes and len(types) > 1 and cols["type"].size:
+    if not constraints.mixes:
+        return cand.Candidates(cols, types, skipped), cfg
+    if len(types) > 1 and cols["type"].size:
         pool = _mix_pool(cols)
         mixes = cand.enumerate_mixes(job, constraints, types, pool)
         mixes = cand.split_mixes(model, job, types, mixes, catalog)
         mixes = cand.predict(model, job, types, mixes, level, catalog, skipped)
         more = cand.price(job, constraints, types, mixes)
         cols = {k: np.concatenate([cols[k], more[k]]) for k in cols}
-    return cand.Candidates(cols, types, skipped)
+    return cand.Candidates(cols, types, skipped), None
 
 
 def _mix_pool(cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -575,8 +581,9 @@ class Evaluated:
 
     The expensive half of ``search`` (enumeration, predictions with intervals at the
     confidence level, time and cost); ``select`` re-filters and re-ranks it for any deadline,
-    budget and objective without predicting again. The deadline and budget in ``constraints``
-    are what it was evaluated with; they do not shape the candidates.
+    budget and objective without predicting again, and for a lower ``max_nodes`` where that
+    keeps a subset (``narrows``). The deadline and budget in ``constraints`` are what it was
+    evaluated with; they do not shape the candidates.
     """
 
     candidates: cand.Candidates
@@ -584,14 +591,91 @@ class Evaluated:
     catalog: pd.DataFrame
     job: Job
     constraints: Constraints
+    enumerated: bool = True  # False: the candidates are a given list (``candidates=``)
+    # the single-type predictions the candidates were priced from, before pricing (``at``),
+    # and the node limit they were enumerated to
+    kept: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    kept_top: int = 0
+    # ``within``'s answers, by node limit
+    narrowed: dict[int, cand.Candidates] = field(
+        default_factory=dict, init=True, repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return len(self.candidates)
 
+    @property
+    def narrows(self) -> bool:
+        """Whether a lower ``max_nodes`` keeps a subset of these candidates: those of an
+        enumeration one type at a time, where each candidate's prediction and price are its
+        own. Two-type mixes are built from the best single types found up to the node limit
+        (``_mix_pool``), and a given list says what was left out and why: both need a new
+        ``evaluate``."""
+        return self.enumerated and not self.constraints.mixes
+
     def allows(self, constraints: Constraints) -> bool:
-        """Whether ``constraints`` differ from the evaluated ones only in deadline and budget."""
+        """Whether ``select`` can answer ``constraints`` from these candidates: they differ
+        from the evaluated ones only in deadline and budget, or also in a ``max_nodes`` no
+        higher than the evaluated one where the candidates ``narrows``."""
         free = {"deadline_h": None, "budget_usd": None}
-        return replace(constraints, **free) == replace(self.constraints, **free)
+        if replace(constraints, **free) == replace(self.constraints, **free):
+            return True
+        lower = constraints.max_nodes <= self.constraints.max_nodes
+        free["max_nodes"] = self.constraints.max_nodes
+        return (
+            self.narrows
+            and lower
+            and replace(constraints, **free) == replace(self.constraints, **free)
+        )
+
+    def at(self, constraints: Constraints, job: Job | None = None) -> Evaluated | None:
+        """The evaluation for ``constraints`` (and ``job``) made from this one without
+        predicting again, where they differ from the evaluated ones only in what prices the
+        predictions (the confidence: each step's quantiles are its belief's; spot allowed or
+        not; the job's work, noise scale, checkpoints and spot policy:
+        ``candidates.same_configurations``) and in a ``max_nodes`` no higher than the one the
+        predictions were enumerated to (the deadline and budget are ``select``'s). It is what
+        ``evaluate`` returns for them: the same rows in the same order (an enumeration's rows
+        of fewer nodes come in the order they come in a larger one), priced by the same code;
+        only the rows within ``max_nodes`` are priced. None where this one kept no predictions
+        (a given list, or mixes: those are built from the best single types at the old
+        prices) or the constraints or job differ in more.
+
+        Args:
+            constraints: the new constraints.
+            job: the new job (None: the evaluated one).
+
+        Returns:
+            An ``Evaluated`` for ``constraints`` keeping the same predictions, or None.
+        """
+        job = self.job if job is None else job
+        if self.kept is None or constraints.max_nodes > self.kept_top:
+            return None
+        if not cand.same_configurations(job, self.job):
+            return None
+        free = {"deadline_h": None, "budget_usd": None, "max_nodes": 1, "confidence": 0.5}
+        free["spot"] = False
+        if replace(constraints, **free) != replace(self.constraints, **free):
+            return None
+        cfg = self.kept
+        if constraints.max_nodes < self.kept_top:
+            inside = cfg["nodes"] <= constraints.max_nodes
+            cfg = {k: v[inside] for k, v in cfg.items()}
+        cfg = cand.at_level(cfg, constraints.confidence)
+        c = self.candidates
+        cols = cand.price(job, constraints, c.types, cfg)
+        priced = cand.Candidates(cols, c.types, c.skipped)
+        return replace(self, candidates=priced, constraints=constraints, job=job, narrowed={})
+
+    def within(self, max_nodes: int) -> cand.Candidates:
+        """The candidates of at most ``max_nodes`` nodes (both types of a mix together): what
+        ``evaluate`` at that limit makes when the candidates ``narrows``."""
+        c = self.candidates
+        if max_nodes >= self.constraints.max_nodes:
+            return c
+        if max_nodes not in self.narrowed:
+            self.narrowed[max_nodes] = c.take(c["nodes"] + c["nodes2"] <= max_nodes)
+        return self.narrowed[max_nodes]
 
 
 def _check_arguments(model, job, constraints) -> None:
@@ -643,8 +727,16 @@ def evaluate(
             fix="use one of " + ", ".join(fitted),
         )
     listed = None if candidates is None else validate_candidates(candidates, job, catalog)
+    candidates, predicted = _evaluate(model, catalog, job, constraints, listed)
     return Evaluated(
-        _evaluate(model, catalog, job, constraints, listed), model, catalog, job, constraints
+        candidates,
+        model,
+        catalog,
+        job,
+        constraints,
+        enumerated=listed is None,
+        kept=predicted,
+        kept_top=constraints.max_nodes,
     )
 
 
@@ -657,16 +749,18 @@ def select(
 ) -> SearchResult:
     """Filter ``evaluated`` by the deadline and budget of ``constraints`` (default: the
     evaluated ones) and rank it by ``objective``: what ``search`` returns for the same inputs,
-    without predicting again. Constraints that change the candidates (confidence, spot, mixes,
-    nodes, filters) need a new ``evaluate``."""
+    without predicting again; a lower ``max_nodes`` keeps the candidates within it where
+    ``Evaluated.narrows``. Other constraints that change the candidates (confidence, spot,
+    mixes, filters, a higher ``max_nodes``) need a new ``evaluate``."""
     _check_ranking(objective, top)
     constraints = evaluated.constraints if constraints is None else constraints
     if not evaluated.allows(constraints):
         raise InputError(
-            "these constraints change the candidates, not only the deadline and budget",
+            "these constraints change the candidates, not only the deadline, the budget or "
+            "(without mixes) a lower max_nodes",
             fix="evaluate(model, catalog, job, constraints) again",
         )
-    c, job = evaluated.candidates, evaluated.job
+    c, job = evaluated.within(constraints.max_nodes), evaluated.job
     ok = _feasible(c, constraints)
     idx = np.flatnonzero(ok)
     common = {
