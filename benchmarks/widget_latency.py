@@ -17,14 +17,17 @@ deadline and the figure has changed (the bqplot deadline shade, the last mark th
 updates; the naive and empty panels' new image decoded), plus one animation frame for the paint.
 ``CHANGES`` changes per panel after ``WARMUP`` untimed ones, moving left then right.
 
-Ours again, with a control that re-evaluates every candidate (``planner.evaluate``): the
-max-nodes slider, moved one stop up at a time beyond the nodes evaluated so far (a move back
-down would find its evaluation kept), ``REEVALUATE`` moves after ``WARMUP`` untimed ones, timed
-the same way until the table carries the new max nodes and the figure's cloud of candidates
-has moved (the mark a new evaluation redraws).
+Ours again, with two more controls, ``REEVALUATE`` moves each after ``WARMUP`` untimed ones,
+timed the same way until the table carries the new value and the figure's cloud of candidates
+has moved (the mark both redraw): the max-nodes slider, one stop up at a time, and the
+confidence slider, one stop down at a time, each a confidence not evaluated before. The panel
+evaluated every candidate once, up to the max-nodes slider's top: a node limit's move selects
+those within it (``Evaluated.within``) and draws a new sample of them; a confidence's move
+prices the same predictions again at the new confidence (``Evaluated.at``), and moves the axes.
 
 Beside each, the kernel's share: the same changes handled in this process without a browser
-(``kernel_latencies``, ``reevaluate_latencies``).
+(``kernel_latencies``, ``control_latencies``); and, in the kernel alone, a control that
+predicts every candidate again: a new choice of local batches (``batch_latencies``).
 
     .venv/bin/python benchmarks/widget_latency.py
 
@@ -64,7 +67,7 @@ from srifty_kit.present.widgets import (  # noqa: E402
 
 CHANGES = 40
 WARMUP = 4
-REEVALUATE = 20  # max-nodes moves timed (each re-evaluates every candidate)
+REEVALUATE = 20  # max-nodes and confidence moves timed
 DEADLINE_H = 1.0
 
 
@@ -250,8 +253,7 @@ async ([root, control, key, attribute, mark]) => {
 
 def max_nodes_moves(start: int) -> list[int]:
     """The max-nodes slider's moves from ``start``: ``WARMUP`` untimed then ``REEVALUATE`` timed,
-    one stop up at a time, each beyond the nodes evaluated so far, so that each evaluates every
-    candidate again (a move back down finds its evaluation kept: ``SearchPanel``'s cache).
+    one stop up at a time (within the slider's top, which the panel evaluated once).
 
     Args:
         start: the slider's value before the first move.
@@ -260,6 +262,36 @@ def max_nodes_moves(start: int) -> list[int]:
         The values the slider takes, in order.
     """
     return list(range(start + 1, start + 1 + WARMUP + REEVALUATE))
+
+
+def confidence_moves(options: list[float], start: float) -> list[float]:
+    """The confidence slider's moves from ``start``: ``WARMUP`` untimed then ``REEVALUATE``
+    timed, one stop down at a time, each a confidence never evaluated, so that each evaluates
+    every candidate again (a move back would find its evaluation kept: ``SearchPanel``'s cache).
+
+    Args:
+        options: the slider's stops, ascending.
+        start: the slider's value before the first move.
+
+    Returns:
+        The values the slider takes, in order.
+    """
+    at = options.index(start)
+    return options[at - WARMUP - REEVALUATE : at][::-1]
+
+
+def moves(control: str, panel: SearchPanel) -> list:
+    """The timed control's moves (``max_nodes_moves``, ``confidence_moves``) from ``panel``'s
+    value; ArrowRight steps the max nodes up and ArrowLeft the confidence down."""
+    slider = panel.controls[control]
+    if control == "max_nodes":
+        return max_nodes_moves(slider.value)
+    stops = [o[1] if isinstance(o, tuple) else o for o in slider.options]  # (label, value)
+    return confidence_moves(stops, slider.value)
+
+
+# the two controls timed beside the deadline: the key that moves each, the table's attribute
+TIMED = {"max_nodes": ("ArrowRight", "maxNodes"), "confidence": ("ArrowLeft", "confidence")}
 
 
 def time_moves(
@@ -302,11 +334,11 @@ def time_moves(
 def browser_latencies() -> dict[str, list[dict]]:
     """Each timed change per panel (first_ms: the kernel's first update on the page; paint_ms:
     table and figure re-rendered and painted), in one JupyterLab and chromium: the deadline
-    moves of each panel, then ours under "max_nodes" (``max_nodes_moves``).
+    moves of each panel, then ours under "max_nodes" and "confidence" (``moves``).
 
     Raises:
-        RuntimeError: a table showed another value than its slider, or the max-nodes moves
-            were not the ones ``reevaluate_latencies`` times.
+        RuntimeError: a table showed another value than its slider, or a control's moves were
+            not the ones ``control_latencies`` times.
     """
     import nbformat
 
@@ -315,7 +347,8 @@ def browser_latencies() -> dict[str, list[dict]]:
 
     keys = ["ArrowLeft"] * ((CHANGES + WARMUP) // 2)
     keys += ["ArrowRight"] * (CHANGES + WARMUP - len(keys))
-    nodes = max_nodes_moves(Constraints().max_nodes)  # the notebook's constraints leave it be
+    model, job, constraints = demo_model()
+    planned = {c: moves(c, SearchPanel(model, None, job, constraints)) for c in TIMED}
     out: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -339,16 +372,19 @@ def browser_latencies() -> dict[str, list[dict]]:
                 out[name] = time_moves(
                     page, panel, CLASSES["deadline"], keys, "deadline", MARKS.index("deadline")
                 )
-            out["max_nodes"] = time_moves(
-                page,
-                panels["ours"],
-                CLASSES["max_nodes"],
-                ["ArrowRight"] * len(nodes),
-                "maxNodes",
-                MARKS.index("cloud"),  # a new evaluation's: drawn first, the heaviest
-            )
-            if [int(c["value"]) for c in out["max_nodes"]] != nodes[WARMUP:]:
-                raise RuntimeError(f"max nodes moved through {out['max_nodes']}, not {nodes}")
+            for control, (key, attribute) in TIMED.items():
+                values = planned[control]
+                out[control] = time_moves(
+                    page,
+                    panels["ours"],
+                    CLASSES[control],
+                    [key] * len(values),
+                    attribute,
+                    MARKS.index("cloud"),  # a new cloud: drawn first, the heaviest
+                )
+                seen = [float(c["value"]) for c in out[control]]
+                if seen != [float(v) for v in values[WARMUP:]]:
+                    raise RuntimeError(f"{control} moved through {seen}, not {values}")
     return out
 
 
@@ -377,31 +413,47 @@ def kernel_latencies() -> dict[str, list[float]]:
     return out
 
 
-def reevaluate_latencies() -> dict[str, list[float]]:
-    """Kernel alone: the browser's max-nodes moves (``max_nodes_moves``, the first ``WARMUP``
-    not kept), each re-evaluating every candidate (``planner.evaluate``); as the panel runs it
-    ("kept"), and with what it keeps across changes dropped before each one ("dropped": the
-    carries to types never measured and the catalog's check, as the panel was before stop 46,
-    but for the faster catalog lookup)."""
-    from srifty_kit.catalog.query import load_catalog
-    from srifty_kit.tables import contracts
+def batch_latencies() -> list[float]:
+    """Kernel alone: ``REEVALUATE`` choices of local batches, each new (one of the chosen
+    batches, or of those offered when none is chosen, left out in turn, then two), so that
+    each predicts every candidate again."""
+    from itertools import combinations
 
-    out = {}
-    for name, forget in (("kept", False), ("dropped", True)):
-        model, job, constraints = demo_model()
-        panel = SearchPanel(model, load_catalog(), job, constraints)
-        slider = panel.controls["max_nodes"]
-        times = []
-        for i, value in enumerate(max_nodes_moves(slider.value)):
-            if forget:
-                model.__dict__.pop("_transfers", None)
-                contracts._LAST_CATALOG.clear()
-            t = time.perf_counter()
-            slider.value = value
-            if i >= WARMUP:
-                times.append((time.perf_counter() - t) * 1000)
-        out[name] = times
-    return out
+    from srifty_kit.catalog.query import load_catalog
+
+    model, job, constraints = demo_model()
+    panel = SearchPanel(model, load_catalog(), job, constraints)
+    control = panel.controls["batches"]
+    every = tuple(control.value) or tuple(
+        o[1] if isinstance(o, tuple) else o for o in control.options
+    )
+    choices = [
+        tuple(b for b in every if b not in out) for k in (1, 2) for out in combinations(every, k)
+    ]
+    times = []
+    for i, value in enumerate(choices[: WARMUP + REEVALUATE]):
+        t = time.perf_counter()
+        control.value = value
+        if i >= WARMUP:
+            times.append((time.perf_counter() - t) * 1000)
+    return times
+
+
+def control_latencies(control: str) -> list[float]:
+    """Kernel alone: the browser's moves of ``control`` (``moves``, the first ``WARMUP`` not
+    kept), each handled by a panel in this process, in ms."""
+    from srifty_kit.catalog.query import load_catalog
+
+    model, job, constraints = demo_model()
+    panel = SearchPanel(model, load_catalog(), job, constraints)
+    slider = panel.controls[control]
+    times = []
+    for i, value in enumerate(moves(control, panel)):
+        t = time.perf_counter()
+        slider.value = value
+        if i >= WARMUP:
+            times.append((time.perf_counter() - t) * 1000)
+    return times
 
 
 def _p90(x: list[float]) -> float:
@@ -470,30 +522,39 @@ def main() -> None:
     model, job, constraints = demo_model()
     catalog = load_catalog()
     n = len(evaluate(model, catalog, job, constraints))
-    timed_nodes = max_nodes_moves(constraints.max_nodes)[WARMUP:]
+    panel = SearchPanel(model, catalog, job, constraints)
+    planned = {c: moves(c, panel)[WARMUP:] for c in TIMED}
+    top = panel.controls["max_nodes"].max
+    n_top = len(evaluate(model, catalog, job, replace(constraints, max_nodes=top)))
     n_nodes = [
         len(evaluate(model, catalog, job, replace(constraints, max_nodes=v)))
-        for v in (timed_nodes[0], timed_nodes[-1])
+        for v in (planned["max_nodes"][0], planned["max_nodes"][-1])
     ]
     load_before = os.getloadavg()[0]
     browser = browser_latencies()
     kernel = kernel_latencies()
-    again = reevaluate_latencies()
-    kernel["max_nodes"] = again["kept"]
+    for control in TIMED:
+        kernel[control] = control_latencies(control)
+    batches = batch_latencies()
     load_after = os.getloadavg()[0]
     names = {
         "ours": "ours (SearchPanel: select + bqplot in place)",
-        "max_nodes": "ours, a control that re-evaluates (max nodes)",
+        "max_nodes": "ours, max nodes (selects within the evaluated top)",
+        "confidence": "ours, confidence (prices the kept predictions again)",
         "naive": "naive (search() + matplotlib redraw)",
         "empty": "empty round trip (the same slider, two HTML widgets, no work)",
     }
     table = pd.DataFrame([_row(names[k], browser[k], kernel[k], browser["ours"]) for k in names])
     print(table.to_string(index=False))
-    ours, nodes, naive, empty = (
-        _paint(browser[k]) for k in ("ours", "max_nodes", "naive", "empty")
-    )
+    ours, empty = _paint(browser["ours"]), _paint(browser["empty"])
     p90 = _p90(ours)
-    verdict = goal_verdict({"the deadline slider": p90, "the max-nodes slider": _p90(nodes)})
+    verdict = goal_verdict(
+        {
+            "the deadline slider": p90,
+            "the max-nodes slider": _p90(_paint(browser["max_nodes"])),
+            "the confidence slider": _p90(_paint(browser["confidence"])),
+        }
+    )
     where = (
         _spent(
             "ours",
@@ -511,26 +572,34 @@ def main() -> None:
         f"and {p90 - _p90(empty):.0f} ms at the 90th percentile; the rest is this machine's "
         "floor for any widget change."
     )
+    nodes, levels = planned["max_nodes"], planned["confidence"]
     again_text = (
-        "The control that re-evaluates every candidate: "
-        f"{REEVALUATE} moves of the max-nodes slider after {WARMUP} untimed ones, one stop up at "
-        f"a time from {timed_nodes[0]} to {timed_nodes[-1]} nodes, each beyond the nodes "
-        f"evaluated so far ({n_nodes[0]:,} to {n_nodes[-1]:,} candidates), timed in the "
-        "browser until the table carries the new max nodes and the figure's cloud of "
-        "candidates has moved. "
+        f"The max-nodes slider: {REEVALUATE} moves after {WARMUP} untimed ones, one stop up at a "
+        f"time from {nodes[0]} to {nodes[-1]} nodes ({n_nodes[0]:,} to {n_nodes[-1]:,} "
+        f"candidates, selected from the {n_top:,} evaluated once up to the slider's top of "
+        f"{top} nodes). "
         + _spent(
             "it",
             browser["max_nodes"],
-            again["kept"],
-            "the browser placing every mark on the new axes and drawing the new cloud "
-            f"({CLOUD_POINTS:,} points), the rest of the kernel's answer (the explanation, the "
-            "message, the table, which queue behind the drawing), and painting them",
+            kernel["max_nodes"],
+            f"the browser drawing the new cloud ({CLOUD_POINTS:,} points) and the rest of "
+            "the kernel's answer (the explanation, the message, the table), and painting them",
         )
-        + " In the kernel alone, as the panel runs it (the carries to types never measured "
-        "and the catalog's check kept across changes while the catalog holds the same): "
-        f"{statistics.median(again['kept']):.0f} / {_p90(again['kept']):.0f} ms (median / "
-        "p90); with those dropped before each change: "
-        f"{statistics.median(again['dropped']):.0f} / {_p90(again['dropped']):.0f} ms."
+        + "\n\nThe confidence slider: "
+        f"{REEVALUATE} moves after {WARMUP} untimed ones, one stop down at a time from "
+        f"{levels[0]:g} to {levels[-1]:g}, each pricing the {n_top:,} candidates' kept "
+        "predictions at the new confidence. "
+        + _spent(
+            "it",
+            browser["confidence"],
+            kernel["confidence"],
+            "the browser placing the marks on the new axes, drawing the new cloud and the rest "
+            "of the kernel's answer, and painting them",
+        )
+        + "\n\nA control that predicts every candidate again (not timed in the browser: a "
+        f"multiple choice, not a slider): {len(batches)} new choices of local batches, in the "
+        f"kernel alone: {statistics.median(batches):.0f} / {_p90(batches):.0f} ms (median / "
+        f"p90), each evaluating all {n_top:,} candidates up to the slider's top."
     )
     text = "\n".join(
         [
@@ -555,7 +624,8 @@ def main() -> None:
         ]
     )
     write_report("widget_latency", text)
-    for key, times in (("ours", ours), ("max nodes", nodes), ("naive", naive), ("empty", empty)):
+    for key in names:
+        times = _paint(browser[key])
         print(f"{key}: median {statistics.median(times):.1f} ms, p90 {_p90(times):.1f} ms")
 
 

@@ -89,7 +89,9 @@ MARKS = (
     "budget",
 )
 CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is instant
-CLOUD_POINTS = 2000  # candidates drawn in the scatter (a fixed sample per evaluation)
+# the node slider's top: the panel evaluates every candidate up to it once (``_evaluated``)
+NODE_SLIDER_TOP = 64
+CLOUD_POINTS = 500  # candidates drawn in the scatter (a fixed sample per evaluation)
 NUMBER = "{:.4g}"  # how the table writes numbers
 SHARE = "{:.0%}"  # and its shares (SHARES)
 SHARES = ("p_meet", "efficiency")
@@ -594,7 +596,8 @@ class SearchPanel:
         self.error: Exception | None = None
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
-        self._drawn: Evaluated | None = None
+        # the evaluation's clouds and the cloud's sample last drawn (``_draw``)
+        self._drawn: tuple[dict, np.ndarray] | None = None
         self._bounds_y: tuple[float, float] | None = None  # the cost axis' ends drawn
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
         # each displayed static copy and what it copies (_display_with_copy)
@@ -675,7 +678,7 @@ class SearchPanel:
             "max_nodes": w.IntSlider(
                 value=c.max_nodes,
                 min=1,
-                max=max(64, c.max_nodes),
+                max=max(NODE_SLIDER_TOP, c.max_nodes),
                 description="max nodes",
                 continuous_update=False,
                 style=wide,
@@ -846,25 +849,44 @@ class SearchPanel:
         return job, constraints, str(v["objective"])
 
     def _evaluated(self, job: Job, constraints: Constraints) -> tuple[Evaluated, dict]:
-        key = (job, replace(constraints, deadline_h=None, budget_usd=None))
+        """The evaluation ``select`` answers ``constraints`` from and what the figure draws of
+        it: its axes' ends and, per node limit, the cloud's sample of the candidates within it.
+
+        Without mixes the candidates are evaluated up to the node slider's top: a node limit
+        only narrows them (``select``, ``Evaluated.within``), so moving it neither predicts
+        nor prices again and the axes stay where they were; and another confidence, spot
+        choice, amount of work or noise scale prices the same predictions again
+        (``Evaluated.at``) instead of predicting them. Only the batches, the workload, the
+        type filters and mixes predict again."""
+        top = constraints.max_nodes
+        if not constraints.mixes:
+            top = max(top, self.controls["max_nodes"].max)
+        wide = replace(constraints, deadline_h=None, budget_usd=None, max_nodes=top)
+        key = (job, wide)
         if key in self._cache:
             self._cache.move_to_end(key)
-            return self._cache[key]
-        ev = evaluate(self.model, self.catalog, job, constraints)
-        c = ev.candidates
-        rng = np.random.default_rng(0)
-        idx = np.sort(rng.choice(len(c), min(CLOUD_POINTS, len(c)), replace=False))
-        axes = cost_time_axes(constraints.confidence)  # the front's coordinates, and their words
-        view = {
-            "cloud": idx,
-            "axes": axes,
-            "x": log_bounds(c[axes["x"][0]]) if len(c) else (0.1, 10.0),
-            "y": log_bounds(c[axes["y"][0]]) if len(c) else (0.1, 10.0),
-        }
-        self._cache[key] = (ev, view)
-        while len(self._cache) > CACHED_EVALUATIONS:
-            self._cache.popitem(last=False)
-        return ev, view
+        else:
+            last = self._cache[next(reversed(self._cache))][0] if self._cache else None
+            ev = None if last is None else last.at(wide, job)
+            ev = evaluate(self.model, self.catalog, job, wide) if ev is None else ev
+            c = ev.candidates
+            axes = cost_time_axes(constraints.confidence)  # the front's coordinates, in words
+            view = {
+                "clouds": {},  # per node limit: the cloud's sample of the candidates within it
+                "axes": axes,
+                "x": log_bounds(c[axes["x"][0]]) if len(c) else (0.1, 10.0),
+                "y": log_bounds(c[axes["y"][0]]) if len(c) else (0.1, 10.0),
+            }
+            self._cache[key] = (ev, view)
+            while len(self._cache) > CACHED_EVALUATIONS:
+                self._cache.popitem(last=False)
+        ev, view = self._cache[key]
+        limit = constraints.max_nodes
+        if limit not in view["clouds"]:
+            n = len(ev.within(limit))
+            rng = np.random.default_rng(0)
+            view["clouds"][limit] = np.sort(rng.choice(n, min(CLOUD_POINTS, n), replace=False))
+        return ev, {**view, "cloud": view["clouds"][limit]}
 
     def _changed(self, change: dict) -> None:
         if self._quiet:
@@ -929,7 +951,7 @@ class SearchPanel:
             "job": json.dumps(asdict(job)),
         }
         # the figure first and the table last: a browser sees the table change last
-        self._draw(ev, view, result, constraints)
+        self._draw(view, result, constraints)
         # the reason is said once: under the figure for a pick, in the message when none
         why = result.explanation if result.feasible else ""
         self.why.value = f'<pre class="srifty-why-text">{html.escape(why)}</pre>'
@@ -1031,10 +1053,8 @@ class SearchPanel:
         )
         return fig, marks, sc
 
-    def _draw(
-        self, ev: Evaluated, view: dict, result: SearchResult, constraints: Constraints
-    ) -> None:
-        m, c = self.marks, ev.candidates
+    def _draw(self, view: dict, result: SearchResult, constraints: Constraints) -> None:
+        m, c = self.marks, result.candidates  # those within the node limit
         # every mark in the front's coordinates (``plots.cost_time_axes``): the pick, by any
         # objective, is a point of the front (the search ranks in them), never off it
         (x, x_label), (y, y_label) = view["axes"].values()
@@ -1042,17 +1062,23 @@ class SearchPanel:
         # a budget under every configuration's cost is drawn all the same, on the axis
         # widened down to it: the line far below the cloud says why nothing fits
         bounds = {"x": view["x"], "y": with_line(view["y"], b)}
-        if self._drawn is not ev or bounds["y"] != self._bounds_y:
+        # the axes are the evaluation's (``_evaluated``): a node limit within it keeps them
+        new = self._drawn is None or self._drawn[0] is not view["clouds"]
+        if new:
+            # the old cloud is cleared before the axes move: the browser would otherwise move
+            # every old point to the new axes, then draw the new ones, two passes over the cloud
+            set_data(m["cloud"], [], [])
+        if new or bounds["y"] != self._bounds_y:
             for name, axis in zip("xy", self.figure.axes, strict=True):
-                if name == "x" and self._drawn is ev:
+                if name == "x" and not new:
                     continue
                 with self.scales[name].hold_sync():
                     self.scales[name].min, self.scales[name].max = bounds[name]
                 with axis.hold_sync():
                     axis.tick_values = axis_ticks(*bounds[name], name)
             self._bounds_y = bounds["y"]
-        if self._drawn is not ev:  # a new evaluation: new cloud and labels, nothing else redrawn
-            idx = view["cloud"]
+        idx = view["cloud"]
+        if new or self._drawn[1] is not idx:  # new axes or a new node limit: a new cloud
             for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
                 if axis.label != label:  # the confidence is in the time's label
                     axis.label = label
@@ -1060,7 +1086,7 @@ class SearchPanel:
             if m["budget"].labels != [budget]:
                 m["budget"].labels = [budget]
             set_data(m["cloud"], c[x][idx], c[y][idx], color=c["spot"][idx].astype(float))
-            self._drawn = ev
+            self._drawn = (view["clouds"], idx)
         front = result.pareto
         set_data(m["front"], front[x], front[y])
         set_data(m["front_dots"], front[x], front[y])

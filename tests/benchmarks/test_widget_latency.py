@@ -26,24 +26,59 @@ def bench():
     return module
 
 
-def test_every_timed_max_nodes_move_evaluates_every_candidate_again(bench):
+@pytest.fixture(scope="module")
+def panel(bench):
     from srifty_kit.catalog.query import load_catalog
     from srifty_kit.present.widgets import SearchPanel
 
     model, job, constraints = bench.demo_model()
-    panel = SearchPanel(model, load_catalog(), job, constraints)
+    return SearchPanel(model, load_catalog(), job, constraints)
+
+
+def test_every_timed_max_nodes_move_selects_within_one_evaluation(bench, panel):
+    from srifty_kit.decide.planner import evaluate
+
     slider = panel.controls["max_nodes"]
-    moves = bench.max_nodes_moves(slider.value)
+    moves = bench.moves("max_nodes", panel)
     assert len(moves) == bench.WARMUP + bench.REEVALUATE
     assert moves[-1] <= slider.max  # the slider reaches every move
-    seen = [panel.evaluated]
+    first, counts = panel.evaluated, []
     for value in moves:
         slider.value = value
-        # a new evaluation, never one the panel kept: the move re-evaluates every candidate
-        assert all(panel.evaluated is not ev for ev in seen)
+        assert panel.evaluated is first  # nothing predicted or priced again: it narrows
         assert panel.result.constraints.max_nodes == value
-        assert len(panel.evaluated.candidates) > len(seen[-1].candidates)
+        counts.append(panel.result.n_candidates)
+    assert counts == sorted(counts) and counts[0] < counts[-1]
+    wide = panel.result.constraints
+    assert counts[-1] == len(evaluate(panel.model, panel.catalog, panel.job, wide))
+
+
+def test_every_timed_confidence_move_prices_the_kept_predictions_again(bench, panel):
+    slider = panel.controls["confidence"]
+    moves = bench.moves("confidence", panel)
+    assert len(moves) == bench.WARMUP + bench.REEVALUATE
+    assert moves == sorted(moves, reverse=True) and moves[0] < slider.value
+    seen, kept = [panel.evaluated], panel.evaluated.kept
+    for value in moves:
+        slider.value = value
+        # a new evaluation at each confidence, never one the panel kept, from the same
+        # predictions: the move prices them again
+        assert all(panel.evaluated is not ev for ev in seen)
+        assert panel.evaluated.kept is kept
+        assert panel.result.constraints.confidence == value
         seen.append(panel.evaluated)
+
+
+def test_every_timed_batch_choice_predicts_every_candidate_again(bench, monkeypatch):
+    from srifty_kit.present import widgets
+
+    calls = []
+    real = widgets.evaluate
+    monkeypatch.setattr(widgets, "evaluate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    times = bench.batch_latencies()
+    assert len(times) == bench.REEVALUATE
+    # the panel's first search and then one full evaluation per choice, none reused
+    assert len(calls) == 1 + bench.WARMUP + bench.REEVALUATE
 
 
 def test_the_goal_names_the_control_that_misses_it(bench):

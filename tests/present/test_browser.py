@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 
 import nbformat
 import numpy as np
@@ -20,7 +21,7 @@ from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.planner import evaluate
 from srifty_kit.present.plots import cost_time_axes
-from srifty_kit.present.widgets import MARKS, log_bounds
+from srifty_kit.present.widgets import MARKS, NODE_SLIDER_TOP, log_bounds
 from tests.builders import (
     REPO,
     browser_page,
@@ -139,10 +140,14 @@ def _assert_panel_shows(page, result) -> None:
     ]
     assert table["rows"] == want
     fig = page.evaluate(FIGURE_JS, "srifty-figure")
-    # the front's coordinates, which every drawing of a search uses (plots.cost_time_axes)
+    # the front's coordinates, which every drawing of a search uses (plots.cost_time_axes),
+    # over every candidate the panel evaluated: without mixes, up to its node slider's top
     (x, _), (y, _) = cost_time_axes(result.constraints.confidence).values()
-    (x0, x1) = log_bounds(result.candidates[x])
-    (y0, y1) = log_bounds(result.candidates[y])
+    asked = result.constraints
+    top = asked.max_nodes if asked.mixes else max(asked.max_nodes, NODE_SLIDER_TOP)
+    drawn = search(result.model, result.catalog, result.job, replace(asked, max_nodes=top))
+    (x0, x1) = log_bounds(drawn.candidates[x])
+    (y0, y1) = log_bounds(drawn.candidates[y])
 
     def pixel(t: float, c: float) -> tuple[float, float]:
         px = fig["width"] * np.log(t / x0) / np.log(x1 / x0)
