@@ -275,12 +275,41 @@ class WeeklyReport:
         of no team (``NO_TEAM``: neither their tags nor their resource's usage say whose) and
         the rest of the bill (``REST_OF_BILL``); each only where it has rows. Its billed and
         effective columns sum to the reconciliation's, per currency."""
+        return self._up_to_the_bill(self.by_team, "team", NO_TEAM)
+
+    @property
+    def family_table(self) -> pd.DataFrame:
+        """``by_family`` (billed net of the credits and negations on each family's
+        resources), then, as ``team_table``, the credits and negations of no one family
+        (``NO_FAMILY``: on no resource, or on one whose instance usage that week was not of
+        exactly one instance type) and the rest of the bill: its columns add up to the
+        reconciliation's, per currency, as the team table's do."""
+        return self._up_to_the_bill(self.by_family, "family", NO_FAMILY)
+
+    @property
+    def pricing_table(self) -> pd.DataFrame:
+        """``by_pricing`` (billed net of the credits and negations on resources that ran at
+        that pricing alone), then, as ``team_table``, those of no one pricing
+        (``NO_PRICING``) and the rest of the bill: its columns add up to the
+        reconciliation's, per currency."""
+        return self._up_to_the_bill(self.by_pricing, "pricing", NO_PRICING)
+
+    def _up_to_the_bill(self, frame: pd.DataFrame, key: str, loose_name: str) -> pd.DataFrame:
+        """``frame`` (a breakdown by ``key``, billed net of its negations) and per currency a
+        line of the negations attributed to none of its rows (``loose_name``) and one of the
+        rest of the bill (``REST_OF_BILL``), each only where it has rows.
+
+        The rest's billed and effective cost are what the reconciliation holds beyond the
+        rows and the loose line, so the columns add up to it whatever the key; the effective
+        cost of a credit attributed to a row is in the rest (``net_of_negations`` says why).
+        """
         parts = []
-        neg = self.usage.negations
+        neg = attributed(self.usage.negations)
         for currency, whole in self.reconciliation.groupby("currency", sort=True):
-            teams = self.by_team[self.by_team["currency"] == currency]
+            rows = frame[frame["currency"] == currency]
             mine = neg[neg["currency"] == currency]
-            loose = mine[~mine["team"].isin(set(teams["team"]) - {UNTAGGED})]
+            # NaN (no one type or pricing) is in no set: those rows are loose
+            loose = mine[~mine[key].isin(set(rows[key]) - {UNTAGGED})]
             used = self.usage.lines.loc[self.usage.lines["currency"] == currency, "line_items"]
             loose_billed, loose_effective = (
                 loose["billed_cost"].sum(),
@@ -288,24 +317,24 @@ class WeeklyReport:
             )
             rest = whole["rows"].sum() - used.sum() - mine["line_items"].sum()
             lines = [
-                (NO_TEAM, len(loose) > 0, loose_billed, loose_effective),
+                (loose_name, len(loose) > 0, loose_billed, loose_effective),
                 (
                     REST_OF_BILL,
                     rest > 0,
-                    whole["billed_cost"].sum() - teams["billed_cost"].sum() - loose_billed,
-                    whole["effective_cost"].sum() - teams["effective_cost"].sum() - loose_effective,
+                    whole["billed_cost"].sum() - rows["billed_cost"].sum() - loose_billed,
+                    whole["effective_cost"].sum() - rows["effective_cost"].sum() - loose_effective,
                 ),
             ]
             extra = [
-                {"currency": currency, "team": name, "billed_cost": b, "effective_cost": e}
+                {"currency": currency, key: name, "billed_cost": b, "effective_cost": e}
                 for name, shown, b, e in lines
                 if shown
             ]
-            parts += [teams, pd.DataFrame(extra, columns=list(self.by_team.columns))]
+            parts += [rows, pd.DataFrame(extra, columns=list(frame.columns))]
         parts = [p for p in parts if len(p)]
         if not parts:
-            return self.by_team.copy()
-        return pd.concat(parts, ignore_index=True)[list(self.by_team.columns)]
+            return frame.copy()
+        return pd.concat(parts, ignore_index=True)[list(frame.columns)]
 
     @property
     def savings_table(self) -> pd.DataFrame:
@@ -724,24 +753,52 @@ def _headline(
 
 
 NO_TEAM = "(credits and negations of no team)"
+NO_FAMILY = "(credits and negations of no one instance family)"
+NO_PRICING = "(credits and negations of no one pricing)"
 REST_OF_BILL = "(the rest of the bill: other services, tax, fees, purchases, unusable rows)"
 
 
-def net_of_negations(frame: pd.DataFrame, negations: pd.DataFrame, key: str) -> pd.DataFrame:
-    """``frame`` (a row per currency and ``key``: job or team) with ``billed_cost`` net of
-    the credits, refunds and commitment negations attributed to that key
-    (``WeeklyUsage.negations``: by their tags or their resource's usage).
+def attributed(negations: pd.DataFrame) -> pd.DataFrame:
+    """``WeeklyUsage.negations`` with the instance family of the type each is attributed to
+    (``family``; NaN where its resource's usage had no one instance type).
 
     Args:
-        frame: the jobs or a team breakdown, with currency, ``key`` and billed_cost.
-        negations: ``WeeklyUsage.negations``.
-        key: "job" or "team"; the untagged row takes none (whose they are is unknown).
+        negations: ``WeeklyUsage.negations`` (``tables.ledger.NEGATION_SCHEMA``).
 
     Returns:
-        A copy; negations whose key has no row here are left out (``WeeklyReport.team_table``
-        shows them on a line of their own).
+        A copy with a ``family`` column, the key ``net_of_negations`` nets ``by_family`` on.
     """
-    mine = negations[negations[key] != UNTAGGED]
+    types = negations["instance_type"]
+    return negations.assign(family=instance_family(types).where(types.notna()))
+
+
+def net_of_negations(frame: pd.DataFrame, negations: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``frame`` (a row per currency and ``key``) with ``billed_cost`` net of the credits,
+    refunds and commitment negations attributed to that key (``WeeklyUsage.negations``: the
+    job and team by their tags or their resource's usage, the type and pricing by their
+    resource's usage).
+
+    Only the billed cost is netted: a commitment negation's effective cost is 0 (the covered
+    usage already carries its amortised cost), and the effective cost of the rows stays that
+    of their usage, the figure the breakdown figure, the shares and the summary give; a
+    credit's own effective cost is on the table's rest-of-the-bill line
+    (``WeeklyReport.team_table``), so the column still adds up.
+
+    Args:
+        frame: the jobs or a breakdown by team, family or pricing, with currency, ``key``
+            and billed_cost.
+        negations: ``WeeklyUsage.negations``, through ``attributed`` for ``family``.
+        key: "job", "team", "family" or "pricing": a column of both. The untagged row takes
+            none (whose they are is unknown), and negations attributed to no ``key``
+            (``UNTAGGED``, or NaN where their resource's usage had no one type or pricing)
+            net into no row.
+
+    Returns:
+        A copy; negations whose key has no row here are left out (``WeeklyReport``'s
+        ``team_table``, ``family_table`` and ``pricing_table`` show them on a line of their
+        own).
+    """
+    mine = negations[negations[key].notna() & (negations[key] != UNTAGGED)]
     got = mine.groupby(["currency", key])["billed_cost"].sum()
     pairs = zip(frame["currency"], frame[key], strict=True)
     add = np.array([float(got.get(pair, 0.0)) for pair in pairs])
@@ -832,7 +889,12 @@ def weekly_report(
 
         findings = validate_focus(source.files)
     # billed as the invoice nets it: each job's credits and negations on its own row
-    jobs = net_of_negations(jobs_of_week(usage.lines), usage.negations, "job")
+    negations = attributed(usage.negations)
+    jobs = net_of_negations(jobs_of_week(usage.lines), negations, "job")
+
+    def breakdown(key: str) -> pd.DataFrame:  # so that each adds up to the same bill
+        return net_of_negations(_breakdown(usage.lines, key, catalog, extra), negations, key)
+
     compute = compute_split(usage, catalog, extra)
     report = WeeklyReport(
         usage=usage,
@@ -845,11 +907,9 @@ def weekly_report(
         commitments=commitment_table(usage),
         checks=sanity_checks(usage, compute, findings),
         jobs=jobs,
-        by_team=net_of_negations(
-            _breakdown(usage.lines, "team", catalog, extra), usage.negations, "team"
-        ),
-        by_family=_breakdown(usage.lines, "family", catalog, extra),
-        by_pricing=_breakdown(usage.lines, "pricing", catalog, extra),
+        by_team=breakdown("team"),
+        by_family=breakdown("family"),
+        by_pricing=breakdown("pricing"),
         forecast=forecast_next_week(usage.daily["cost"], level=level),
         week_note=week_note(week_start),
     )

@@ -219,6 +219,8 @@ NEGATION_SCHEMA = {
     "currency": _TEXT,
     "job": _TEXT,
     "team": _TEXT,
+    "instance_type": _TEXT,  # NULL: the resource's usage had no one instance type
+    "pricing": _TEXT,  # NULL: ... no one pricing
     "line_items": _INT,
     "billed_cost": _FLOAT,
     "effective_cost": _FLOAT,
@@ -258,8 +260,9 @@ class WeeklyUsage:
     rows add up to the week's); ``outside`` the ledger's other rows (before or after the week,
     or with no readable date); ``daily`` the used instance usage's effective cost and
     instance-hours per day in ``currency`` (the one with the most of the week's cost);
-    ``negations`` the week's credits, refunds and commitment negations by the job and team
-    they can be attributed to (``NEGATION_SCHEMA``; ``usage_sql.negations_sql``).
+    ``negations`` the week's credits, refunds and commitment negations by the job, team,
+    instance type and pricing they can be attributed to (``NEGATION_SCHEMA``;
+    ``usage_sql.negations_sql``).
     """
 
     source: str

@@ -859,26 +859,39 @@ def week_sql(usage: str, start: dt.date, end: dt.date) -> str:
 
 def negations_sql(usage: str, start: dt.date, end: dt.date) -> str:
     """The week's credits, refunds and commitment negations (reasons ``CREDIT`` and
-    ``NEGATION``) by currency and the job and team they can be attributed to: their own tags,
-    else those of the week's instance usage on the same resource when one job and team used
-    it; ``UNTAGGED`` where neither says whose they are. Rows, billed and effective cost."""
+    ``NEGATION``) by currency and what they can be attributed to: the job and team by their
+    own tags, else those of the week's instance usage on the same resource when one job and
+    team used it (``UNTAGGED`` where neither says whose they are); the instance type and the
+    pricing by the week's instance usage on the same resource, each when that usage had
+    exactly one (NULL otherwise: a negation row's own pricing is not its usage's, a CUR's
+    savings-plan negation reads as on-demand). Rows, billed and effective cost."""
     untagged = literal(UNTAGGED)
     reasons = ", ".join(literal(r) for r in (CREDIT, NEGATION))
+
+    def only(column: str) -> str:  # the resource's one value of ``column``, else NULL
+        return f"CASE WHEN COUNT(DISTINCT {column}) = 1 THEN MIN({column}) END AS {column}"
+
     return (
         f"WITH usage AS (\n{usage}\n),\nweek AS (\n"
         f"  SELECT * FROM usage WHERE {_in_week(start, end)}\n),\nowner AS (\n"
         "  SELECT resource_id, MIN(job) AS job, MIN(team) AS team FROM week\n"
         f"  WHERE reason IS NULL AND resource_id IS NOT NULL AND job <> {untagged}\n"
         "  GROUP BY resource_id\n"
-        "  HAVING COUNT(DISTINCT job) = 1 AND COUNT(DISTINCT team) = 1\n)\n"
+        "  HAVING COUNT(DISTINCT job) = 1 AND COUNT(DISTINCT team) = 1\n),\nkind AS (\n"
+        # tagged or not: what ran on a resource does not depend on whose it was
+        f"  SELECT resource_id, {only('instance_type')}, {only('pricing')} FROM week\n"
+        "  WHERE reason IS NULL AND resource_id IS NOT NULL\n"
+        "  GROUP BY resource_id\n)\n"
         "SELECT n.currency,\n"
         f"  COALESCE(NULLIF(n.job, {untagged}), o.job, {untagged}) AS job,\n"
         f"  COALESCE(NULLIF(n.team, {untagged}), o.team, {untagged}) AS team,\n"
+        "  k.instance_type, k.pricing,\n"
         "  COUNT(*) AS line_items, SUM(n.billed_cost) AS billed_cost,\n"
         "  SUM(n.effective_cost) AS effective_cost\n"
         "FROM week AS n LEFT JOIN owner AS o ON n.resource_id = o.resource_id\n"
+        "  LEFT JOIN kind AS k ON n.resource_id = k.resource_id\n"
         f"WHERE n.reason IN ({reasons})\n"
-        "GROUP BY 1, 2, 3\nORDER BY 1, 2, 3"
+        "GROUP BY 1, 2, 3, 4, 5\nORDER BY 1, 2, 3, 4, 5"
     )
 
 

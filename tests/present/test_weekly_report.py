@@ -790,8 +790,41 @@ def test_every_top_job_of_the_sample_has_a_recommendation_or_says_why_where_it_w
     assert f"{int(kept.sum())} jobs are best kept as they ran" in text
 
 
+def credit_line(frame: pd.DataFrame, kind: str, cost: float, resource, tags) -> pd.DataFrame:
+    """A CUR 2.0 line of ``kind`` (Credit, Refund, ...) for ``cost`` on ``resource`` (None:
+    the account's) with ``tags`` ((key, value) pairs), dated as the week's first line."""
+    first = frame[frame["line_item_usage_start_date"] >= pd.Timestamp(LEDGER_WEEK)].iloc[0]
+    return first.copy().to_frame().T.assign(
+        line_item_line_item_type=kind, line_item_unblended_cost=cost,
+        line_item_resource_id=resource, resource_tags=[tags], line_item_usage_type="",
+        line_item_usage_amount=0.0, product_instance_type=None,
+        pricing_public_on_demand_cost=np.nan,
+    )  # fmt: skip
+
+
+def report_with(frame: pd.DataFrame, credits: list[pd.DataFrame], path) -> tuple:
+    """The weekly report of ``frame`` and ``credits`` written as a CUR 2.0 Parquet export,
+    and the same week read independently: its rows, which of them are instance usage (by
+    the line item and usage types) and their billed (unblended) cost."""
+    from srifty_kit.present.weekly import weekly_report
+
+    frame = pd.concat([frame, *credits], ignore_index=True)
+    for column in ("line_item_unblended_cost", "line_item_usage_amount"):
+        frame[column] = frame[column].astype(float)
+    path = write_cur_parquet(frame, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = weekly_report(LEDGER_WEEK, path, models=[])
+    start = pd.to_datetime(frame["line_item_usage_start_date"])
+    week = frame[(start >= pd.Timestamp(LEDGER_WEEK)) & (start < pd.Timestamp("2026-11-30"))]
+    used = week["line_item_usage_type"].str.contains("BoxUsage|SpotUsage") & week[
+        "line_item_line_item_type"
+    ].isin(["Usage", "SavingsPlanCoveredUsage"])
+    return report, week, used, week["line_item_unblended_cost"]
+
+
 def test_team_and_job_billed_cost_is_net_of_their_credits_and_adds_up_to_the_bill(tmp_path):
-    from srifty_kit.present.weekly import NO_TEAM, REST_OF_BILL, table_html, weekly_report
+    from srifty_kit.present.weekly import NO_TEAM, REST_OF_BILL, table_html
 
     frame = cur_frame(usage_hours(), tags="map")
     kind = frame["line_item_line_item_type"]
@@ -800,42 +833,17 @@ def test_team_and_job_billed_cost_is_net_of_their_credits_and_adds_up_to_the_bil
         [[] for _ in range(int((kind == "SavingsPlanNegation").sum()))],
         index=frame.index[kind == "SavingsPlanNegation"],
     )
-    first = frame[frame["line_item_usage_start_date"] >= pd.Timestamp(LEDGER_WEEK)].iloc[0]
     vision = frame[(kind == "Usage") & frame["line_item_usage_type"].str.contains("Spot")]
     vision = vision[vision["line_item_usage_start_date"] >= pd.Timestamp(LEDGER_WEEK)].iloc[0]
+    credits = [
+        credit_line(frame, "Credit", -5.0, vision["line_item_resource_id"], []),  # resource's
+        credit_line(frame, "Refund", -1.1, None, [("user_team", "nlp"), ("user_job", "nlp-eval")]),
+        credit_line(frame, "Credit", -7.25, None, []),  # the account's: nobody's
+    ]
+    report, week, used, cost = report_with(frame, credits, tmp_path / "cur.parquet")
 
-    def credit(kind, cost, resource, tags):
-        return first.copy().to_frame().T.assign(
-            line_item_line_item_type=kind, line_item_unblended_cost=cost,
-            line_item_resource_id=resource, resource_tags=[tags], line_item_usage_type="",
-            line_item_usage_amount=0.0, product_instance_type=None,
-            pricing_public_on_demand_cost=np.nan,
-        )  # fmt: skip
-
-    frame = pd.concat(
-        [
-            frame,
-            credit("Credit", -5.0, vision["line_item_resource_id"], []),  # the resource's
-            credit("Refund", -1.1, None, [("user_team", "nlp"), ("user_job", "nlp-eval")]),
-            credit("Credit", -7.25, None, []),  # the account's: nobody's
-        ],
-        ignore_index=True,
-    )
-    for column in ("line_item_unblended_cost", "line_item_usage_amount"):
-        frame[column] = frame[column].astype(float)
-    path = write_cur_parquet(frame, tmp_path / "cur.parquet")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        report = weekly_report(LEDGER_WEEK, path, models=[])
-
-    # the ledger read independently: the week's rows, instance usage by its tags
-    start = pd.to_datetime(frame["line_item_usage_start_date"])
-    week = frame[(start >= pd.Timestamp(LEDGER_WEEK)) & (start < pd.Timestamp("2026-11-30"))]
+    # the ledger read independently: instance usage by its tags
     tags = week["resource_tags"].map(dict)
-    used = week["line_item_usage_type"].str.contains("BoxUsage|SpotUsage") & week[
-        "line_item_line_item_type"
-    ].isin(["Usage", "SavingsPlanCoveredUsage"])
-    cost = week["line_item_unblended_cost"]
     team = tags.map(lambda t: t.get("user_team"))
     job = tags.map(lambda t: t.get("user_job"))
     negated = week["line_item_line_item_type"] == "SavingsPlanNegation"
@@ -864,6 +872,79 @@ def test_team_and_job_billed_cost_is_net_of_their_credits_and_adds_up_to_the_bil
     )
     cells = re.findall(r"<td[^>]*>(.*?)</td>", table_html(report.team_table, "note"), re.S)
     assert cells and all(c.strip() for c in cells) and "nan" not in " ".join(cells).lower()
+
+
+def test_family_and_pricing_billed_cost_is_net_of_the_credits_on_their_resources(tmp_path):
+    from srifty_kit.present.weekly import NO_FAMILY, NO_PRICING, REST_OF_BILL, table_html
+
+    frame = cur_frame(usage_hours(), tags="map")
+    resource, itype = frame["line_item_resource_id"], frame["product_instance_type"]
+    instance = frame["line_item_usage_type"].str.contains("BoxUsage|SpotUsage")
+    in_week = frame["line_item_usage_start_date"] >= pd.Timestamp(LEDGER_WEEK)
+    bert = resource[instance & (itype == "p4d.24xlarge") & in_week].iloc[0]
+    resnet = resource[instance & (itype == "g4dn.12xlarge") & in_week].iloc[0]
+    # vision-big's g6 hours ran on a resnet node resized: a resource of two types and two
+    # pricings (g4dn spot, g6 on-demand), whose credit is no one family's or pricing's
+    frame.loc[instance & (itype == "g6.12xlarge"), "line_item_resource_id"] = resnet
+    credits = [
+        credit_line(frame, "Credit", -40.0, bert, []),  # on the p4d savings-plan node
+        credit_line(frame, "Credit", -3.0, resnet, [("user_team", "vision")]),
+    ]
+    report, week, used, cost = report_with(frame, credits, tmp_path / "cur.parquet")
+
+    # the ledger read independently: each instance usage row's family and pricing
+    kind = week["line_item_line_item_type"]
+    family = week["product_instance_type"].str.split(".").str[0]
+    pricing = np.where(
+        kind == "SavingsPlanCoveredUsage",
+        "savings-plan",
+        np.where(week["line_item_usage_type"].str.contains("Spot"), "spot", "on-demand"),
+    )
+    negations = cost[kind == "SavingsPlanNegation"].sum()  # all on bert's node
+    want_family = {
+        "p4d": cost[used & (family == "p4d")].sum() + negations - 40.0,
+        "g4dn": cost[used & (family == "g4dn")].sum(),
+        "g6": cost[used & (family == "g6")].sum(),
+        "c6i": cost[used & (family == "c6i")].sum(),
+        NO_FAMILY: -3.0,
+    }
+    want_pricing = {
+        "savings-plan": cost[used & (pricing == "savings-plan")].sum() + negations - 40.0,
+        "spot": cost[used & (pricing == "spot")].sum(),
+        "on-demand": cost[used & (pricing == "on-demand")].sum(),
+        NO_PRICING: -3.0,
+    }
+    families = report.family_table.set_index("family")
+    prices = report.pricing_table.set_index("pricing")
+    for shown, want in ((families, want_family), (prices, want_pricing)):
+        for name, billed in want.items():
+            assert round(shown.loc[name, "billed_cost"], 2) == round(billed, 2), name
+    # the p4d credit reads under p4d as under its team; the resized node's under its team only
+    teams = report.team_table.set_index("team")
+    assert round(teams.loc["nlp", "billed_cost"] - families.loc["p4d", "billed_cost"], 2) == round(
+        cost[used & (family == "c6i")].sum(), 2
+    )
+    vision = cost[used & family.isin(["g4dn", "g6"])].sum() - 3.0
+    assert round(teams.loc["vision", "billed_cost"], 2) == round(vision, 2)
+    # every breakdown's billed column is the same bill, to the cent, and so is effective
+    bill = round(cost.sum(), 2)
+    for shown in (teams, families, prices):
+        assert round(shown["billed_cost"].sum(), 2) == bill
+        assert round(shown.loc[REST_OF_BILL, "billed_cost"], 2) == round(
+            teams.loc[REST_OF_BILL, "billed_cost"], 2
+        )
+        effective = round(report.reconciliation["effective_cost"].sum(), 2)
+        assert round(shown["effective_cost"].sum(), 2) == effective
+    # effective cost stays the usage's amortised cost: the savings plan's share, no credit
+    amortised = week["savings_plan_savings_plan_effective_cost"][used & (family == "p4d")].sum()
+    assert report.by_family.set_index("family").loc["p4d", "effective_cost"] == pytest.approx(
+        amortised
+    )
+    for table in (report.family_table, report.pricing_table):
+        html = table_html(table, "note")
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)
+        assert cells and all(c.strip() for c in cells) and "nan" not in " ".join(cells).lower()
+    assert NO_FAMILY in table_html(report.family_table, "note")
 
 
 def test_a_ledger_that_states_no_list_cost_shows_it_unknown_not_zero():
