@@ -49,6 +49,28 @@ def money(x: float) -> str:
     return f"${x:,.2f}" if x < 100 else f"${x:,.0f}"
 
 
+def money_apart(a: float, b: float) -> tuple[str, str]:
+    """Two amounts as ``money`` shows them, or, where they would read the same but differ
+    (a probe's $0.04 against its expected saving of $0.04), each with one more digit until
+    they read apart (at most four decimals): a sentence that weighs one against the other
+    must not show them equal.
+
+    Args:
+        a, b: dollars.
+
+    Returns:
+        The two amounts in words.
+    """
+    said = money(a), money(b)
+    if said[0] != said[1] or a == b:
+        return said
+    for digits in (3, 4):
+        said = f"${a:,.{digits}f}", f"${b:,.{digits}f}"
+        if said[0] != said[1]:
+            break
+    return said
+
+
 def _alike(ratio: float) -> bool:
     """Within 2% either way: '1x' would say nothing, '1.01x' more than a prediction knows."""
     return abs(np.log(ratio)) < np.log(1.02)

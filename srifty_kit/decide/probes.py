@@ -271,12 +271,14 @@ def probe_sentence(probes: pd.DataFrame) -> str:
     Returns:
         The sentence; when there is no probe, that no measurement is worth its cost.
     """
-    from srifty_kit.decide.explanation import config_phrase, money
+    from srifty_kit.decide.explanation import config_phrase, money_apart
 
     if probes is None or probes.empty:
         return "No short measurement is worth its cost for this decision."
     p = probes.iloc[0]  # its counts are ints (``suggest_probes``), as config_phrase prints them
+    # a probe is suggested only where its saving exceeds its cost: the two must read so
+    cost, saving = money_apart(float(p["cost_usd"]), float(p["expected_saving_usd"]))
     return (
         f"Measure {config_phrase(p)}, for {int(p['steps'])} steps, about "
-        f"{money(p['cost_usd'])}, to decide; expected saving {money(p['expected_saving_usd'])}."
+        f"{cost}, to decide; expected saving {saving}."
     )

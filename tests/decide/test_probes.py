@@ -359,6 +359,25 @@ def test_the_probe_sentence_names_the_configuration_as_the_pick_is_named():
     )
 
 
+def test_a_probe_whose_saving_rounds_to_its_cost_shows_the_digits_that_tell_them_apart():
+    # the demo said "about $0.04, to decide; expected saving $0.04": a probe whose saving
+    # reads as its cost looks pointless, though it is suggested only when the saving is larger
+    probes = pd.DataFrame(
+        {
+            "instance_type": ["g6.xlarge"],
+            "num_nodes": [1],
+            "num_workers": [1],
+            "local_bsz": [64],
+            "pricing": ["on-demand"],
+            "steps": [200],
+            "cost_usd": [0.0412],
+            "expected_saving_usd": [0.0438],
+        }
+    )
+    said = probe_sentence(probes)
+    assert "about $0.041, to decide; expected saving $0.044." in said
+
+
 def test_a_listed_type_without_a_gpu_is_refused_as_having_none_with_gpu_types_to_list(
     small_model,
 ):
