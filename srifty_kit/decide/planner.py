@@ -596,10 +596,8 @@ class Evaluated:
     # and the node limit they were enumerated to
     kept: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
     kept_top: int = 0
-    # ``within``'s answers, by node limit
-    narrowed: dict[int, cand.Candidates] = field(
-        default_factory=dict, init=True, repr=False, compare=False
-    )
+    # ``within``'s last answer, by its node limit (one: each holds a copy of the candidates)
+    narrowed: dict[int, cand.Candidates] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.candidates)
@@ -653,8 +651,8 @@ class Evaluated:
             return None
         if not cand.same_configurations(job, self.job):
             return None
-        free = {"deadline_h": None, "budget_usd": None, "max_nodes": 1, "confidence": 0.5}
-        free["spot"] = False
+        free = {"deadline_h": None, "budget_usd": None, "max_nodes": 1}
+        free.update(confidence=0.5, spot=False)  # what prices, not what is predicted
         if replace(constraints, **free) != replace(self.constraints, **free):
             return None
         cfg = self.kept
@@ -674,6 +672,7 @@ class Evaluated:
         if max_nodes >= self.constraints.max_nodes:
             return c
         if max_nodes not in self.narrowed:
+            self.narrowed.clear()
             self.narrowed[max_nodes] = c.take(c["nodes"] + c["nodes2"] <= max_nodes)
         return self.narrowed[max_nodes]
 

@@ -88,7 +88,10 @@ MARKS = (
     "nearest",
     "budget",
 )
-CACHED_EVALUATIONS = 8  # evaluations kept: toggling spot or mixes back is instant
+# evaluations kept, so that toggling spot or mixes back is instant: each holds every candidate
+# up to the node slider's top (on the demo model 140,096, about 60 MB); another confidence or
+# pricing is priced from the last one's predictions anyway (``Evaluated.at``)
+CACHED_EVALUATIONS = 4
 # the node slider's top: the panel evaluates every candidate up to it once (``_evaluated``)
 NODE_SLIDER_TOP = 64
 CLOUD_POINTS = 500  # candidates drawn in the scatter (a fixed sample per evaluation)
