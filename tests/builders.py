@@ -26,6 +26,22 @@ REPO = Path(__file__).resolve().parents[1]
 SRIFTY = str(Path(sys.executable).with_name("srifty"))
 
 
+def benchmark(name: str) -> Any:
+    """The script ``benchmarks/<name>.py`` as a module, imported as its own run would import
+    it (beside its neighbours, such as ``common``), without running its ``main``."""
+    import importlib.util
+
+    folder = str(REPO / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, f"{folder}/{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+    return module
+
+
 def run_srifty(*args: str, cwd=None, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
     """Run the installed ``srifty`` console script as a user would, capturing its output."""
     return subprocess.run(

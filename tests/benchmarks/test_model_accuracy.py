@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pandas as pd
 import pytest
 
-from tests.builders import REPO
+from tests.builders import benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "model_accuracy", REPO / "benchmarks" / "model_accuracy.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark("model_accuracy")
 
 
 def _rows(*rows):

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.builders import REPO
+from tests.builders import benchmark
 
 MIXES = {
     "conv": {
@@ -23,17 +21,7 @@ MIXES = {
 
 @pytest.fixture(scope="module")
 def bench():
-    folder = str(REPO / "benchmarks")
-    sys.path.insert(0, folder)  # the script imports its neighbours (common)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "transfer_accuracy", f"{folder}/transfer_accuracy.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(folder)
-    return module
+    return benchmark("transfer_accuracy")
 
 
 def one_gpu_steps(bench, seed: int = 0) -> pd.DataFrame:

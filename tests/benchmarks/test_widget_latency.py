@@ -3,27 +3,14 @@ goal line names the control that misses."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from tests.builders import REPO
+from tests.builders import benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    folder = str(REPO / "benchmarks")
-    sys.path.insert(0, folder)  # the script imports its neighbours (common)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "widget_latency", f"{folder}/widget_latency.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(folder)
-    return module
+    return benchmark("widget_latency")
 
 
 @pytest.fixture(scope="module")

@@ -160,19 +160,9 @@ def test_fallback_is_never_worse_than_the_fp32_rule_on_the_reference_pairs():
     data = reference_measurements()
     if not data.is_file():
         pytest.skip(f"reference measurements not found at {data} (set SRIFTY_SHARED)")
-    import importlib.util
-    import sys
+    from tests.builders import benchmark
 
-    from tests.builders import REPO
-
-    folder = str(REPO / "benchmarks")
-    sys.path.insert(0, folder)
-    try:
-        spec = importlib.util.spec_from_file_location("ta", f"{folder}/transfer_accuracy.py")
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-    finally:
-        sys.path.remove(folder)
+    bench = benchmark("transfer_accuracy")
     curves, figs = bench.one_gpu_curves(data.parent), bench.gpu_figures()
     mixes = dict.fromkeys(curves["model"].unique())  # no facts: the fallback route
     results, _ = bench.cross_gpu(curves, mixes, figs)
