@@ -20,6 +20,21 @@ JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bs
 BASE = Constraints(max_nodes=8, spot=True, mixes=True)
 
 
+# the module's fixtures are built once: hypothesis may reuse them across its examples
+EXAMPLES = settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def assert_same_answer(fast, full) -> None:
+    """Two search results say the same: counts, what was left out, ranked rows, front, why."""
+    assert fast.n_feasible == full.n_feasible and fast.n_candidates == full.n_candidates
+    assert fast.skipped == full.skipped
+    pd.testing.assert_frame_equal(fast.ranked, full.ranked)
+    pd.testing.assert_frame_equal(fast.pareto, full.pareto)
+    assert fast.explanation == full.explanation
+
+
 @pytest.fixture(scope="module")
 def catalog() -> pd.DataFrame:
     full = load_catalog()
@@ -32,9 +47,7 @@ def evaluated(model, catalog):
     return evaluate(model, catalog, JOB, BASE)
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(
     deadline=st.one_of(st.none(), st.floats(0.05, 200.0)),
     budget=st.one_of(st.none(), st.floats(5.0, 5000.0)),
@@ -44,10 +57,7 @@ def test_select_returns_what_search_returns(model, catalog, evaluated, deadline,
     constraints = replace(BASE, deadline_h=deadline, budget_usd=budget)
     fast = select(evaluated, constraints, objective=objective, top=7)
     full = search(model, catalog, JOB, constraints, objective=objective, top=7)
-    assert fast.n_feasible == full.n_feasible and fast.n_candidates == full.n_candidates
-    pd.testing.assert_frame_equal(fast.ranked, full.ranked)
-    pd.testing.assert_frame_equal(fast.pareto, full.pareto)
-    assert fast.explanation == full.explanation
+    assert_same_answer(fast, full)
 
 
 def test_select_never_predicts_again(evaluated, monkeypatch):
@@ -80,9 +90,7 @@ def alone(model, catalog):
     return evaluate(model, catalog, JOB, ALONE)
 
 
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(
     max_nodes=st.integers(1, ALONE.max_nodes),
     deadline=st.one_of(st.none(), st.floats(0.05, 200.0)),
@@ -96,17 +104,11 @@ def test_a_lower_node_limit_selects_what_a_search_at_that_limit_returns(
     constraints = replace(ALONE, max_nodes=max_nodes, deadline_h=deadline)
     fast = select(alone, constraints, objective=objective, top=7)
     full = search(model, catalog, JOB, constraints, objective=objective, top=7)
-    assert fast.n_feasible == full.n_feasible and fast.n_candidates == full.n_candidates
-    assert fast.skipped == full.skipped
-    pd.testing.assert_frame_equal(fast.ranked, full.ranked)
-    pd.testing.assert_frame_equal(fast.pareto, full.pareto)
-    assert fast.explanation == full.explanation
+    assert_same_answer(fast, full)
     assert (fast.ranked["num_nodes"] <= max_nodes).all()
 
 
-@settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(
     confidence=st.sampled_from([0.5, 0.66, 0.8, 0.9, 0.95, 0.99]),
     spot=st.booleans(),
@@ -129,11 +131,7 @@ def test_another_confidence_pricing_or_work_is_priced_from_the_kept_predictions(
         m.setattr(StepTimeModel, "predict_belief", None)  # any prediction would fail here
         again = alone.at(constraints, job)
         fast = select(again, constraints, objective=objective, top=7)
-    assert fast.n_feasible == full.n_feasible and fast.n_candidates == full.n_candidates
-    assert fast.skipped == full.skipped
-    pd.testing.assert_frame_equal(fast.ranked, full.ranked)
-    pd.testing.assert_frame_equal(fast.pareto, full.pareto)
-    assert fast.explanation == full.explanation
+    assert_same_answer(fast, full)
 
 
 def test_a_narrowed_evaluation_still_reaches_the_node_limit_it_predicted(model, catalog, alone):
