@@ -446,9 +446,7 @@ def at_level(cfg: dict[str, np.ndarray], level: float) -> dict[str, np.ndarray]:
     """``cfg`` (``predict``'s) with ``step_time_lo`` and ``step_time_hi`` at ``level``: the
     (1 - level) and ``level`` quantiles of each configuration's belief, median x exp(-+ z sd),
     z the one-sided normal quantile (a new dict; the arrays it shares are not changed)."""
-    sd = np.sqrt(
-        cfg["sd_group"] ** 2 + cfg["sd_network"] ** 2 + cfg["sd_place"] ** 2 + cfg["sd_noise"] ** 2
-    )
+    sd = log_sd({**cfg, "sd_spot": 0.0})  # the step's own belief: no reclaims priced yet
     q = _quantile_z(level)
     median = cfg["step_time_s"]
     return {
