@@ -23,7 +23,9 @@ has moved (the mark both redraw): the max-nodes slider, one stop up at a time, a
 confidence slider, one stop down at a time, each a confidence not evaluated before. The panel
 evaluated every candidate once, up to the max-nodes slider's top: a node limit's move selects
 those within it (``Evaluated.within``) and draws a new sample of them; a confidence's move
-prices the same predictions again at the new confidence (``Evaluated.at``), and moves the axes.
+prices the same predictions within the node limit again at the new confidence
+(``Evaluated.at``) and draws a new sample of them on the same axes, widened only where a new
+price falls outside them.
 
 Beside each, the kernel's share: the same changes handled in this process without a browser
 (``kernel_latencies``, ``control_latencies``); and, in the kernel alone, a control that
@@ -439,21 +441,32 @@ def batch_latencies() -> list[float]:
     return times
 
 
-def control_latencies(control: str) -> list[float]:
-    """Kernel alone: the browser's moves of ``control`` (``moves``, the first ``WARMUP`` not
-    kept), each handled by a panel in this process, in ms."""
+def control_latencies() -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Kernel alone: the browser's moves of each ``TIMED`` control (``moves``, the first
+    ``WARMUP`` not kept), in the browser's order on one panel in this process (the confidence
+    moves at the node limit the max-nodes moves left), in ms; and how many of each control's
+    timed moves moved an axis of the figure.
+
+    Returns:
+        ({control: [ms per timed move]}, {control: timed moves that moved an axis}).
+    """
     from srifty_kit.catalog.query import load_catalog
 
     model, job, constraints = demo_model()
     panel = SearchPanel(model, load_catalog(), job, constraints)
-    slider = panel.controls[control]
-    times = []
-    for i, value in enumerate(moves(control, panel)):
-        t = time.perf_counter()
-        slider.value = value
-        if i >= WARMUP:
-            times.append((time.perf_counter() - t) * 1000)
-    return times
+    times: dict[str, list[float]] = {}
+    moved: dict[str, int] = {}
+    for control in TIMED:
+        slider = panel.controls[control]
+        times[control], moved[control] = [], 0
+        for i, value in enumerate(moves(control, panel)):
+            ends = [(s.min, s.max) for s in panel.scales.values()]
+            t = time.perf_counter()
+            slider.value = value
+            if i >= WARMUP:
+                times[control].append((time.perf_counter() - t) * 1000)
+                moved[control] += ends != [(s.min, s.max) for s in panel.scales.values()]
+    return times, moved
 
 
 def _p90(x: list[float]) -> float:
@@ -533,14 +546,14 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     browser = browser_latencies()
     kernel = kernel_latencies()
-    for control in TIMED:
-        kernel[control] = control_latencies(control)
+    timed, axes_moved = control_latencies()
+    kernel.update(timed)
     batches = batch_latencies()
     load_after = os.getloadavg()[0]
     names = {
         "ours": "ours (SearchPanel: select + bqplot in place)",
         "max_nodes": "ours, max nodes (selects within the evaluated top)",
-        "confidence": "ours, confidence (prices the kept predictions again)",
+        "confidence": "ours, confidence (prices the kept predictions within the limit)",
         "naive": "naive (search() + matplotlib redraw)",
         "empty": "empty round trip (the same slider, two HTML widgets, no work)",
     }
@@ -577,7 +590,7 @@ def main() -> None:
         f"The max-nodes slider: {REEVALUATE} moves after {WARMUP} untimed ones, one stop up at a "
         f"time from {nodes[0]} to {nodes[-1]} nodes ({n_nodes[0]:,} to {n_nodes[-1]:,} "
         f"candidates, selected from the {n_top:,} evaluated once up to the slider's top of "
-        f"{top} nodes). "
+        f"{top} nodes; the axes moved on {axes_moved['max_nodes']} of the moves). "
         + _spent(
             "it",
             browser["max_nodes"],
@@ -587,14 +600,16 @@ def main() -> None:
         )
         + "\n\nThe confidence slider: "
         f"{REEVALUATE} moves after {WARMUP} untimed ones, one stop down at a time from "
-        f"{levels[0]:g} to {levels[-1]:g}, each pricing the {n_top:,} candidates' kept "
-        "predictions at the new confidence. "
+        f"{levels[0]:g} to {levels[-1]:g} at the {nodes[-1]} nodes the max-nodes moves left, "
+        f"each pricing the {n_nodes[-1]:,} candidates within them (of the {n_top:,} "
+        "predicted up to the top) at the new confidence; the axes moved on "
+        f"{axes_moved['confidence']} of the {REEVALUATE} moves. "
         + _spent(
             "it",
             browser["confidence"],
             kernel["confidence"],
-            "the browser placing the marks on the new axes, drawing the new cloud and the rest "
-            "of the kernel's answer, and painting them",
+            "the browser drawing the new cloud, the moved axes' ends where they moved, and "
+            "the rest of the kernel's answer, and painting them",
         )
         + "\n\nA control that predicts every candidate again (not timed in the browser: a "
         f"multiple choice, not a slider): {len(batches)} new choices of local batches, in the "

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
 
 from srifty_kit.catalog.query import instance_family
+from srifty_kit.decide.candidates import Candidates, log_sd
 from srifty_kit.decide.choices import (
     check_gpu_figures,
     families_not_offered,
@@ -40,6 +42,7 @@ from srifty_kit.decide.choices import (
 )
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.job import Constraints, Job, whole_batches
+from srifty_kit.decide.pareto import FRONT_TIME
 from srifty_kit.decide.planner import OBJECTIVES, Evaluated, SearchResult, evaluate, select
 from srifty_kit.errors import InputError, did_you_mean, is_whole
 from srifty_kit.present.plots import budget_label, cost_time_axes, log_ticks
@@ -94,6 +97,9 @@ MARKS = (
 CACHED_EVALUATIONS = 4
 # the node slider's top: the panel evaluates every candidate up to it once (``_evaluated``)
 NODE_SLIDER_TOP = 64
+# how far inside a kept axis' ends its points stay before it widens (``_widened``): a dot's
+# own radius, so that none is cut by the frame
+AXIS_ROOM = 1.05
 CLOUD_POINTS = 500  # candidates drawn in the scatter (a fixed sample per evaluation)
 NUMBER = "{:.4g}"  # how the table writes numbers
 SHARE = "{:.0%}"  # and its shares (SHARES)
@@ -299,6 +305,43 @@ def with_line(bounds: tuple[float, float], value: float | None) -> tuple[float, 
     if value is None or not value > 0 or value >= low:
         return bounds
     return log_bounds(np.array([value]))[0], high
+
+
+def across_levels(c: Candidates, level: float, levels: list[float]) -> np.ndarray:
+    """The candidates' times at ``level`` (``FRONT_TIME``) carried to the lowest and highest of
+    ``levels``: t x exp((z(to) - z(level)) x sd), sd each one's belief's log sd with the spread
+    spot reclaims add (``candidates.log_sd``; exact on demand, close on spot). The panel's
+    time axis spans them, so that a confidence move shifts the cloud in a frame that stays.
+
+    Args:
+        c: priced candidates.
+        level: the confidence they were priced at.
+        levels: the confidences the slider offers.
+
+    Returns:
+        The times at min(levels), then at max(levels) (2 x len(c) values).
+    """
+    sd = log_sd(c.cols)
+    shift = ndtri(np.array([min(levels), max(levels)])) - ndtri(level)
+    return (c[FRONT_TIME][None, :] * np.exp(shift[:, None] * sd[None, :])).ravel()
+
+
+def _widened(bounds: tuple[float, float] | None, values: np.ndarray) -> tuple[float, float]:
+    """A log axis' ends (``bounds``; None: none yet) kept while ``values`` lie within them
+    by ``AXIS_ROOM``, else widened to ``log_bounds(values)`` on the side they leave."""
+    if bounds is None:
+        return log_bounds(values)
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return bounds
+    low, high = bounds
+    wide = log_bounds(v)
+    if v.min() < low * AXIS_ROOM:
+        low = wide[0]
+    if v.max() > high / AXIS_ROOM:
+        high = wide[1]
+    return low, high
 
 
 def log_bounds(values: np.ndarray, margin: float = 1.25) -> tuple[float, float]:
@@ -601,7 +644,8 @@ class SearchPanel:
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         # the evaluation's clouds and the cloud's sample last drawn (``_draw``)
         self._drawn: tuple[dict, np.ndarray] | None = None
-        self._bounds_y: tuple[float, float] | None = None  # the cost axis' ends drawn
+        self._bounds: dict[str, tuple[float, float]] | None = None  # the axes' ends drawn
+        self._left: dict[tuple, list[str]] = {}  # what searches left out (``_left_out``)
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
         # each displayed static copy and what it copies (_display_with_copy)
         self._copies: list[tuple[Any, Callable[[], str]]] = []
@@ -855,36 +899,55 @@ class SearchPanel:
         """The evaluation ``select`` answers ``constraints`` from and what the figure draws of
         it: its axes' ends and, per node limit, the cloud's sample of the candidates within it.
 
-        Without mixes the candidates are evaluated up to the node slider's top: a node limit
+        Without mixes the candidates are predicted up to the node slider's top: a node limit
         only narrows them (``select``, ``Evaluated.within``), so moving it neither predicts
-        nor prices again and the axes stay where they were; and another confidence, spot
-        choice, amount of work or noise scale prices the same predictions again
-        (``Evaluated.at``) instead of predicting them. Only the batches, the workload, the
-        type filters and mixes predict again."""
+        nor prices again and the axes stay where they were. Another amount of work or noise
+        scale prices the same predictions again (``Evaluated.at``) instead of predicting them,
+        up to the top; another confidence or spot choice prices only those within the node
+        limit, on the axes already drawn (widened where a new price falls outside them), and
+        the rest once, when the limit rises past it. Only the batches, the workload, the type
+        filters and mixes predict again."""
         top = constraints.max_nodes
         if not constraints.mixes:
             top = max(top, self.controls["max_nodes"].max)
         wide = replace(constraints, deadline_h=None, budget_usd=None, max_nodes=top)
-        key = (job, wide)
+        key, limit = (job, wide), constraints.max_nodes
         if key in self._cache:
             self._cache.move_to_end(key)
+            ev, view = self._cache[key]
+            if limit > ev.constraints.max_nodes:  # priced within a lower limit: the rest now
+                ev = ev.at(wide) or evaluate(self.model, self.catalog, job, wide)
+                # the same rows first, in the same order: the clouds drawn are still its own
+                view.update({k: _widened(view[k], ev.candidates[view["axes"][k][0]]) for k in "xy"})
+                self._cache[key] = (ev, view)
         else:
-            last = self._cache[next(reversed(self._cache))][0] if self._cache else None
-            ev = None if last is None else last.at(wide, job)
+            last = self._cache[next(reversed(self._cache))] if self._cache else None
+            # the same work at another confidence or pricing: priced within the limit only,
+            # on the axes drawn (a confidence move shifts the cloud, not the frame it is read
+            # against); other work scales every time, and gets axes of its own
+            same = last is not None and last[0].job == job
+            ev = None
+            if last is not None:
+                ev = last[0].at(replace(wide, max_nodes=limit) if same else wide, job)
+            held = last[1] if same and ev is not None else {"x": None, "y": None}
             ev = evaluate(self.model, self.catalog, job, wide) if ev is None else ev
-            c = ev.candidates
             axes = cost_time_axes(constraints.confidence)  # the front's coordinates, in words
+            levels = [
+                o[1] if isinstance(o, tuple) else o for o in self.controls["confidence"].options
+            ]
+            times = ev.candidates[axes["x"][0]]
+            if held["x"] is None:  # the time axis holds every confidence the slider offers
+                times = across_levels(ev.candidates, constraints.confidence, levels)
             view = {
                 "clouds": {},  # per node limit: the cloud's sample of the candidates within it
                 "axes": axes,
-                "x": log_bounds(c[axes["x"][0]]) if len(c) else (0.1, 10.0),
-                "y": log_bounds(c[axes["y"][0]]) if len(c) else (0.1, 10.0),
+                "x": _widened(held["x"], times),
+                "y": _widened(held["y"], ev.candidates[axes["y"][0]]),
             }
             self._cache[key] = (ev, view)
             while len(self._cache) > CACHED_EVALUATIONS:
                 self._cache.popitem(last=False)
         ev, view = self._cache[key]
-        limit = constraints.max_nodes
         if limit not in view["clouds"]:
             n = len(ev.within(limit))
             rng = np.random.default_rng(0)
@@ -958,7 +1021,7 @@ class SearchPanel:
         # the reason is said once: under the figure for a pick, in the message when none
         why = result.explanation if result.feasible else ""
         self.why.value = f'<pre class="srifty-why-text">{html.escape(why)}</pre>'
-        left = left_out_lines(result, self.catalog, self.model, job.model, "a catalog")
+        left = self._left_out(result, job.model)
         self.message.value = (
             f'<div class="srifty-ok">{result.n_feasible:,} of {result.n_candidates:,} '
             "configurations meet the constraints.</div>"
@@ -969,6 +1032,20 @@ class SearchPanel:
         self._show_reason()
         self._update_copies()
         return result
+
+    def _left_out(self, result: SearchResult, workload: str) -> list[str]:
+        """``left_out_lines`` for ``result``, kept per workload, types searched and types left
+        out: a deadline, node-limit or confidence move leaves all three as they were, and
+        reading the catalog's GPU rows again cost a move about 8 ms."""
+        names = () if result.candidates is None else tuple(map(str, result.candidates.types.names))
+        key = (workload, names, tuple(result.skipped.items()))
+        if key not in self._left:
+            if len(self._left) >= CACHED_EVALUATIONS:
+                self._left.clear()
+            self._left[key] = left_out_lines(
+                result, self.catalog, self.model, workload, "a catalog"
+            )
+        return self._left[key]
 
     def _show_error(self, err: Exception) -> None:
         self.message.value = error_html(err)
@@ -1065,23 +1142,24 @@ class SearchPanel:
         # a budget under every configuration's cost is drawn all the same, on the axis
         # widened down to it: the line far below the cloud says why nothing fits
         bounds = {"x": view["x"], "y": with_line(view["y"], b)}
-        # the axes are the evaluation's (``_evaluated``): a node limit within it keeps them
-        new = self._drawn is None or self._drawn[0] is not view["clouds"]
-        if new:
+        # the axes are the evaluation's (``_evaluated``): a node limit within it keeps them, and
+        # a confidence or pricing move keeps them while its prices fit
+        idx = view["cloud"]
+        drawn = self._drawn
+        redraw = drawn is None or drawn[0] is not view["clouds"] or drawn[1] is not idx
+        moved = [k for k in "xy" if self._bounds is None or bounds[k] != self._bounds[k]]
+        if redraw and moved:
             # the old cloud is cleared before the axes move: the browser would otherwise move
             # every old point to the new axes, then draw the new ones, two passes over the cloud
             set_data(m["cloud"], [], [])
-        if new or bounds["y"] != self._bounds_y:
-            for name, axis in zip("xy", self.figure.axes, strict=True):
-                if name == "x" and not new:
-                    continue
+        for name, axis in zip("xy", self.figure.axes, strict=True):
+            if name in moved:
                 with self.scales[name].hold_sync():
                     self.scales[name].min, self.scales[name].max = bounds[name]
                 with axis.hold_sync():
                     axis.tick_values = axis_ticks(*bounds[name], name)
-            self._bounds_y = bounds["y"]
-        idx = view["cloud"]
-        if new or self._drawn[1] is not idx:  # new axes or a new node limit: a new cloud
+        self._bounds = bounds
+        if redraw:  # another evaluation or node limit: a new cloud
             for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
                 if axis.label != label:  # the confidence is in the time's label
                     axis.label = label

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from dataclasses import replace
 
 import nbformat
 import numpy as np
@@ -21,7 +20,7 @@ from srifty_kit.decide import tradeoffs
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.planner import evaluate
 from srifty_kit.present.plots import cost_time_axes
-from srifty_kit.present.widgets import MARKS, NODE_SLIDER_TOP, log_bounds
+from srifty_kit.present.widgets import MARKS
 from tests.builders import (
     REPO,
     browser_page,
@@ -58,10 +57,14 @@ FIGURE_JS = """
     const p = g.querySelector('path.line');
     return p ? p.getAttribute('d') : '';
   };
+  // each axis' ticks: where each is drawn and what it says
+  const ticks = (a) => Array.from(a.querySelectorAll('g.tick')).map(
+      (t) => [t.getAttribute('transform'), (t.querySelector('text') || {}).textContent || '']);
   return {
     width: +area.getAttribute('width'), height: +area.getAttribute('height'),
     points: Array.from(marks).map(points), lines: Array.from(marks).map(line),
     title: fig.querySelector('text.mainheading').textContent,
+    ticks: Array.from(fig.querySelectorAll('g.axis')).map(ticks),
   };
 }
 """
@@ -127,6 +130,20 @@ def _expected(data: dict, model, catalog) -> tuple:
     return search(model, catalog, Job(**job), constraints, objective=data["objective"], top=10)
 
 
+def _log_axis(ticks: list[list[str]]):
+    """A log axis' place on the screen for a value, read off its drawn ticks: the line through
+    (log value, position) of every labelled tick ('translate(x,0)' across, '(0,y)' up)."""
+    drawn = [(_xy(at), float(text.replace(",", ""))) for at, text in ticks if text]
+    assert len(drawn) >= 2, ticks  # two ticks at least, to read a scale off
+    across = abs(drawn[-1][0][0] - drawn[0][0][0]) > abs(drawn[-1][0][1] - drawn[0][0][1])
+    # d3's axis draws its ticks half a pixel off where the device pixel ratio is 1 (for a
+    # crisp line), as the headless page's is
+    place = np.array([xy[0 if across else 1] for xy, _ in drawn]) - 0.5
+    slope, at = np.polyfit(np.log([v for _, v in drawn]), place, 1)
+    assert np.allclose(at + slope * np.log([v for _, v in drawn]), place, atol=0.5)  # log
+    return lambda v: at + slope * np.log(v)
+
+
 def _assert_panel_shows(page, result) -> None:
     table = page.evaluate(TABLE_JS, "srifty-table")
     assert int(table["data"]["nFeasible"]) == result.n_feasible
@@ -141,18 +158,12 @@ def _assert_panel_shows(page, result) -> None:
     assert table["rows"] == want
     fig = page.evaluate(FIGURE_JS, "srifty-figure")
     # the front's coordinates, which every drawing of a search uses (plots.cost_time_axes),
-    # over every candidate the panel evaluated: without mixes, up to its node slider's top
+    # placed where the axes' own ticks say: a mark is read against them
     (x, _), (y, _) = cost_time_axes(result.constraints.confidence).values()
-    asked = result.constraints
-    top = asked.max_nodes if asked.mixes else max(asked.max_nodes, NODE_SLIDER_TOP)
-    drawn = search(result.model, result.catalog, result.job, replace(asked, max_nodes=top))
-    (x0, x1) = log_bounds(drawn.candidates[x])
-    (y0, y1) = log_bounds(drawn.candidates[y])
+    across, up = (_log_axis(ticks) for ticks in fig["ticks"])
 
     def pixel(t: float, c: float) -> tuple[float, float]:
-        px = fig["width"] * np.log(t / x0) / np.log(x1 / x0)
-        py = fig["height"] * (1 - np.log(c / y0) / np.log(y1 / y0))
-        return px, py
+        return across(t), up(c)
 
     mark = {name: i for i, name in enumerate(MARKS)}
     front = [_xy(p) for p in fig["points"][mark["front_dots"]]]
@@ -164,7 +175,8 @@ def _assert_panel_shows(page, result) -> None:
     knee = [_xy(p) for p in fig["points"][mark["knee"]]]
     assert np.allclose(knee, [pixel(result.knee[x], result.knee[y])], atol=0.5)
     deadline_x = float(re.match(r"M([-\d.e]+),", fig["lines"][mark["deadline"]]).group(1))
-    assert deadline_x == pytest.approx(pixel(result.why.deadline_h, y0)[0], abs=0.5)
+    assert deadline_x == pytest.approx(across(result.why.deadline_h), abs=0.5)
+    assert 0 <= min(p for p, _ in front) and max(p for p, _ in front) <= fig["width"]
     # the count is the message's, right above the figure (a fixed title: one update less)
     said = page.locator(".srifty-message").inner_text()
     assert f"{result.n_feasible:,} of {result.n_candidates:,}" in said

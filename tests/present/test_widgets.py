@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -107,12 +108,40 @@ def test_spot_evaluates_once_and_toggling_back_reuses_it(panel, model, catalog):
     on_demand = panel.evaluated
     panel.controls["spot"].value = True
     with_spot = panel.evaluated
-    assert with_spot is not on_demand and len(with_spot) > len(on_demand)
+    limit = START.max_nodes
+    assert with_spot is not on_demand
+    assert len(with_spot.within(limit)) > len(on_demand.within(limit))  # its spot rows
     _same(panel.result, search(model, catalog, JOB, replace(START, spot=True)))
     panel.controls["spot"].value = False
     assert panel.evaluated is on_demand
     panel.controls["spot"].value = True
     assert panel.evaluated is with_spot
+
+
+def _inside_the_axes(panel) -> None:
+    """Every point the figure draws lies inside its axes' ends (none cut off by the frame)."""
+    for name in ("cloud", "front_dots", "pick", "knee"):
+        mark = panel.marks[name]
+        for axis, values in (("x", mark.x), ("y", mark.y)):
+            scale = panel.scales[axis]
+            v = np.asarray(values, float)
+            assert ((v >= scale.min) & (v <= scale.max)).all(), (name, axis)
+
+
+def test_confidence_moves_answer_as_search_does_on_axes_that_stay_while_they_fit(model, catalog):
+    # a confidence move prices only the rows within the node limit; the axes drawn stay
+    # while the new prices fit them, and a later node limit above it prices the rest
+    panel = SearchPanel(model, catalog, JOB, START)
+    x = (panel.scales["x"].min, panel.scales["x"].max)
+    panel.controls["confidence"].value = 0.89
+    assert (panel.scales["x"].min, panel.scales["x"].max) == x  # one stop: the same frame
+    for confidence, nodes in ((0.8, 8), (0.8, 24), (0.99, 24), (0.6, 4), (0.6, 40)):
+        panel.controls["confidence"].value = confidence
+        panel.controls["max_nodes"].value = nodes
+        asked = replace(START, confidence=confidence, max_nodes=nodes)
+        _same(panel.result, search(model, catalog, JOB, asked))
+        assert f'data-confidence="{confidence!r}"' in panel.table.value
+        _inside_the_axes(panel)
 
 
 def test_a_deadline_nothing_meets_says_what_binds_in_the_panel(panel):
