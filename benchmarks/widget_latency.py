@@ -22,10 +22,10 @@ timed the same way until the table carries the new value and the figure's cloud 
 has moved (the mark both redraw): the max-nodes slider, one stop up at a time, and the
 confidence slider, one stop down at a time, each a confidence not evaluated before. The panel
 evaluated every candidate once, up to the max-nodes slider's top: a node limit's move selects
-those within it (``Evaluated.within``) and draws a new sample of them; a confidence's move
-prices the same predictions within the node limit again at the new confidence
-(``Evaluated.at``) and draws a new sample of them on the same axes, widened only where a new
-price falls outside them.
+those within it (``Evaluated.within``) and draws them as a new cloud (one density image,
+``widgets.cloud_png``); a confidence's move prices the same predictions within the node limit
+again at the new confidence (``Evaluated.at``) and draws their cloud on the same axes, widened
+only where a new price falls outside them.
 
 Beside each, the kernel's share: the same changes handled in this process without a browser
 (``kernel_latencies``, ``control_latencies``); and, in the kernel alone, a control that
@@ -59,7 +59,6 @@ from common import markdown_table, write_report  # noqa: E402
 
 from srifty_kit.decide.job import Constraints, Job  # noqa: E402
 from srifty_kit.present.widgets import (  # noqa: E402
-    CLOUD_POINTS,
     STYLE,
     SearchPanel,
     log_choices,
@@ -205,10 +204,12 @@ async ([root, control, key, attribute, mark]) => {
   const table = () => panel.querySelector('.srifty-table table.srifty-ranked');
   const figureState = () => {
     const marks = figure.querySelector('svg.svg-figure > g > g');
-    if (marks) {  // bqplot: a line's path, or a scatter's count and first and last points
+    if (marks) {  // bqplot: a line's path, an image's source, or a scatter's count and ends
       const group = marks.children[mark];
       const line = group.querySelector('path.line');
       if (line) return line.getAttribute('d') || '';
+      const image = group.querySelector('image');
+      if (image) return image.getAttribute('href') || '';
       const dots = group.querySelectorAll('.object_grp');
       return dots.length ? [dots.length, dots[0].getAttribute('transform'),
                             dots[dots.length - 1].getAttribute('transform')].join(' ') : '';
@@ -595,7 +596,8 @@ def main() -> None:
             "it",
             browser["max_nodes"],
             kernel["max_nodes"],
-            f"the browser drawing the new cloud ({CLOUD_POINTS:,} points) and the rest of "
+            "the browser drawing the new cloud (one image of every candidate within the limit) "
+            "and the rest of "
             "the kernel's answer (the explanation, the message, the table), and painting them",
         )
         + "\n\nThe confidence slider: "

@@ -80,7 +80,7 @@ CLASSES = {
 }
 # the figure's marks, in drawing order (the SVG holds one group per mark, in this order)
 MARKS = (
-    "cloud",  # a fixed sample of the candidates, by pricing: redrawn only on a new evaluation
+    "cloud",  # every candidate within the node limit, as a density image (``cloud_png``)
     # right of the deadline, shaded with the deadline as its dashed edge: what misses it (one
     # mark, so a deadline move sends one message for it; updated last)
     "deadline",
@@ -100,18 +100,20 @@ NODE_SLIDER_TOP = 64
 # how far inside a kept axis' ends its points stay before it widens (``_widened``): a dot's
 # own radius, so that none is cut by the frame
 AXIS_ROOM = 1.05
-CLOUD_POINTS = 500  # candidates drawn in the scatter (a fixed sample per evaluation)
+# the cloud's density image, bins across and up: about 3 pixels each on the figure's plot area
+CLOUD_BINS = (150, 100)
+CLOUD_COLORS = {"on-demand": (0x4C, 0x78, 0xA8), "spot": (0xF5, 0x85, 0x18)}
 NUMBER = "{:.4g}"  # how the table writes numbers
 SHARE = "{:.0%}"  # and its shares (SHARES)
 SHARES = ("p_meet", "efficiency")
 FIGURE_CAPTION = (
     "Across: the time to finish at the confidence (what the deadline is held to); up: the "
-    "expected cost (what the cost objective ranks by). Dots: a sample of every configuration "
-    "searched (blue on-demand, orange spot). Black steps: the Pareto front, whose cheapest "
-    "point is the pick by cost; gold diamond: its knee; red square: the pick, a point of the "
-    "front whatever the objective; orange cross: the "
-    "nearest configuration when nothing fits. Shaded: misses the deadline (dashed edge). "
-    "Dotted: the budget, held to the cost at the confidence (a dot under it can still break it)."
+    "expected cost (what the cost objective ranks by). Cloud: every configuration searched, "
+    "darker where more lie (blue on-demand, orange spot). Black steps: the Pareto front, "
+    "whose cheapest point is the pick by cost; gold diamond: its knee; red square: the pick, "
+    "a point of the front whatever the objective; orange cross: the nearest configuration "
+    "when nothing fits. Shaded: misses the deadline (dashed edge). Dotted: the budget, held "
+    "to the cost at the confidence (a configuration under it can still break it)."
 )
 
 # the tick labels of every axis of hours, dollars or milliseconds (d3-format, as bqplot takes
@@ -305,6 +307,54 @@ def with_line(bounds: tuple[float, float], value: float | None) -> tuple[float, 
     if value is None or not value > 0 or value >= low:
         return bounds
     return log_bounds(np.array([value]))[0], high
+
+
+def cloud_png(
+    x: np.ndarray,
+    y: np.ndarray,
+    spot: np.ndarray,
+    bounds_x: tuple[float, float],
+    bounds_y: tuple[float, float],
+    bins: tuple[int, int] = CLOUD_BINS,
+) -> bytes:
+    """Where the candidates lie on the panel's log-log figure, as a PNG to place over
+    ``bounds_x`` x ``bounds_y``: per bin, the share on spot colours it (``CLOUD_COLORS``, blue
+    on-demand to orange spot) and the count its opacity (log, 0.3 for one to 0.9 for the most),
+    so that the densest configurations read darkest; a bin with none is clear.
+
+    Args:
+        x, y: each candidate's place in the figure's coordinates (> 0; others left out).
+        spot: whether each is priced on spot.
+        bounds_x, bounds_y: the image's (low, high) ends on each axis.
+        bins: the image's size in bins (across, up).
+
+    Returns:
+        The PNG's bytes (``bins`` pixels; the first row the highest).
+    """
+    import io
+
+    from PIL import Image
+
+    nx, ny = bins
+    logs = [np.log(np.asarray(v, float).clip(1e-300)) for v in (x, y)]
+    at = [
+        np.floor((v - np.log(lo)) / (np.log(hi) - np.log(lo)) * n).astype(np.int64)
+        for v, (lo, hi), n in zip(logs, (bounds_x, bounds_y), bins, strict=True)
+    ]
+    inside = (at[0] >= 0) & (at[0] < nx) & (at[1] >= 0) & (at[1] < ny)
+    cell = (ny - 1 - at[1][inside]) * nx + at[0][inside]  # row 0 at the top
+    on_spot = np.asarray(spot, bool)[inside]
+    count = np.bincount(cell, minlength=nx * ny).astype(float)
+    share = np.bincount(cell[on_spot], minlength=nx * ny) / np.maximum(count, 1.0)
+    blue, orange = (np.array(c, float) for c in CLOUD_COLORS.values())
+    rgb = blue[None, :] * (1.0 - share[:, None]) + orange[None, :] * share[:, None]
+    alpha = 0.3 + 0.6 * np.log1p(count) / max(np.log1p(count.max()), 1e-12)
+    rgba = np.concatenate([rgb, np.where(count > 0, 255 * alpha, 0.0)[:, None]], axis=1)
+    out = io.BytesIO()
+    Image.fromarray(rgba.round().astype(np.uint8).reshape(ny, nx, 4), "RGBA").save(
+        out, "PNG", compress_level=1
+    )
+    return out.getvalue()
 
 
 def across_levels(c: Candidates, level: float, levels: list[float]) -> np.ndarray:
@@ -643,7 +693,7 @@ class SearchPanel:
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         # the evaluation's clouds and the cloud's sample last drawn (``_draw``)
-        self._drawn: tuple[dict, np.ndarray] | None = None
+        self._drawn: bytes | None = None  # the cloud's image shown (``_draw``)
         self._bounds: dict[str, tuple[float, float]] | None = None  # the axes' ends drawn
         self._left: dict[tuple, list[str]] = {}  # what searches left out (``_left_out``)
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
@@ -767,6 +817,9 @@ class SearchPanel:
         )
         self.probe = tag(w.HTML(), CLASSES["probe"])
         self.probe_button.on_click(self._suggest)
+        # the cloud's two images: one shown, the other takes the next cloud (``_draw``)
+        clear = cloud_png(*(np.zeros(0),) * 3, (1.0, 10.0), (1.0, 10.0), bins=(1, 1))
+        self._images = [w.Image(format="png", value=clear) for _ in range(2)]
         self.figure, self.marks, self.scales = self._figure()
         tag(self.figure, CLASSES["figure"])
         caption = w.HTML(f'<div class="srifty-caption">{FIGURE_CAPTION}</div>')
@@ -897,7 +950,7 @@ class SearchPanel:
 
     def _evaluated(self, job: Job, constraints: Constraints) -> tuple[Evaluated, dict]:
         """The evaluation ``select`` answers ``constraints`` from and what the figure draws of
-        it: its axes' ends and, per node limit, the cloud's sample of the candidates within it.
+        it: its axes' ends and, per node limit, the cloud of the candidates within it.
 
         Without mixes the candidates are predicted up to the node slider's top: a node limit
         only narrows them (``select``, ``Evaluated.within``), so moving it neither predicts
@@ -949,9 +1002,8 @@ class SearchPanel:
                 self._cache.popitem(last=False)
         ev, view = self._cache[key]
         if limit not in view["clouds"]:
-            n = len(ev.within(limit))
-            rng = np.random.default_rng(0)
-            view["clouds"][limit] = np.sort(rng.choice(n, min(CLOUD_POINTS, n), replace=False))
+            c, (x, _), (y, _) = ev.within(limit), *view["axes"].values()
+            view["clouds"][limit] = cloud_png(c[x], c[y], c["spot"], view["x"], view["y"])
         return ev, {**view, "cloud": view["clouds"][limit]}
 
     def _changed(self, change: dict) -> None:
@@ -1056,7 +1108,10 @@ class SearchPanel:
         # every mark, the cloud and the shades too: nothing drawn may come from the search
         # before the error; the next search draws its cloud again
         for name in MARKS:
-            set_data(self.marks[name], [], [])
+            if name == "cloud":
+                self.marks[name].visible = False
+            else:
+                set_data(self.marks[name], [], [])
         self._drawn = None
 
     # -- the figure --------------------------------------------------------------------------
@@ -1065,17 +1120,14 @@ class SearchPanel:
 
         xs = bq.LogScale(allow_padding=False)
         ys = bq.LogScale(allow_padding=False)
-        colors = bq.ColorScale(colors=["#4c78a8", "#f58518"], min=0, max=1)
         sc = {"x": xs, "y": ys}
         marks = {
-            "cloud": bq.Scatter(
-                x=[],
-                y=[],
-                color=[],
-                scales={**sc, "color": colors},
-                default_size=10,
-                stroke_width=0,
-                opacities=[0.6],
+            # a density image, not a scatter of dots: every candidate drawn, in one image the
+            # browser decodes, where 500 dots cost it a restyle of 500 SVG groups per move
+            "cloud": bq.Image(
+                image=self._images[0],
+                scales=sc,
+                pixelated=True,
                 labels=["configurations (blue: on-demand, orange: spot)"],
             ),
             "deadline": _shade(
@@ -1134,7 +1186,7 @@ class SearchPanel:
         return fig, marks, sc
 
     def _draw(self, view: dict, result: SearchResult, constraints: Constraints) -> None:
-        m, c = self.marks, result.candidates  # those within the node limit
+        m = self.marks
         # every mark in the front's coordinates (``plots.cost_time_axes``): the pick, by any
         # objective, is a point of the front (the search ranks in them), never off it
         (x, x_label), (y, y_label) = view["axes"].values()
@@ -1144,14 +1196,8 @@ class SearchPanel:
         bounds = {"x": view["x"], "y": with_line(view["y"], b)}
         # the axes are the evaluation's (``_evaluated``): a node limit within it keeps them, and
         # a confidence or pricing move keeps them while its prices fit
-        idx = view["cloud"]
-        drawn = self._drawn
-        redraw = drawn is None or drawn[0] is not view["clouds"] or drawn[1] is not idx
+        png = view["cloud"]
         moved = [k for k in "xy" if self._bounds is None or bounds[k] != self._bounds[k]]
-        if redraw and moved:
-            # the old cloud is cleared before the axes move: the browser would otherwise move
-            # every old point to the new axes, then draw the new ones, two passes over the cloud
-            set_data(m["cloud"], [], [])
         for name, axis in zip("xy", self.figure.axes, strict=True):
             if name in moved:
                 with self.scales[name].hold_sync():
@@ -1159,15 +1205,21 @@ class SearchPanel:
                 with axis.hold_sync():
                     axis.tick_values = axis_ticks(*bounds[name], name)
         self._bounds = bounds
-        if redraw:  # another evaluation or node limit: a new cloud
+        if self._drawn is not png:  # another evaluation or node limit: another cloud
             for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
                 if axis.label != label:  # the confidence is in the time's label
                     axis.label = label
             budget = budget_label(constraints.confidence)
             if m["budget"].labels != [budget]:
                 m["budget"].labels = [budget]
-            set_data(m["cloud"], c[x][idx], c[y][idx], color=c["spot"][idx].astype(float))
-            self._drawn = (view["clouds"], idx)
+            # the image not shown takes the new cloud, then the mark shows it: bqplot's image
+            # mark draws again when its image widget changes, not when that widget's value does
+            spare = self._images[m["cloud"].image is self._images[0]]
+            spare.value = png
+            with m["cloud"].hold_sync():
+                m["cloud"].image, m["cloud"].x, m["cloud"].y = spare, view["x"], view["y"]
+                m["cloud"].visible = True
+            self._drawn = png
         front = result.pareto
         set_data(m["front"], front[x], front[y])
         set_data(m["front_dots"], front[x], front[y])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import io
 from dataclasses import replace
 
 import numpy as np
@@ -13,7 +14,15 @@ from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.explanation import config_phrase
 from srifty_kit.decide.planner import Constraints, Job, search
 from srifty_kit.errors import InputError
-from srifty_kit.present.widgets import CLASSES, MARKS, SearchPanel, log_choices
+from srifty_kit.present.plots import cost_time_axes
+from srifty_kit.present.widgets import (
+    CLASSES,
+    CLOUD_COLORS,
+    MARKS,
+    SearchPanel,
+    cloud_png,
+    log_choices,
+)
 
 JOB = Job("resnet", samples=1.2e8, reference_bsz=256, noise_scale=4096, local_bsz=(16, 32, 64))
 START = Constraints(deadline_h=20.0, max_nodes=8)
@@ -120,7 +129,7 @@ def test_spot_evaluates_once_and_toggling_back_reuses_it(panel, model, catalog):
 
 def _inside_the_axes(panel) -> None:
     """Every point the figure draws lies inside its axes' ends (none cut off by the frame)."""
-    for name in ("cloud", "front_dots", "pick", "knee"):
+    for name in ("cloud", "front_dots", "pick", "knee"):  # the cloud: its image's corners
         mark = panel.marks[name]
         for axis, values in (("x", mark.x), ("y", mark.y)):
             scale = panel.scales[axis]
@@ -142,6 +151,43 @@ def test_confidence_moves_answer_as_search_does_on_axes_that_stay_while_they_fit
         _same(panel.result, search(model, catalog, JOB, asked))
         assert f'data-confidence="{confidence!r}"' in panel.table.value
         _inside_the_axes(panel)
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))
+
+
+def test_the_cloud_colours_each_bin_by_its_share_on_spot_and_its_count():
+    # 30 on-demand configurations in one bin, 3 on spot in another, one of each in a third
+    x = np.array([1.0] * 30 + [100.0] * 3 + [10.0, 10.0])
+    spot = np.array([False] * 30 + [True] * 3 + [False, True])
+    rgba = _pixels(cloud_png(x, x, spot, (0.1, 1000.0), (0.1, 1000.0), bins=(4, 4)))
+    # each bin a decade: x = 1 in the second column, the second row from the bottom
+    lone, few, mixed = rgba[2, 1], rgba[0, 3], rgba[1, 2]
+    assert tuple(lone[:3]) == CLOUD_COLORS["on-demand"] and tuple(few[:3]) == CLOUD_COLORS["spot"]
+    assert mixed[3] < few[3] < lone[3] and lone[3] > 200  # darker where more lie
+    between = np.mean([CLOUD_COLORS["on-demand"], CLOUD_COLORS["spot"]], axis=0)
+    assert np.abs(mixed[:3] - between).max() <= 1
+    assert (rgba[..., 3] > 0).sum() == 3  # nothing drawn where nothing lies
+
+
+def test_the_cloud_draws_every_configuration_within_the_node_limit(panel):
+    # every candidate the search weighed lies in a bin the image draws, and no other bin is
+    panel.controls["max_nodes"].value = 6
+    cloud, c = panel.marks["cloud"], panel.result.candidates
+    (x, _), (y, _) = cost_time_axes(panel.result.constraints.confidence).values()
+    rgba = _pixels(cloud.image.value)
+    ny, nx = rgba.shape[:2]
+    at = [
+        np.floor(np.log(c[k] / lo) / np.log(hi / lo) * n).astype(int)
+        for k, (lo, hi), n in ((x, cloud.x, nx), (y, cloud.y, ny))
+    ]
+    want = np.zeros((ny, nx), bool)
+    want[ny - 1 - at[1], at[0]] = True
+    assert ((rgba[..., 3] > 0) == want).all() and want.sum() > 10
+    panel.controls["max_nodes"].value = START.max_nodes
 
 
 def test_a_deadline_nothing_meets_says_what_binds_in_the_panel(panel):
@@ -324,14 +370,15 @@ def test_the_tables_ends_are_titled_by_their_confidence_not_as_upper(panel):
 
 
 def test_an_error_leaves_nothing_of_the_last_search_in_the_figure(panel):
-    drawn = len(panel.marks["cloud"].x)
-    assert drawn > 0 and len(panel.marks["deadline"].x) > 0
+    cloud = panel.marks["cloud"]
+    drawn = cloud.image.value
+    assert cloud.visible and len(panel.marks["deadline"].x) > 0
     panel.controls["gpus"].value = ("A10G",)  # refused: no figures to predict it by
-    assert panel.error is not None
+    assert panel.error is not None and not cloud.visible
     for name in MARKS:
-        assert len(panel.marks[name].x) == 0, name
+        assert name == "cloud" or len(panel.marks[name].x) == 0, name
     panel.controls["gpus"].value = ()  # the same evaluation as before, drawn again
-    assert panel.error is None and len(panel.marks["cloud"].x) == drawn
+    assert panel.error is None and cloud.visible and cloud.image.value == drawn
     assert len(panel.marks["deadline"].x) > 0
 
 
@@ -393,7 +440,7 @@ def test_a_family_retired_in_the_region_is_marked_and_said_in_one_sentence(panel
     assert "nothing to search" in text and "p3dn (the same V100 GPUs)" in text
     for absent in ("instance types", "memory", "vCPU"):
         assert absent not in text
-    assert html.escape(text) in panel.message.value and len(panel.marks["cloud"].x) == 0
+    assert html.escape(text) in panel.message.value and not panel.marks["cloud"].visible
     # the V100 is the p3dn's and the p3's: the GPU filter searches only the one on offer
     panel.controls["families"].value = ()
     panel.controls["gpus"].value = ("V100",)
