@@ -693,7 +693,7 @@ class SearchPanel:
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
         # the evaluation's clouds and the cloud's sample last drawn (``_draw``)
-        self._drawn: bytes | None = None  # the cloud's image shown (``_draw``)
+        self._drawn: dict | None = None  # the cloud shown (``_draw``)
         self._bounds: dict[str, tuple[float, float]] | None = None  # the axes' ends drawn
         self._left: dict[tuple, list[str]] = {}  # what searches left out (``_left_out``)
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
@@ -1003,7 +1003,10 @@ class SearchPanel:
         ev, view = self._cache[key]
         if limit not in view["clouds"]:
             c, (x, _), (y, _) = ev.within(limit), *view["axes"].values()
-            view["clouds"][limit] = cloud_png(c[x], c[y], c["spot"], view["x"], view["y"])
+            # the image with the ends it was binned over: it is placed there, even on axes
+            # widened since (a node limit risen past what a confidence move priced)
+            png = cloud_png(c[x], c[y], c["spot"], view["x"], view["y"])
+            view["clouds"][limit] = {"png": png, "x": view["x"], "y": view["y"]}
         return ev, {**view, "cloud": view["clouds"][limit]}
 
     def _changed(self, change: dict) -> None:
@@ -1196,7 +1199,7 @@ class SearchPanel:
         bounds = {"x": view["x"], "y": with_line(view["y"], b)}
         # the axes are the evaluation's (``_evaluated``): a node limit within it keeps them, and
         # a confidence or pricing move keeps them while its prices fit
-        png = view["cloud"]
+        cloud = view["cloud"]
         moved = [k for k in "xy" if self._bounds is None or bounds[k] != self._bounds[k]]
         for name, axis in zip("xy", self.figure.axes, strict=True):
             if name in moved:
@@ -1205,7 +1208,7 @@ class SearchPanel:
                 with axis.hold_sync():
                     axis.tick_values = axis_ticks(*bounds[name], name)
         self._bounds = bounds
-        if self._drawn is not png:  # another evaluation or node limit: another cloud
+        if self._drawn is not cloud:  # another evaluation or node limit: another cloud
             for axis, label in zip(self.figure.axes, (x_label, y_label), strict=True):
                 if axis.label != label:  # the confidence is in the time's label
                     axis.label = label
@@ -1215,11 +1218,11 @@ class SearchPanel:
             # the image not shown takes the new cloud, then the mark shows it: bqplot's image
             # mark draws again when its image widget changes, not when that widget's value does
             spare = self._images[m["cloud"].image is self._images[0]]
-            spare.value = png
+            spare.value = cloud["png"]
             with m["cloud"].hold_sync():
-                m["cloud"].image, m["cloud"].x, m["cloud"].y = spare, view["x"], view["y"]
+                m["cloud"].image, m["cloud"].x, m["cloud"].y = spare, cloud["x"], cloud["y"]
                 m["cloud"].visible = True
-            self._drawn = png
+            self._drawn = cloud
         front = result.pareto
         set_data(m["front"], front[x], front[y])
         set_data(m["front_dots"], front[x], front[y])

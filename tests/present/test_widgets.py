@@ -144,13 +144,29 @@ def test_confidence_moves_answer_as_search_does_on_axes_that_stay_while_they_fit
     x = (panel.scales["x"].min, panel.scales["x"].max)
     panel.controls["confidence"].value = 0.89
     assert (panel.scales["x"].min, panel.scales["x"].max) == x  # one stop: the same frame
-    for confidence, nodes in ((0.8, 8), (0.8, 24), (0.99, 24), (0.6, 4), (0.6, 40)):
+    moves = ((0.8, 8), (0.8, 24), (0.99, 24), (0.6, 4), (0.6, 40), (0.6, 4))
+    for confidence, nodes in moves:
         panel.controls["confidence"].value = confidence
         panel.controls["max_nodes"].value = nodes
         asked = replace(START, confidence=confidence, max_nodes=nodes)
         _same(panel.result, search(model, catalog, JOB, asked))
         assert f'data-confidence="{confidence!r}"' in panel.table.value
         _inside_the_axes(panel)
+        _assert_the_cloud_holds_every_candidate(panel)
+    # spot allowed at a low limit prices its rows within it, on cost axes widened down to
+    # them; rising past the limit prices the rest, and each limit's cloud lies where its image
+    # was binned
+    y = (panel.scales["y"].min, panel.scales["y"].max)
+    for nodes in (4, 64, 4):
+        panel.controls["spot"].value = True
+        panel.controls["max_nodes"].value = nodes
+        _same(
+            panel.result,
+            search(model, catalog, JOB, replace(START, confidence=0.6, max_nodes=nodes, spot=True)),
+        )
+        _inside_the_axes(panel)
+        _assert_the_cloud_holds_every_candidate(panel)
+    assert panel.scales["y"].min < y[0]  # the spot rows' lower costs widened the axis
 
 
 def _pixels(png: bytes) -> np.ndarray:
@@ -173,9 +189,9 @@ def test_the_cloud_colours_each_bin_by_its_share_on_spot_and_its_count():
     assert (rgba[..., 3] > 0).sum() == 3  # nothing drawn where nothing lies
 
 
-def test_the_cloud_draws_every_configuration_within_the_node_limit(panel):
-    # every candidate the search weighed lies in a bin the image draws, and no other bin is
-    panel.controls["max_nodes"].value = 6
+def _assert_the_cloud_holds_every_candidate(panel) -> None:
+    """Every candidate the search weighed lies in a bin the cloud's image draws, placed where
+    the image lies on the axes, and no other bin is drawn."""
     cloud, c = panel.marks["cloud"], panel.result.candidates
     (x, _), (y, _) = cost_time_axes(panel.result.constraints.confidence).values()
     rgba = _pixels(cloud.image.value)
@@ -187,6 +203,11 @@ def test_the_cloud_draws_every_configuration_within_the_node_limit(panel):
     want = np.zeros((ny, nx), bool)
     want[ny - 1 - at[1], at[0]] = True
     assert ((rgba[..., 3] > 0) == want).all() and want.sum() > 10
+
+
+def test_the_cloud_draws_every_configuration_within_the_node_limit(panel):
+    panel.controls["max_nodes"].value = 6
+    _assert_the_cloud_holds_every_candidate(panel)
     panel.controls["max_nodes"].value = START.max_nodes
 
 
