@@ -20,7 +20,7 @@ updates; the naive and empty panels' new image decoded), plus one animation fram
 Ours again, with two more controls, ``REEVALUATE`` moves each after ``WARMUP`` untimed ones,
 timed the same way until the table carries the new value and the figure's cloud of candidates
 has moved (the mark both redraw): the max-nodes slider, one stop up at a time, and the
-confidence slider, one stop down at a time, each a confidence not evaluated before. The panel
+confidence slider, one stop down at a time, each a confidence not asked before. The panel
 evaluated every candidate once, up to the max-nodes slider's top: a node limit's move selects
 those within it (``Evaluated.within``) and draws them as a new cloud (one density image,
 ``widgets.cloud_png``); a confidence's move prices the same predictions within the node limit
@@ -63,6 +63,7 @@ from srifty_kit.present.widgets import (  # noqa: E402
     SearchPanel,
     log_choices,
     ranked_html,
+    stops,
     tag,
 )
 
@@ -289,8 +290,7 @@ def moves(control: str, panel: SearchPanel) -> list:
     slider = panel.controls[control]
     if control == "max_nodes":
         return max_nodes_moves(slider.value)
-    stops = [o[1] if isinstance(o, tuple) else o for o in slider.options]  # (label, value)
-    return confidence_moves(stops, slider.value)
+    return confidence_moves(stops(slider), slider.value)
 
 
 # the two controls timed beside the deadline: the key that moves each, the table's attribute
@@ -427,9 +427,7 @@ def batch_latencies() -> list[float]:
     model, job, constraints = demo_model()
     panel = SearchPanel(model, load_catalog(), job, constraints)
     control = panel.controls["batches"]
-    every = tuple(control.value) or tuple(
-        o[1] if isinstance(o, tuple) else o for o in control.options
-    )
+    every = tuple(control.value) or tuple(stops(control))
     choices = [
         tuple(b for b in every if b not in out) for k in (1, 2) for out in combinations(every, k)
     ]
@@ -603,9 +601,13 @@ def main() -> None:
         + "\n\nThe confidence slider: "
         f"{REEVALUATE} moves after {WARMUP} untimed ones, one stop down at a time from "
         f"{levels[0]:g} to {levels[-1]:g} at the {nodes[-1]} nodes the max-nodes moves left, "
-        f"each pricing the {n_nodes[-1]:,} candidates within them (of the {n_top:,} "
+        f"each a price of the {n_nodes[-1]:,} candidates within them (of the {n_top:,} "
         "predicted up to the top) at the new confidence; the axes moved on "
-        f"{axes_moved['confidence']} of the {REEVALUATE} moves. "
+        f"{axes_moved['confidence']} of the {REEVALUATE} moves. In JupyterLab the kernel "
+        "prices the slider's neighbouring stops while it waits between moves "
+        "(``SearchPanel._price_neighbours``), so each timed move selects from a price made "
+        "before it; the kernel-alone figure (no event loop: nothing priced ahead) is a move "
+        "that comes before its price is ready. "
         + _spent(
             "it",
             browser["confidence"],

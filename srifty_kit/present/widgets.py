@@ -16,6 +16,7 @@ styling; the table carries the inputs it was computed for as ``data-*`` attribut
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import math
@@ -95,6 +96,10 @@ MARKS = (
 # up to the node slider's top (on the demo model 140,096, about 60 MB); another confidence or
 # pricing is priced from the last one's predictions anyway (``Evaluated.at``)
 CACHED_EVALUATIONS = 4
+# how long the kernel waits without a message before it prices the confidence slider's
+# neighbouring stops (``SearchPanel._price_neighbours``): longer than the gap between a
+# browser's messages of one change, shorter than a person's between two key presses
+PREFETCH_AFTER_S = 0.05
 # the node slider's top: the panel evaluates every candidate up to it once (``_evaluated``)
 NODE_SLIDER_TOP = 64
 # how far inside a kept axis' ends its points stay before it widens (``_widened``): a dot's
@@ -148,6 +153,11 @@ STYLE = f"<style>{LOOK}{HIDE_COPIES}\n</style>"
 
 # the class of a widget's static copy beside it (static_copy), which STYLE hides
 STATIC = "srifty-static"
+
+
+def stops(slider: Any) -> list:
+    """A selection slider's values, in order (its options are values or (label, value))."""
+    return [o[1] if isinstance(o, tuple) else o for o in slider.options]
 
 
 def static_copy(body: str) -> Any:
@@ -692,10 +702,10 @@ class SearchPanel:
         self.error: Exception | None = None
         self.evaluated: Evaluated | None = None  # what the current result was selected from
         self._cache: OrderedDict[tuple, tuple[Evaluated, dict]] = OrderedDict()
-        # the evaluation's clouds and the cloud's sample last drawn (``_draw``)
         self._drawn: dict | None = None  # the cloud shown (``_draw``)
         self._bounds: dict[str, tuple[float, float]] | None = None  # the axes' ends drawn
         self._left: dict[tuple, list[str]] = {}  # what searches left out (``_left_out``)
+        self._idle: asyncio.TimerHandle | None = None  # work waiting for the kernel's idle
         self._reason: Any = None  # reason_view's widget, made when a cell asks for it
         # each displayed static copy and what it copies (_display_with_copy)
         self._copies: list[tuple[Any, Callable[[], str]]] = []
@@ -948,6 +958,19 @@ class SearchPanel:
             check_gpu_figures(self.catalog, types, self.model, job.model, asked)
         return job, constraints, str(v["objective"])
 
+    def _key(self, job: Job, constraints: Constraints) -> tuple[Job, Constraints]:
+        """The cache's key of an evaluation: the job and the constraints it is evaluated at,
+        without deadline and budget, up to the node slider's top where there are no mixes."""
+        top = constraints.max_nodes
+        if not constraints.mixes:
+            top = max(top, self.controls["max_nodes"].max)
+        return job, replace(constraints, deadline_h=None, budget_usd=None, max_nodes=top)
+
+    def _cached(self, job: Job, constraints: Constraints) -> Evaluated | None:
+        """The kept evaluation that answers ``constraints`` without pricing again, or None."""
+        hit = self._cache.get(self._key(job, constraints))
+        return hit[0] if hit and constraints.max_nodes <= hit[0].constraints.max_nodes else None
+
     def _evaluated(self, job: Job, constraints: Constraints) -> tuple[Evaluated, dict]:
         """The evaluation ``select`` answers ``constraints`` from and what the figure draws of
         it: its axes' ends and, per node limit, the cloud of the candidates within it.
@@ -960,11 +983,8 @@ class SearchPanel:
         limit, on the axes already drawn (widened where a new price falls outside them), and
         the rest once, when the limit rises past it. Only the batches, the workload, the type
         filters and mixes predict again."""
-        top = constraints.max_nodes
-        if not constraints.mixes:
-            top = max(top, self.controls["max_nodes"].max)
-        wide = replace(constraints, deadline_h=None, budget_usd=None, max_nodes=top)
-        key, limit = (job, wide), constraints.max_nodes
+        key, limit = self._key(job, constraints), constraints.max_nodes
+        wide = key[1]
         if key in self._cache:
             self._cache.move_to_end(key)
             ev, view = self._cache[key]
@@ -985,14 +1005,12 @@ class SearchPanel:
             held = last[1] if same and ev is not None else {"x": None, "y": None}
             ev = evaluate(self.model, self.catalog, job, wide) if ev is None else ev
             axes = cost_time_axes(constraints.confidence)  # the front's coordinates, in words
-            levels = [
-                o[1] if isinstance(o, tuple) else o for o in self.controls["confidence"].options
-            ]
             times = ev.candidates[axes["x"][0]]
             if held["x"] is None:  # the time axis holds every confidence the slider offers
+                levels = stops(self.controls["confidence"])
                 times = across_levels(ev.candidates, constraints.confidence, levels)
             view = {
-                "clouds": {},  # per node limit: the cloud's sample of the candidates within it
+                "clouds": {},  # per node limit: the cloud of the candidates within it
                 "axes": axes,
                 "x": _widened(held["x"], times),
                 "y": _widened(held["y"], ev.candidates[axes["y"][0]]),
@@ -1086,7 +1104,44 @@ class SearchPanel:
         self.table.value = ranked_html(result, inputs)
         self._show_reason()
         self._update_copies()
+        self._when_idle(self._price_neighbours)
         return result
+
+    def _when_idle(self, work: Callable[[], None]) -> None:
+        """Run ``work`` once the kernel has had nothing to do for ``PREFETCH_AFTER_S``: a
+        control's next message cancels it first. Nothing runs without a running event loop
+        (a script, a test without one): only a kernel waits for its next message."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._idle = loop.call_later(PREFETCH_AFTER_S, work)
+
+    def _price_neighbours(self) -> None:
+        """Price the confidence slider's two neighbouring stops for the controls as they are,
+        one per idle turn, so that an arrow key's move to either only selects and draws.
+        Only where a confidence is a new price of the same predictions (no mixes: those
+        predict again, too much work to do in case)."""
+        self._idle = None
+        if self.error is not None or self.evaluated is None or self.evaluated.kept is None:
+            return
+        try:
+            job, constraints, _ = self.inputs()
+        except InputError:  # the controls moved since without a search: nothing to prepare
+            return
+        levels = stops(self.controls["confidence"])
+        at = levels.index(constraints.confidence)
+        for near in levels[at + 1 : at + 2] + levels[max(at - 1, 0) : at]:
+            other = replace(constraints, confidence=near)
+            if self._cached(job, other) is None:
+                current = next(reversed(self._cache))
+                self._evaluated(job, other)
+                self._cache.move_to_end(current)  # still the evaluation shown: the last used
+                self._when_idle(self._price_neighbours)  # the other one, on the next idle turn
+                return
 
     def _left_out(self, result: SearchResult, workload: str) -> list[str]:
         """``left_out_lines`` for ``result``, kept per workload, types searched and types left

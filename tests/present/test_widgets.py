@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import io
 from dataclasses import replace
@@ -12,13 +13,15 @@ import pytest
 
 from srifty_kit.catalog.query import load_catalog
 from srifty_kit.decide.explanation import config_phrase
-from srifty_kit.decide.planner import Constraints, Job, search
+from srifty_kit.decide.planner import Constraints, Evaluated, Job, search
 from srifty_kit.errors import InputError
+from srifty_kit.present import widgets
 from srifty_kit.present.plots import cost_time_axes
 from srifty_kit.present.widgets import (
     CLASSES,
     CLOUD_COLORS,
     MARKS,
+    PREFETCH_AFTER_S,
     SearchPanel,
     cloud_png,
     log_choices,
@@ -585,3 +588,25 @@ def test_the_spot_lessons_marked_intervals_never_print_over_each_other(model, ca
         assert np.diff(ticks).min() > 0.2, (stop, lesson.axes["x"].tick_values)
     best = float(f"{lesson.refresh().best['interval_h']:.3g}")
     assert best in lesson.axes["x"].tick_values  # the cheapest interval keeps its tick
+
+
+def test_an_idle_kernel_prices_the_confidence_neighbours_so_a_move_only_selects(
+    model, catalog, monkeypatch
+):
+    # in a kernel (a running event loop), once idle the panel prices the confidence slider's
+    # two neighbouring stops; a move to either is then a selection, and the same answer
+    async def settle(panel, confidence):
+        panel.controls["confidence"].value = confidence
+        await asyncio.sleep(4 * PREFETCH_AFTER_S + 1.0)  # two idle turns, one stop each
+
+    panel = SearchPanel(model, catalog, JOB, START)
+    asyncio.run(settle(panel, 0.85))
+    priced = {key[1].confidence for key in panel._cache}
+    assert {0.84, 0.85, 0.86} <= priced
+    calls = []
+    monkeypatch.setattr(Evaluated, "at", lambda *a, **k: calls.append(a) or None)
+    monkeypatch.setattr(widgets, "evaluate", lambda *a, **k: calls.append(a) or None)
+    panel.controls["confidence"].value = 0.84  # no loop now: nothing prepared after it
+    assert calls == []
+    _same(panel.result, search(model, catalog, JOB, replace(START, confidence=0.84)))
+    assert panel.evaluated.constraints.confidence == 0.84
