@@ -596,9 +596,6 @@ class Evaluated:
     # and the node limit they were enumerated to
     kept: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
     kept_top: int = 0
-    kept_within: dict[int, dict[str, np.ndarray]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
     # ``within``'s last answer, by its node limit (one: each holds a copy of the candidates)
     narrowed: dict[int, cand.Candidates] = field(default_factory=dict, repr=False, compare=False)
 
@@ -660,14 +657,8 @@ class Evaluated:
             return None
         cfg = self.kept
         if constraints.max_nodes < self.kept_top:
-            # the kept rows within a node limit, kept by the limit: a confidence swept at one
-            # limit narrows them once (the dict is shared by every evaluation priced from them)
-            within = self.kept_within
-            if constraints.max_nodes not in within:
-                within.clear()
-                inside = cfg["nodes"] <= constraints.max_nodes
-                within[constraints.max_nodes] = {k: v[inside] for k, v in cfg.items()}
-            cfg = within[constraints.max_nodes]
+            inside = cfg["nodes"] <= constraints.max_nodes
+            cfg = {k: v[inside] for k, v in cfg.items()}
         cfg = cand.at_level(cfg, constraints.confidence)
         c = self.candidates
         cols = cand.price(job, constraints, c.types, cfg)
@@ -790,11 +781,8 @@ def select(
     ranked_pos = _rank(c, idx, front, objective, top)
     front_idx = idx[front]
     front_idx = front_idx[np.argsort(c[FRONT_TIME][front_idx], kind="stable")]  # fastest first
-    # the ranked rows and the front's in one table, then apart: a table costs its columns'
-    # set-up whatever its rows, and a slider's move makes these two
-    both = cand.to_frame(c, np.concatenate([idx[ranked_pos], front_idx]))
-    ranked = both.iloc[: ranked_pos.size].reset_index(drop=True)
-    exact = both.iloc[ranked_pos.size :].reset_index(drop=True)
+    ranked = cand.to_frame(c, idx[ranked_pos])
+    exact = cand.to_frame(c, front_idx)
     at = knee_index(exact[FRONT_TIME], exact[FRONT_COST])
     knee = exact.iloc[at]
     picked = int(idx[ranked_pos[0]])
