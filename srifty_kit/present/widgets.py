@@ -969,7 +969,7 @@ class SearchPanel:
     def _cached(self, job: Job, constraints: Constraints) -> Evaluated | None:
         """The kept evaluation that answers ``constraints`` without pricing again, or None."""
         hit = self._cache.get(self._key(job, constraints))
-        return hit[0] if hit and constraints.max_nodes <= hit[0].constraints.max_nodes else None
+        return hit[0] if hit and hit[0].allows(constraints) else None
 
     def _evaluated(self, job: Job, constraints: Constraints) -> tuple[Evaluated, dict]:
         """The evaluation ``select`` answers ``constraints`` from and what the figure draws of
@@ -988,7 +988,7 @@ class SearchPanel:
         if key in self._cache:
             self._cache.move_to_end(key)
             ev, view = self._cache[key]
-            if limit > ev.constraints.max_nodes:  # priced within a lower limit: the rest now
+            if not ev.allows(constraints):  # priced within a lower limit: the rest now
                 ev = ev.at(wide) or evaluate(self.model, self.catalog, job, wide)
                 # the same rows first, in the same order: the clouds drawn are still its own
                 view.update({k: _widened(view[k], ev.candidates[view["axes"][k][0]]) for k in "xy"})
