@@ -664,8 +664,8 @@ CPU_TARGET = INSTANCE["T4"]
 # batch sizes profiled here: two each, small enough for a CPU, far enough apart for a slope
 PROFILE_BATCHES = {"cifar10": [8, 64], "imagenet": [2, 16], "bert": [1, 4], "ncf": [256, 4096]}
 PROFILE_SECONDS = {"cifar10": 30, "imagenet": 60, "bert": 90, "ncf": 15}
-CPU_REPEATS = 3  # a CPU profile's intercept (the carried host floor) moves run to run
-CPU_COLUMNS = ("cold (op mix)", "cold (FLOP count)", "1 step")
+CPU_REPEATS = 3  # a CPU profile's intercept moves run to run (the old route's host floor)
+CPU_COLUMNS = ("cold (op graph)", "cold (CPU floor)", "cold (FLOP count)", "1 step")
 
 
 def regime(rows: pd.DataFrame) -> np.ndarray:
@@ -677,8 +677,10 @@ def regime(rows: pd.DataFrame) -> np.ndarray:
 def cpu_carry(name: str, traces: pd.DataFrame, catalog, learned) -> pd.DataFrame:
     """Profile ``name`` here on the CPU (``srifty profile``'s profiler, its facts with the op
     mix), fit StepTimeModel on that profile alone and carry it to every traced configuration
-    of the T4 machine as srifty does: cold by the op mix ("roofline (op mix, CPU profile)"),
-    cold by the FLOP count alone (the route without an op mix), and after one measured 1-GPU
+    of the T4 machine as srifty does: cold by the op graph ("roofline (op graph alone)": the
+    floor from its launches, the slope from its op mix), the same with the CPU fit's intercept
+    as the floor (the route for facts without launches, which srifty took before), cold by
+    the FLOP count alone (the route without an op mix), and after one measured 1-GPU
     step at the batch ``roofline.probe_batch`` names (``TransferFit.update``, as a refit with
     that step appended does). ``learned``: roofline constants learned without the T4. One row
     per scored configuration (all but the probe's) with each column's prediction."""
@@ -697,6 +699,9 @@ def cpu_carry(name: str, traces: pd.DataFrame, catalog, learned) -> pd.DataFrame
         warnings.simplefilter("ignore")  # a CPU profile fixes every network term: expected
         fit = StepTimeModel(level=LEVEL).fit(result.measurements, facts=result.facts)
         carried = fit._transfer(name, CPU_TARGET, catalog, constants=learned)
+        mix = result.facts["op_mix"]
+        uncounted = {**mix, "host": {k: v for k, v in mix["host"].items() if "launch" not in k}}
+        cpu_floor = fit._transfer(name, CPU_TARGET, catalog, constants=learned, op_mix=uncounted)
         flops = fit._transfer(name, CPU_TARGET, catalog, constants=learned, op_mix=None)
     rows = with_per_node(traces[traces["model"] == name])
     one = rows[rows["num_workers"] == 1]
@@ -708,7 +713,8 @@ def cpu_carry(name: str, traces: pd.DataFrame, catalog, learned) -> pd.DataFrame
         {"model": name, "regime": regime(scored), "step": scored["step_time_s"].to_numpy()}
     )
     columns = {
-        "cold (op mix)": carried,
+        "cold (op graph)": carried,
+        "cold (CPU floor)": cpu_floor,
         "cold (FLOP count)": flops,
         "1 step": carried.update(probe),
     }
@@ -766,10 +772,13 @@ def cpu_section(data: Path, learned: roofline.Learned, repeats: int = CPU_REPEAT
         + f"; {repeats} fresh profiles each. Each profile is fitted alone (`StepTimeModel` "
         "with the profile's facts, its op mix among them) and carried to every traced "
         f"{CPU_TARGET} configuration of the model by `StepTimeModel._transfer`, with the "
-        "roofline constants learned without the T4 (the cross-GPU section's): *cold (op mix)* "
+        "roofline constants learned without the T4 (the cross-GPU section's): *cold (op graph)* "
         "is the route srifty takes for a CPU profile with facts (the T4's slope from the op "
-        "mix alone at the population's efficiencies, the host floor from the CPU fit's "
-        "intercept); *cold (FLOP count)* the route without an op mix (FLOPs x batch over the "
+        "mix alone at the population's efficiencies, the floor from the operators one step "
+        "launches times the learned cost per launch, `roofline.graph_floor`: no CPU timing "
+        "enters it); *cold (CPU floor)* the same with the CPU fit's intercept as the floor "
+        "(the route before launches were counted, still taken for facts without them); "
+        "*cold (FLOP count)* the route without an op mix (FLOPs x batch over the "
         "fp32 peak, the intercept kept); *1 step* cold updated by one measured 1-GPU step at "
         "the batch `roofline.probe_batch` names (`TransferFit.update`, what `srifty fit` does "
         "with that step appended). *naive*: FLOPs x batch / the T4's fp32 peak, nothing else. "
@@ -778,10 +787,12 @@ def cpu_section(data: Path, learned: roofline.Learned, repeats: int = CPU_REPEAT
         "width its median (hi - lo) / step; median over the profiles (min-max where they "
         f"differ). Routes: {routes}.\n\n"
         + markdown_table(shown.reset_index())
-        + "\n\nOn one GPU (median over the four models and the profiles): cold by the op mix "
-        f"{_pct(one['cold (op mix) mape'].median())} (covered "
-        f"{_pct(one['cold (op mix) cover'].median())}, 90% width "
-        f"{_pct(one['cold (op mix) width'].median())} of the step), by the FLOP count "
+        + "\n\nOn one GPU (median over the four models and the profiles): cold by the op graph "
+        f"{_pct(one['cold (op graph) mape'].median())} (covered "
+        f"{_pct(one['cold (op graph) cover'].median())}, 90% width "
+        f"{_pct(one['cold (op graph) width'].median())} of the step), with the CPU's intercept "
+        f"as the floor {_pct(one['cold (CPU floor) mape'].median())} (covered "
+        f"{_pct(one['cold (CPU floor) cover'].median())}), by the FLOP count "
         f"{_pct(one['cold (FLOP count) mape'].median())}, naive "
         f"{_pct(one['naive mape'].median())}; after one step "
         f"{_pct(one['1 step mape'].median())} (covered {_pct(one['1 step cover'].median())}, "

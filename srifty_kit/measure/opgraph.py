@@ -18,6 +18,13 @@ step) replays the first one's counts instead of decomposing again. Per operator 
 
 The step is run at two batch sizes; the difference is the work per sample, what is left the
 work per step (weights read once per step, the optimizer): ``x(b) = per_step + b * per_sample``.
+
+It also counts the operators the step launches (``host.launches_per_step``): every aten call
+the dispatcher makes at the top level, views left out (they move no data and launch nothing).
+A step's fixed overhead on a GPU is host work per launch, so this count, not a CPU's step time,
+is what carries that overhead to a GPU (``model.roofline.graph_floor``). A recurrent layer
+(``nn.RNNBase``) counts one launch forward and one backward: on a GPU cuDNN runs all its layers
+and time steps as one call, where the meta device runs the unrolled cell, op by op.
 """
 
 from __future__ import annotations
@@ -117,11 +124,18 @@ def _nbytes(x: Any) -> int:
     return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
 
 
+def _is_view(func: Any) -> bool:
+    """Whether an operator only returns views of its inputs (no kernel, no data moved)."""
+    returns = func._schema.returns
+    return bool(returns) and all(
+        r.alias_info is not None and not r.alias_info.is_write for r in returns
+    )
+
+
 def _op_bytes(func: Any, args: Any, kwargs: Any, out: Any) -> int:
     """Bytes an eager operator reads and writes: its tensor inputs and outputs, a view none."""
-    returns = func._schema.returns
-    if returns and all(r.alias_info is not None and not r.alias_info.is_write for r in returns):
-        return 0  # a view: same storage, nothing moved
+    if _is_view(func):
+        return 0  # same storage, nothing moved
     inputs, _ = tree_flatten((args, kwargs))
     outputs, _ = tree_flatten(out)
     seen = {id(t) for t in inputs if isinstance(t, torch.Tensor)}
@@ -166,12 +180,37 @@ class _Tally(TorchDispatchMode):
         self.bytes: dict[tuple[str, str, str], float] = defaultdict(float)
         self._memo: dict[tuple, tuple[list, tuple | None]] | None = {} if memo else None
         self._open: list[list[tuple[tuple[str, str, str], float, float]]] = []
+        self.launches = 0  # top-level operators that are not views (see the module docstring)
+        self.fused = 0  # > 0 inside a recurrent layer: its calls are one fused launch
+
+    def enter_fused(self, *_: Any) -> None:
+        """A module hook: a recurrent layer's forward or backward starts."""
+        self.fused += 1
+
+    def leave_fused(self, *_: Any) -> None:
+        """A module hook: the recurrent layer is done, one launch on a GPU."""
+        self.fused -= 1
+        self.launches += 1
+
+    def leave_fused_backward(self, _module: Any, grad_input: Any, _grad_output: Any) -> None:
+        """The backward hook: where no input needs a gradient (the first layer) autograd calls
+        it before the layer's own backward runs, so the layer stays fused until backward ends
+        (``close_fused``)."""
+        if any(g is not None for g in grad_input):
+            self.leave_fused()
+
+    def close_fused(self) -> None:
+        """End of backward: every recurrent layer still open is done."""
+        while self.fused > 0:
+            self.leave_fused()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: D105
         kwargs = kwargs or {}
         packet = func._overloadpacket
         if packet.__name__ in _SKIP or isinstance(func, torch._ops.HigherOrderOperator):
             return func(*args, **kwargs)
+        if not (self._open or self.fused or _is_view(func)):
+            self.launches += 1
         sig = None if self._memo is None else _signature(func, self.phase, args, kwargs)
         if sig is not None and sig in self._memo:
             counted, template = self._memo[sig]
@@ -307,12 +346,26 @@ def _tally_step(
             return functional_call(model, state, a, k, tie_weights=True, strict=False)
 
     tally = _Tally(memo)
-    with tally:
-        loss = forward_loss(_Bound(), (inputs, targets), loss_fn)
-        tally.phase = "backward"
-        loss.backward()
-        tally.phase = "optimizer"
-        optimizer.step()
+    hooks = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.RNNBase):  # one cuDNN call each way on a GPU
+            hooks += [
+                module.register_forward_pre_hook(tally.enter_fused),
+                module.register_forward_hook(tally.leave_fused),
+                module.register_full_backward_pre_hook(tally.enter_fused),
+                module.register_full_backward_hook(tally.leave_fused_backward),
+            ]
+    try:
+        with tally:
+            loss = forward_loss(_Bound(), (inputs, targets), loss_fn)
+            tally.phase = "backward"
+            loss.backward()
+            tally.close_fused()
+            tally.phase = "optimizer"
+            optimizer.step()
+    finally:
+        for hook in hooks:
+            hook.remove()
     return tally
 
 
@@ -354,7 +407,8 @@ def op_graph_facts(
     Returns:
         A JSON-ready dict: ``op_mix`` ({class: {flops_per_sample, bytes_per_sample,
         flops_per_step, bytes_per_step}} for every class in ``OP_CLASSES`` and ``host``),
-        ``phases`` (the same per forward/backward/optimizer), the totals
+        ``phases`` (the same per forward/backward/optimizer; the ``host`` class also holds
+        ``launches_per_step``, the operators one step launches), the totals
         ``op_flops_per_sample``, ``op_bytes_per_sample``, ``op_flops_per_step``,
         ``op_bytes_per_step``, ``param_dtype`` and ``op_mix_method``.
 
@@ -365,7 +419,7 @@ def op_graph_facts(
     b1, b2 = sorted(int(b) for b in batch_sizes)
     if b1 < 1 or b1 == b2:
         raise InputError(f"batch sizes {batch_sizes} are not two different positive sizes")
-    sums, host = [], []
+    sums, host, launches = [], [], 0
     for b in (b1, b2):
         try:
             batch = make_batch(b)
@@ -388,6 +442,7 @@ def op_graph_facts(
             ) from err
         sums.append(_sums(tally))
         host.append(_host_bytes(batch))
+        launches = max(launches, tally.launches)
     mix: dict[str, dict[str, float]] = {}
     phases: dict[str, dict[str, float]] = {}
     for key in {*OP_CLASSES, *(f"phase:{p}" for p in PHASES)}:
@@ -402,6 +457,7 @@ def op_graph_facts(
         "bytes_per_sample": hs,
         "flops_per_step": 0.0,
         "bytes_per_step": hp,
+        "launches_per_step": float(launches),
     }
     mix = {k: mix[k] for k in (*OP_CLASSES, HOST)}
     dtypes = {str(p.dtype).removeprefix("torch.") for p in model.parameters()}
@@ -417,7 +473,7 @@ def op_graph_facts(
         "op_mix_method": (
             f"meta-device training step at batch {b1} and {b2}: FLOPs from "
             "torch.utils.flop_counter's formulas, bytes from operator input/output sizes "
-            "(unfused eager step); host = the input batch"
+            "(unfused eager step); host = the input batch and the operators launched"
         ),
     }
 

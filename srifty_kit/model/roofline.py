@@ -130,6 +130,12 @@ class Learned:
     # leaves on held-out carries (``_after_step``). {}: the cold ones (constants learned
     # before it was, or without op mixes).
     after_step: Mapping[str, float] = field(default_factory=dict)
+    # tau in  O_g,m = L_m * tau * h_g : the floor per operator launched (L_m the op graph's
+    # ``launches_per_step``), the population's, in seconds; 0 where no reference model's facts
+    # count launches (then a CPU profile's floor is its own intercept, ``graph_floor``)
+    launch_s: float = 0.0
+    # log sd of that floor against a reference model's own, the model held out of tau
+    launch_sd: float = 1.0
 
     def measured(self) -> Learned:
         """The constants a carry uses once a step on the target is measured (``after_step``
@@ -794,17 +800,76 @@ def _fits(curves: pd.DataFrame, p: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _host_factors(fits: pd.DataFrame) -> tuple[dict[str, float], float]:
-    """log h_g of  log O_g,m = a_m + log h_g  (median polish, mean log h = 0) and the
-    between-GPU sd of log h."""
+def _polish(fits: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(log h_g, a_m) of  log O_g,m = a_m + log h_g  by median polish, mean log h = 0."""
     table = np.log(fits.pivot(index="gpu", columns="model", values="floor"))
     h = pd.Series(0.0, index=table.index)
+    a = table.median(axis=0)
     for _ in range(20):
         a = table.sub(h, axis=0).median(axis=0)
         h = table.sub(a, axis=1).median(axis=1)
         h -= h.mean()
+    return h, a
+
+
+def _host_factors(fits: pd.DataFrame) -> tuple[dict[str, float], float]:
+    """log h_g of  log O_g,m = a_m + log h_g  and the between-GPU sd of log h."""
+    h, _ = _polish(fits)
     sd = float(np.sqrt(np.mean(h**2) * len(h) / max(len(h) - 1, 1))) if len(h) > 1 else 0.5
     return h.to_dict(), sd
+
+
+def launches_of(op_mix: Mapping[str, Mapping[str, float]] | None) -> float | None:
+    """The operators one step launches (the op mix's ``host.launches_per_step``), or None
+    (no op mix, or facts written before launches were counted)."""
+    n = (op_mix or {}).get("host", {}).get("launches_per_step")
+    return float(n) if n else None
+
+
+def _launch_cost(fits: pd.DataFrame, facts: Mapping[str, Any]) -> tuple[float, float]:
+    """(tau, log sd) of  a_m = log L_m + log tau + e_m : the population's floor per launch,
+    the median over models, and the rms of e_m with model m held out of that median; (0, 1)
+    with fewer than two models whose facts count launches."""
+    _, a = _polish(fits)
+    per = pd.Series({m: a[m] - np.log(n) for m in a.index if (n := launches_of(facts.get(m)))})
+    if len(per) < 2:
+        return 0.0, 1.0
+    held_out = [per[m] - per.drop(m).median() for m in per.index]
+    return float(np.exp(per.median())), _rms(pd.Series(held_out))
+
+
+def graph_floor(
+    op_mix: Mapping[str, Mapping[str, float]] | None,
+    learned: Learned,
+    target_gpu: str | None = None,
+    machine: str | None = None,
+) -> tuple[float, float, str] | None:
+    """A step's floor on a GPU from the op graph alone, with no GPU step measured:
+
+        O = L * tau * h_g      L launches per step, tau the population's cost per launch,
+                               h_g the target machine's host factor (the population's, 1,
+                               for a machine the reference campaigns never measured)
+
+    Args:
+        op_mix: the facts' op mix (its ``host.launches_per_step``).
+        learned: :func:`learn`'s result (``launch_s``, ``launch_sd``).
+        target_gpu, machine: the target, as :func:`host_ratio` looks its host factor up.
+
+    Returns:
+        (floor seconds, its log sd, the route in words), or None without a launch count or
+        a learned ``launch_s``.
+    """
+    n = launches_of(op_mix)
+    if n is None or not learned.launch_s > 0:
+        return None
+    h = float(np.exp(_eff(learned, target_gpu, machine).log_host))
+    sd = learned.launch_sd  # already a held-out spread (each model out of tau): not scaled
+    words = (
+        f"floor from the op graph: {n:.0f} launches x {1e6 * learned.launch_s:.0f} us "
+        f"x host factor {h:.2f} = {1e3 * n * learned.launch_s * h:.3g} ms, x/÷ "
+        f"{np.exp(1.645 * sd):.1f} at 90%"
+    )
+    return n * learned.launch_s * h, sd, words
 
 
 def _efficiency_fit(fits, facts, figs) -> tuple[dict[str, tuple[float, float]], float]:
@@ -849,6 +914,7 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
         arith, mem, mu_a, mu_m, tau_a, tau_m = {}, {}, 0.0, 0.0, 0.0, 0.0
     per_gpu = {g: Efficiency(arith.get(g, mu_a), mem.get(g, mu_m), host[g]) for g in host}
     step = np.concatenate(fits["resid"].to_list()) if len(fits) else np.zeros(1)
+    tau, tau_sd = _launch_cost(fits, facts)
     return Learned(
         per_gpu=per_gpu,
         population=Efficiency(mu_a, mu_m, 0.0),
@@ -860,6 +926,8 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
         scale=1.0,
         bandwidth_weight=w,
         sharpness=p,
+        launch_s=tau,
+        launch_sd=tau_sd,
         basis=f"{curves['gpu'].nunique()} GPUs ({', '.join(sorted(curves['gpu'].unique()))}), "
         f"{len(curves)} one-GPU steps",
     )

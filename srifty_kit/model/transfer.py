@@ -29,9 +29,11 @@ it, ``StepTimeModel.explain`` shows it per prediction):
          is refitted as t(b) = (O**p + (b s)**p)**(1/p) and carried by ``roofline.carry``:
          the slope by the ratio of the two GPUs' rooflines of the op mix, the floor by their
          machines' host factors; H = O', D = s' b, g = p, beliefs from the carry's held-out
-         spreads. A CPU source (no figures): s' from the op mix alone at the population's
-         efficiencies (``roofline.absolute``), H as on the flops route: a CPU's step time says
-         nothing of a GPU's, so only the op mix and the learned efficiencies reach it.
+         spreads. A CPU source (no figures): a CPU's step time says nothing of a GPU's, so
+         only the op graph and the learned constants reach it: s' from the op mix at the
+         population's efficiencies (``roofline.absolute``), H from the operators one step
+         launches times the learned cost per launch (``roofline.graph_floor``); facts written
+         before launches were counted keep the source's intercept as H, as on the flops route.
   fp32-peak rule: the same without an op mix: ``roofline.carry``'s fallback, whose weights
          are chosen so that its worst held-out pair is no worse than the fp32-peak ratio
          (with the shipped constants it is that ratio, floor and slope alike).
@@ -65,11 +67,11 @@ Synchronisation moves with the gradient size (profile facts) or the network figu
 neither is known, one-worker configurations are still carried and only those that synchronise
 are refused (``sync_missing``).
 
-Known limits, measured against real runs (benchmarks/transfer_accuracy.py): a host-bound
-model's GPU step (many small kernels) is far above a CPU profile's intercept carried as its
-host floor, and a machine's host floor is not in its catalog figures (the Azure ND40rs_v2
-traces pay ~100 ms per step where other machines pay ~10); NETWORK_EFFICIENCY's median sits
-well above the rate the g4dn.12xlarge traces reached.
+Known limits, measured against real runs (benchmarks/transfer_accuracy.py): a floor from
+the op graph's launches misses a reference model's own by a factor of about 3 at one sd (what
+fills a GPU is not only launches); a machine's host floor is not in its catalog figures (the
+Azure ND40rs_v2 traces pay ~100 ms per step where other machines pay ~10); and
+NETWORK_EFFICIENCY's median sits well above the rate the g4dn.12xlarge traces reached.
 """
 
 from __future__ import annotations
@@ -543,15 +545,21 @@ def _roofline_route(
         if not op_mix:
             return None
         slope, sd, words = roofline.absolute(op_mix, fig_dst, constants, gpu_dst)
-        host = _host_floor(params, correction, bsz_range[0])
-        cov = np.diag([HOST_FLOPS[1] ** 2, sd**2])
-        notes = [
-            f"host floor: the source's fitted intercept {params.alpha_c:.3g} s (at least "
-            f"{HOST_FLOOR_MIN_S:g} s), x/÷ {np.exp(1.645 * HOST_FLOPS[1]):.1f} at 90%",
-            words,
-        ]
+        graph = roofline.graph_floor(op_mix, constants, gpu_dst, names[1])
+        if graph is not None:  # the op graph's launches: no CPU timing reaches the GPU
+            host, host_sd, floor_words = graph
+            route = "roofline (op graph alone)"
+        else:  # facts written before launches were counted: the CPU's own intercept
+            host, host_sd = _host_floor(params, correction, bsz_range[0]), HOST_FLOPS[1]
+            floor_words = (
+                f"host floor: the source's fitted intercept {params.alpha_c:.3g} s (at least "
+                f"{HOST_FLOOR_MIN_S:g} s), x/÷ {np.exp(1.645 * host_sd):.1f} at 90%; profile "
+                "again for a floor from the op graph's launches, which no CPU load moves"
+            )
+            route = "roofline (op mix, CPU profile)"
+        cov = np.diag([host_sd**2, sd**2])
         noise = constants.scale * constants.step_sd
-        route = "roofline (op mix, CPU profile)"
+        notes = [floor_words, words]
         return host, slope, cov, noise, constants.sharpness, route, notes, None, None
     lo, hi = (float(b) for b in bsz_range)
     b = np.unique(np.geomspace(lo, max(hi, lo), ROOFLINE_POINTS).round(6))

@@ -403,11 +403,11 @@ def test_fit_with_facts_carries_an_unmeasured_gpu_by_the_op_mix(cpu_profile):
     done = srifty(*args, "--facts", "mlp.facts.json", "--out", "with.json", cwd=cpu_profile)
     assert done.returncode == 0, done.stderr
     assert "op mix of mlp from mlp.facts.json" in done.stdout
-    assert _route(cpu_profile / "with.json").startswith("roofline (op mix")
+    assert _route(cpu_profile / "with.json") == "roofline (op graph alone)"
     # the same steps without facts go by the FLOP count: the facts are what changed the route
     done = srifty(*args, "--out", "without.json", cwd=cpu_profile)
     assert done.returncode == 0, done.stderr
-    assert "op mix" not in _route(cpu_profile / "without.json")
+    assert "roofline" not in _route(cpu_profile / "without.json")
 
 
 @pytest.mark.slow
@@ -417,12 +417,12 @@ def test_fit_reads_the_facts_profile_wrote_beside_the_table(cpu_profile, tmp_pat
     done = srifty("fit", "--measurements", "steps.csv", "--out", "m.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "op mix of mlp from steps.facts.json" in done.stdout
-    assert _route(tmp_path / "m.json").startswith("roofline (op mix")
+    assert _route(tmp_path / "m.json") == "roofline (op graph alone)"
     done = srifty(
         "fit", "--measurements", "steps.csv", "--no-facts", "--out", "n.json", cwd=tmp_path
     )
     assert done.returncode == 0 and "op mix" not in done.stdout
-    assert "op mix" not in _route(tmp_path / "n.json")
+    assert "roofline" not in _route(tmp_path / "n.json")
     # the facts beside the table are an input: the model may not be written over them
     done = srifty("fit", "--measurements", "steps.csv", "--out", "steps.facts.json", cwd=tmp_path)
     assert done.returncode == 2 and "--out" in done.stderr

@@ -114,6 +114,37 @@ def test_replayed_operator_counts_equal_counting_every_call(make):
     assert dict(memo.flops) == dict(fresh.flops) and sum(memo.flops.values()) > 0
 
 
+def test_launches_count_operators_not_views_and_a_recurrent_layer_once_each_way():
+    # what carries a step's fixed overhead to a GPU: the operators one step launches
+    def launches(spec: ModelSpec) -> float:
+        return op_graph_facts_of(spec)["op_mix"][HOST]["launches_per_step"]
+
+    shallow = tiny()
+    deeper = shallow._replace(
+        model=nn.Sequential(*shallow.model, nn.ReLU(), nn.Linear(5, 5), nn.ReLU(), nn.Linear(5, 5))
+    )
+    # two more layers launch more (forward, backward, optimizer), and the count does not
+    # depend on the batch
+    assert launches(deeper) > launches(shallow) + 8
+    assert op_graph_facts_of(shallow, batch_sizes=(3, 9))["op_mix"][HOST][
+        "launches_per_step"
+    ] == launches(shallow)
+    # a view launches nothing: the step with a reshape around its head launches the same
+    spec = tiny()
+    viewed = spec._replace(loss_fn=lambda out, y: spec.loss_fn(out.reshape(-1, 7, 5), y))
+    assert launches(viewed) == launches(spec)
+    # the LSTM runs 12 time steps on the meta device, op by op, but is one cuDNN call each
+    # way on a GPU: the same net over 3x the time steps launches exactly as many
+    rnn = recurrent()
+    longer = rnn._replace(make_batch=lambda b: tuple(_longer(x) for x in rnn.make_batch(b)))
+    assert launches(longer) == launches(rnn) < 100
+
+
+def _longer(x: torch.Tensor) -> torch.Tensor:
+    """The same batch over three times the sequence (dimension 1)."""
+    return torch.cat([x, x, x], dim=1)
+
+
 def test_only_matmul_like_operators_carry_flops():
     facts = op_graph_facts_of(load_spec("cnn"))
     flops = {c: v["flops_per_sample"] for c, v in facts["op_mix"].items()}

@@ -205,6 +205,30 @@ def test_an_op_mix_alone_gives_a_slope_and_a_stated_width():
     assert roofline.op_mixes_of({"m": {"op_mix": None}}) == {}
 
 
+def test_a_floor_from_the_op_graph_is_launches_times_the_learned_cost_per_launch():
+    # three models whose floors are their launches x 50 us x each GPU's host factor
+    curves, mixes, figs = synthetic_curves()
+    launches = {"conv": 400.0, "mem": 100.0, "mixed": 1600.0}
+    host = {"a": 0.8, "b": 1.0, "c": 1.25}
+    rows = []
+    for (g, m), c in curves.groupby(["gpu", "model"]):
+        slope = roofline._roofline_s(mixes[m], figs[g], Efficiency(np.log(0.5), np.log(0.4), 0))
+        floor = launches[m] * 50e-6 * host[g]
+        rows.append(c.assign(step_time_s=(floor**2 + (c["local_bsz"] * slope) ** 2) ** 0.5))
+    counted = {m: {**mix, "host": {"launches_per_step": launches[m]}} for m, mix in mixes.items()}
+    fit = roofline.learn(pd.concat(rows), counted, figs)
+    assert fit.launch_s == pytest.approx(50e-6, rel=0.1)
+    assert fit.launch_sd < 0.1  # each model, held out of tau, is predicted by the others
+    floor, sd, words = roofline.graph_floor(counted["conv"], fit)
+    assert floor == pytest.approx(400 * fit.launch_s) and sd == fit.launch_sd
+    assert "400 launches" in words
+    # an op mix from before launches were counted, or constants without them: no floor
+    assert roofline.graph_floor(mixes["conv"], fit) is None
+    assert roofline.graph_floor(counted["conv"], learned()) is None
+    shipped = roofline.reference_learned()
+    assert shipped is not None and shipped.launch_s > 0  # the reference models count launches
+
+
 def test_correlated_errors_let_one_step_move_the_part_it_does_not_see():
     # a target 1.7x slower overall: one step at the smallest batch (all floor) also moves the
     # slope when the prior says the two move together, and not when it says they are apart

@@ -859,27 +859,53 @@ def test_a_malformed_op_mix_is_refused_at_fit():
         )
 
 
-def test_a_cpu_profile_reaches_a_gpu_only_through_its_op_mix_with_the_width_stated():
+def _cpu_fits(op_mix: dict) -> tuple[StepTimeModel, StepTimeModel]:
+    """One CPU profile fitted twice: as measured, and as a host three times as loaded
+    measures it (every step 3x; the intercept 10 ms -> 30 ms)."""
     cpu = SOURCE._replace(alpha_c=0.01, beta_c=0.05)
     profile = table(cpu, "local-cpu-amd-epyc-2c", 1).query("num_workers == 1")
     profile = profile.assign(flops_per_sample=2e9, grad_bytes=4.5e7, gpus_per_node=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = StepTimeModel().fit(profile, facts={"resnet": {"op_mix": OP_MIX}})
-        slower_cpu = StepTimeModel().fit(
-            profile.assign(step_time_s=profile["step_time_s"] * 3),
-            facts={"resnet": {"op_mix": OP_MIX}},
+        return tuple(
+            StepTimeModel().fit(
+                profile.assign(step_time_s=profile["step_time_s"] * k),
+                facts={"resnet": {"op_mix": op_mix}},
+            )
+            for k in (1, 3)
         )
-    configs = one_gpu_configs(["g4dn.12xlarge"], bsz=(512,))
+
+
+@pytest.mark.parametrize("bsz", [1, 512])
+def test_a_cpu_profile_reaches_a_gpu_only_through_its_op_graph_whatever_the_cpu_took(bsz):
+    launched = {**OP_MIX, "host": {**OP_MIX.get("host", {}), "launches_per_step": 300.0}}
+    model, loaded_cpu = _cpu_fits(launched)
+    fit = model._group("resnet", "g4dn.12xlarge", catalog())
+    assert fit.route == "roofline (op graph alone)"
+    assert any("300 launches" in note for note in fit.notes)
+    assert any("x/÷" in note and "no GPU step measured" in note for note in fit.notes)
+    # the floor (launches x the learned cost) and the slope (the op mix) are the op graph's:
+    # a CPU three times as loaded while profiling moves no GPU prediction, at a batch on the
+    # floor or far past it
+    configs = one_gpu_configs(["g4dn.12xlarge"], bsz=(bsz,))
+    a = model.predict(configs, catalog=catalog())
+    b = loaded_cpu.predict(configs, catalog=catalog())
+    for column in ("step_time_s", "step_time_lo", "step_time_hi"):
+        assert float(b[column].iloc[0]) == pytest.approx(float(a[column].iloc[0]), rel=1e-9)
+    assert float(a["step_time_hi"].iloc[0] / a["step_time_lo"].iloc[0]) > 4.0  # wide
+
+
+def test_facts_without_launches_keep_the_cpu_intercept_as_the_floor_and_say_so():
+    model, loaded_cpu = _cpu_fits(OP_MIX)  # facts written before launches were counted
     fit = model._group("resnet", "g4dn.12xlarge", catalog())
     assert fit.route == "roofline (op mix, CPU profile)"
-    assert any("x/÷" in note and "no GPU step measured" in note for note in fit.notes)
-    # the per-sample time is the op mix's, whatever the CPU took: a CPU 3x slower per sample
-    # moves the GPU's large-batch step by nothing but its host floor's share
+    assert any("profile again" in note for note in fit.notes)
+    # the per-sample time is the op mix's, whatever the CPU took: a CPU 3x slower moves the
+    # GPU's large-batch step by nothing but its host floor's share
+    configs = one_gpu_configs(["g4dn.12xlarge"], bsz=(512,))
     a = model.predict(configs, catalog=catalog())
-    b = slower_cpu.predict(configs, catalog=catalog())
-    assert float(b["step_time_s"].iloc[0] / a["step_time_s"].iloc[0]) < 1.5
-    assert float(a["step_time_hi"].iloc[0] / a["step_time_lo"].iloc[0]) > 4.0  # wide
+    b = loaded_cpu.predict(configs, catalog=catalog())
+    assert 1.0 < float(b["step_time_s"].iloc[0] / a["step_time_s"].iloc[0]) < 1.5
 
 
 def test_a_gpu_without_figures_says_why_it_cannot_be_carried_to(source_model):
