@@ -23,11 +23,11 @@ from srifty_kit.tables.files import atomic_write, write_table
 
 SINGLE_BATCHES = (8, 16, 32, 64)
 # The demo job's deadline. The demo profiles on this machine's CPU, and a CPU's step time says
-# nothing of a GPU's: every GPU type is reached through the model's op mix alone, so the
-# search's 90% upper end of a run lies 2-3x above its point estimate (most of it the GPU's
-# host floor, which a CPU's intercept only hints at). Two hours leave room for that width
-# however slow the machine that profiles, so the report opens on a decision and the
-# measurement that would narrow it.
+# nothing of a GPU's: every GPU type is reached through the model's op graph alone (its floor
+# from the operators a step launches, which is most of a small model's GPU step and uncertain
+# by a factor of ~3 at one sd), so the search's 90% upper end of a run lies ~3x above its
+# point estimate whatever machine profiles. Two hours leave room for that width at some
+# scale, so the report opens on a decision and the measurement that would narrow it.
 DEADLINE_H = 2.0
 DIST_WORLDS = (1, 2)  # two processes: what a 2-core machine can run without oversubscribing
 
@@ -177,7 +177,9 @@ def run_demo(
     measurements = write_table(measured, out / "measurements.csv")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # terms it fixes are listed in the report's fit table
-        fitted = StepTimeModel().fit(measured)
+        # with the profile's facts, as `srifty fit` reads them beside the table: the op graph,
+        # not this CPU's step time, is what reaches a GPU
+        fitted = StepTimeModel().fit(measured, facts={model: single.facts})
     model_path = out / "model.json"
     fitted.save(model_path)
     parameters = {

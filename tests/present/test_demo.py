@@ -39,6 +39,11 @@ def test_demo_profiles_fits_searches_and_writes_a_report(tmp_path):
     assert (measured["step_time_s"] > 0).all()
     model = StepTimeModel.load(out / "model.json")
     assert "mlp" in model.models_
+    # a GPU is reached through the profile's op graph, not through this CPU's step time
+    gpu = pd.DataFrame(
+        {"model": ["mlp"], "instance_type": ["g4dn.xlarge"], "num_nodes": [1], "num_workers": [1]}
+    ).assign(local_bsz=64)
+    assert model.explain(gpu)["route"].iloc[0] == "roofline (op graph alone)"
     html = (out / "search_ec2.html").read_text()
     # a static report (the panel needs a live kernel): the ranked table and the figure are in it
     assert "<table" in html and "data:image/png;base64" in html
