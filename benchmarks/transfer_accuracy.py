@@ -802,6 +802,133 @@ def cpu_section(data: Path, learned: roofline.Learned, repeats: int = CPU_REPEAT
     )
 
 
+GRAPH_HEADING = "\n## From the op graph alone: every reference GPU and model\n\n"
+GRAPH_COLUMNS = ("cold (op graph)", "1 step")
+# a stand-in CPU profile: its times must not matter (the second, 3x slower, checks that)
+CPU_STANDIN = "local-cpu-standin"
+
+
+def _cpu_standin(model: str, mix: dict, slower: float = 1.0) -> StepTimeModel:
+    """``StepTimeModel`` fitted on a made-up one-CPU profile of ``model`` (two batches, times
+    times ``slower``) with the model's op mix as its facts."""
+    flops = sum(v.get("flops_per_sample", 0.0) for v in mix.values())
+    steps = pd.DataFrame(
+        {
+            "model": model,
+            "instance_type": CPU_STANDIN,
+            "num_nodes": 1,
+            "num_workers": 1,
+            "gpus_per_node": 1,
+            "local_bsz": [2, 2, 8, 8],
+            "step_time_s": slower * np.array([0.02, 0.021, 0.05, 0.051]),
+            "flops_per_sample": flops,
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one worker: the sync terms are fixed
+        return StepTimeModel(level=LEVEL).fit(steps, facts={model: {"op_mix": mix}})
+
+
+def graph_alone(curves, mixes, figs, learned) -> tuple[pd.DataFrame, bool]:
+    """Every reference GPU and model reached from the op graph alone, as srifty reaches a GPU
+    from a CPU profile or ``--facts-only``: ``StepTimeModel._transfer`` of a stand-in CPU fit.
+    The target GPU is held out of everything (``learned[target]``) and the model out of the
+    efficiencies and the cost per launch (relearned without its facts). Rows: every measured
+    step of the target but the one-step batch; and whether a 3x slower CPU changed any
+    prediction."""
+    named, named_figs, _ = as_catalog_names(curves, figs)
+    catalog = gpu_table()
+    rows, moved = [], False
+    for target, held in learned.items():
+        ttype = INSTANCE[target]
+        for model, dst in curves[curves["gpu"] == target].groupby("model"):
+            base = roofline._base_learn(
+                named[curves["gpu"] != target], {**mixes, model: None}, named_figs
+            )
+            constants = replace(
+                held,
+                per_gpu=base.per_gpu,
+                population=base.population,
+                between_sd=base.between_sd,
+                launch_s=base.launch_s,
+                launch_sd=base.launch_sd,
+            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cold, slow = (
+                    _cpu_standin(model, mixes[model], k)._transfer(
+                        model, ttype, catalog, constants=constants
+                    )
+                    for k in (1.0, 3.0)
+                )
+            dst = dst.sort_values("local_bsz")
+            probe = dst[dst["local_bsz"] == roofline.probe_batch(dst["local_bsz"], held)].iloc[:1]
+            scored = dst.drop(index=probe.index)
+            b, y = scored["local_bsz"].to_numpy(float), scored["step_time_s"].to_numpy()
+            moved |= not np.allclose(
+                _predict(cold, b)["step_time_s"], _predict(slow, b)["step_time_s"]
+            )
+            row = pd.DataFrame({"target": target, "model": model, "step": y})
+            for label, c in zip(
+                GRAPH_COLUMNS, (cold, cold.update(as_measurements(probe, target))), strict=True
+            ):
+                at = _predict(c, b)
+                row[f"{label} pred"] = at["step_time_s"]
+                row[f"{label} in"] = _inside(at, y)
+                row[f"{label} width"] = at["step_time_hi"] / at["step_time_lo"] - 1.0
+            flops = sum(v.get("flops_per_sample", 0.0) for v in mixes[model].values())
+            row["naive pred"] = flops * b / (figs[target].fp32_tflops * 1e12)
+            rows.append(row)
+    return pd.concat(rows, ignore_index=True), moved
+
+
+def graph_section(frame: pd.DataFrame, moved: bool, shipped: roofline.Learned) -> str:
+    """The op-graph-alone section of the report, per target GPU and per model."""
+    labels = (*GRAPH_COLUMNS, "naive")
+
+    def shown(by: str) -> pd.DataFrame:
+        per = scores(frame, [by], labels, GRAPH_COLUMNS, GRAPH_COLUMNS)
+        out = pd.DataFrame({by: per[by], "steps": per["steps"].astype(str)})
+        for label in GRAPH_COLUMNS:
+            out[f"{label} MAPE"] = per[f"{label} mape"].map(_pct)
+            out[f"{label} cov90"] = per[f"{label} cover"].map(_pct)
+            out[f"{label} 90% width"] = per[f"{label} width"].map(_pct)
+        out["FLOPs/fp32 peak MAPE"] = per["naive mape"].map(_pct)
+        return out
+
+    overall = scores(frame.assign(all=1), ["all"], labels, GRAPH_COLUMNS, GRAPH_COLUMNS).iloc[0]
+    return (
+        GRAPH_HEADING
+        + "What `srifty profile --facts-only` (or any CPU profile) reaches: each model's step on "
+        "each reference GPU predicted from its op graph alone (`measure.opgraph` on "
+        "`measure.reference_models`), through `StepTimeModel._transfer` of a stand-in CPU "
+        "fit: the per-sample time from the op mix at the population's efficiencies "
+        "(`roofline.absolute`), the floor from the operators one step launches times the "
+        "cost per launch (`roofline.graph_floor`). Held out: the target GPU from everything "
+        "(the cross-GPU section's constants learned without it), and the model from the "
+        "efficiencies and the cost per launch (relearned without its facts); the spreads and "
+        "the interval's scale were learned with the model's rows on the other GPUs. *1 step*: "
+        "updated with one measured step at the batch `roofline.probe_batch` names; every "
+        "other measured step of the target is scored. *FLOPs/fp32 peak*: FLOPs x batch over "
+        "the fp32 peak, nothing else. MAPE pools the steps; cov90 is the share inside the 90% "
+        "interval, its width the median of upper over lower end, less 1 (x/÷ 7 is 4,800%). "
+        "A stand-in CPU three times slower moved "
+        + ("some predictions: the route still reads CPU times" if moved else "no prediction")
+        + f". The shipped cost per launch is {1e6 * shipped.launch_s:.0f} us (all six "
+        f"models, all five GPUs), and a model held out of it misses its floor by a factor "
+        f"{np.exp(shipped.launch_sd):.1f} at one sd.\n\n"
+        + markdown_table(shown("target"))
+        + "\n\n"
+        + markdown_table(shown("model"))
+        + f"\n\nOver all {int(overall['steps'])} steps: cold "
+        f"{_pct(overall['cold (op graph) mape'])} (covered "
+        f"{_pct(overall['cold (op graph) cover'])}, 90% width "
+        f"{_pct(overall['cold (op graph) width'])} of the step), after one step "
+        f"{_pct(overall['1 step mape'])} (covered {_pct(overall['1 step cover'])}), "
+        f"FLOPs/fp32 peak {_pct(overall['naive mape'])}.\n"
+    )
+
+
 def write_constants(curves, mixes, figs, path: Path) -> roofline.Learned:
     """Learn on all five GPUs (nothing held out: these are the constants shipped) and write
     them as JSON with their source."""
@@ -847,10 +974,12 @@ def main(argv: list[str] | None = None) -> int:
     results["pair"] = results["source"] + " -> " + results["target"]
     pairs = scores(results, ["source", "target", "pair"])
     models = scores(results, ["model"])
+    graph, moved = graph_alone(curves, mixes, figs, learned)
     text = (
         render(results, pairs, models, learned, mixes, figs)
         + own_curve_bounds(curves)
         + probe_section(results)
+        + graph_section(graph, moved, roofline.reference_learned())
     )
     if args.cross_gpu_only:
         cpu = "\n" + kept_cpu_section(REPORTS / "transfer_accuracy.md")
