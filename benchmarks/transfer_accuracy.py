@@ -852,6 +852,7 @@ def graph_alone(curves, mixes, figs, learned) -> tuple[pd.DataFrame, bool]:
                 between_sd=base.between_sd,
                 launch_s=base.launch_s,
                 launch_sd=base.launch_sd,
+                launch_sd_recurrent=base.launch_sd_recurrent,
             )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -914,9 +915,11 @@ def graph_section(frame: pd.DataFrame, moved: bool, shipped: roofline.Learned) -
         "interval, its width the median of upper over lower end, less 1 (x/÷ 7 is 4,800%). "
         "A stand-in CPU three times slower moved "
         + ("some predictions: the route still reads CPU times" if moved else "no prediction")
-        + f". The shipped cost per launch is {1e6 * shipped.launch_s:.0f} us (all six "
-        f"models, all five GPUs), and a model held out of it misses its floor by a factor "
-        f"{np.exp(shipped.launch_sd):.1f} at one sd.\n\n"
+        + f". The shipped cost per launch is {1e6 * shipped.launch_s:.0f} us (the five "
+        "models without recurrent layers, all five GPUs); a model held out of it misses its "
+        f"floor by a factor {np.exp(shipped.launch_sd):.1f} at one sd, and by "
+        f"{np.exp(shipped.launch_sd_recurrent):.1f} counting DeepSpeech2 (the spread a model "
+        "with recurrent layers gets).\n\n"
         + markdown_table(shown("target"))
         + "\n\n"
         + markdown_table(shown("model"))

@@ -20,11 +20,18 @@ The step is run at two batch sizes; the difference is the work per sample, what 
 work per step (weights read once per step, the optimizer): ``x(b) = per_step + b * per_sample``.
 
 It also counts the operators the step launches (``host.launches_per_step``): every aten call
-the dispatcher makes at the top level, views left out (they move no data and launch nothing).
-A step's fixed overhead on a GPU is host work per launch, so this count, not a CPU's step time,
-is what carries that overhead to a GPU (``model.roofline.graph_floor``). A recurrent layer
-(``nn.RNNBase``) counts one launch forward and one backward: on a GPU cuDNN runs all its layers
-and time steps as one call, where the meta device runs the unrolled cell, op by op.
+the dispatcher makes at the top level of forward and backward, views left out (they move no
+data and launch nothing). A step's fixed overhead on a GPU is host work per launch, so this
+count, not a CPU's step time, is what carries that overhead to a GPU
+(``model.roofline.graph_floor``). Two parts are not counted op by op, because a GPU does not
+run them so: the optimizer's step (on CUDA, PyTorch runs it as a few foreach or fused kernels
+whatever the parameter count, where the meta device runs its loop over parameters; counting
+that loop made the floors of the reference models with many parameter tensors, BERT's AdamW
+above all, a factor ~2 less alike), and a recurrent layer (``nn.RNNBase``), one launch forward
+and one backward, since cuDNN runs its layers and time steps as one call where the meta
+device runs the unrolled cell. Inside that call cuDNN still launches kernels per time step,
+which no count here sees, so the facts also say how many recurrent layers the model has
+(``host.recurrent_layers``): its floor is the less certain for them.
 """
 
 from __future__ import annotations
@@ -209,7 +216,7 @@ class _Tally(TorchDispatchMode):
         packet = func._overloadpacket
         if packet.__name__ in _SKIP or isinstance(func, torch._ops.HigherOrderOperator):
             return func(*args, **kwargs)
-        if not (self._open or self.fused or _is_view(func)):
+        if not (self._open or self.fused or self.phase == "optimizer" or _is_view(func)):
             self.launches += 1
         sig = None if self._memo is None else _signature(func, self.phase, args, kwargs)
         if sig is not None and sig in self._memo:
@@ -408,7 +415,8 @@ def op_graph_facts(
         A JSON-ready dict: ``op_mix`` ({class: {flops_per_sample, bytes_per_sample,
         flops_per_step, bytes_per_step}} for every class in ``OP_CLASSES`` and ``host``),
         ``phases`` (the same per forward/backward/optimizer; the ``host`` class also holds
-        ``launches_per_step``, the operators one step launches), the totals
+        ``launches_per_step``, the operators one step launches, and ``recurrent_layers``),
+        the totals
         ``op_flops_per_sample``, ``op_bytes_per_sample``, ``op_flops_per_step``,
         ``op_bytes_per_step``, ``param_dtype`` and ``op_mix_method``.
 
@@ -420,6 +428,7 @@ def op_graph_facts(
     if b1 < 1 or b1 == b2:
         raise InputError(f"batch sizes {batch_sizes} are not two different positive sizes")
     sums, host, launches = [], [], 0
+    recurrent = sum(isinstance(m, torch.nn.RNNBase) for m in model.modules())
     for b in (b1, b2):
         try:
             batch = make_batch(b)
@@ -458,6 +467,7 @@ def op_graph_facts(
         "flops_per_step": 0.0,
         "bytes_per_step": hp,
         "launches_per_step": float(launches),
+        "recurrent_layers": float(recurrent),
     }
     mix = {k: mix[k] for k in (*OP_CLASSES, HOST)}
     dtypes = {str(p.dtype).removeprefix("torch.") for p in model.parameters()}

@@ -131,11 +131,16 @@ class Learned:
     # before it was, or without op mixes).
     after_step: Mapping[str, float] = field(default_factory=dict)
     # tau in  O_g,m = L_m * tau * h_g : the floor per operator launched (L_m the op graph's
-    # ``launches_per_step``), the population's, in seconds; 0 where no reference model's facts
-    # count launches (then a CPU profile's floor is its own intercept, ``graph_floor``)
+    # ``launches_per_step``), the population's, in seconds, learned on the reference models
+    # without recurrent layers; 0 where no reference model's facts count launches (then a
+    # CPU profile's floor is its own intercept, ``graph_floor``)
     launch_s: float = 0.0
-    # log sd of that floor against a reference model's own, the model held out of tau
+    # log sd of that floor against a reference model's own, the model held out of tau: over
+    # the models without recurrent layers, and over every model (``launch_sd_recurrent``, for
+    # a model with recurrent layers: cuDNN launches per time step inside them, which the op
+    # graph does not count)
     launch_sd: float = 1.0
+    launch_sd_recurrent: float = 1.0
 
     def measured(self) -> Learned:
         """The constants a carry uses once a step on the target is measured (``after_step``
@@ -826,16 +831,25 @@ def launches_of(op_mix: Mapping[str, Mapping[str, float]] | None) -> float | Non
     return float(n) if n else None
 
 
-def _launch_cost(fits: pd.DataFrame, facts: Mapping[str, Any]) -> tuple[float, float]:
-    """(tau, log sd) of  a_m = log L_m + log tau + e_m : the population's floor per launch,
-    the median over models, and the rms of e_m with model m held out of that median; (0, 1)
-    with fewer than two models whose facts count launches."""
+def recurrent(op_mix: Mapping[str, Mapping[str, float]] | None) -> bool:
+    """Whether an op mix's model has recurrent layers (``host.recurrent_layers``)."""
+    return bool((op_mix or {}).get("host", {}).get("recurrent_layers", 0))
+
+
+def _launch_cost(fits: pd.DataFrame, facts: Mapping[str, Any]) -> tuple[float, float, float]:
+    """(tau, log sd, log sd with recurrent models) of  a_m = log L_m + log tau + e_m : the
+    population's floor per launch, the median over the models without recurrent layers, and
+    the rms of e_m with model m held out of that median, over those models and over every
+    model; (0, 1, 1) with fewer than two such models whose facts count launches."""
     _, a = _polish(fits)
     per = pd.Series({m: a[m] - np.log(n) for m in a.index if (n := launches_of(facts.get(m)))})
-    if len(per) < 2:
-        return 0.0, 1.0
-    held_out = [per[m] - per.drop(m).median() for m in per.index]
-    return float(np.exp(per.median())), _rms(pd.Series(held_out))
+    plain = [m for m in per.index if not recurrent(facts.get(m))]
+    if len(plain) < 2:
+        return 0.0, 1.0, 1.0
+    held_out = pd.Series(
+        {m: per[m] - per[plain].drop(m, errors="ignore").median() for m in per.index}
+    )
+    return float(np.exp(per[plain].median())), _rms(held_out[plain]), _rms(held_out)
 
 
 def graph_floor(
@@ -852,7 +866,8 @@ def graph_floor(
 
     Args:
         op_mix: the facts' op mix (its ``host.launches_per_step``).
-        learned: :func:`learn`'s result (``launch_s``, ``launch_sd``).
+        learned: :func:`learn`'s result (``launch_s``; ``launch_sd``, or
+            ``launch_sd_recurrent`` for a model with recurrent layers).
         target_gpu, machine: the target, as :func:`host_ratio` looks its host factor up.
 
     Returns:
@@ -863,9 +878,16 @@ def graph_floor(
     if n is None or not learned.launch_s > 0:
         return None
     h = float(np.exp(_eff(learned, target_gpu, machine).log_host))
-    sd = learned.launch_sd  # already a held-out spread (each model out of tau): not scaled
+    # already held-out spreads (each model out of tau): not scaled
+    sd = learned.launch_sd_recurrent if recurrent(op_mix) else learned.launch_sd
     words = (
-        f"floor from the op graph: {n:.0f} launches x {1e6 * learned.launch_s:.0f} us "
+        f"floor from the op graph: {n:.0f} launches"
+        + (
+            " (recurrent layers: cuDNN's launches per time step not counted)"
+            if recurrent(op_mix)
+            else ""
+        )
+        + f" x {1e6 * learned.launch_s:.0f} us "
         f"x host factor {h:.2f} = {1e3 * n * learned.launch_s * h:.3g} ms, x/÷ "
         f"{np.exp(1.645 * sd):.1f} at 90%"
     )
@@ -914,7 +936,7 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
         arith, mem, mu_a, mu_m, tau_a, tau_m = {}, {}, 0.0, 0.0, 0.0, 0.0
     per_gpu = {g: Efficiency(arith.get(g, mu_a), mem.get(g, mu_m), host[g]) for g in host}
     step = np.concatenate(fits["resid"].to_list()) if len(fits) else np.zeros(1)
-    tau, tau_sd = _launch_cost(fits, facts)
+    tau, tau_sd, recurrent_sd = _launch_cost(fits, facts)
     return Learned(
         per_gpu=per_gpu,
         population=Efficiency(mu_a, mu_m, 0.0),
@@ -928,6 +950,7 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
         sharpness=p,
         launch_s=tau,
         launch_sd=tau_sd,
+        launch_sd_recurrent=recurrent_sd,
         basis=f"{curves['gpu'].nunique()} GPUs ({', '.join(sorted(curves['gpu'].unique()))}), "
         f"{len(curves)} one-GPU steps",
     )

@@ -25,9 +25,9 @@ SINGLE_BATCHES = (8, 16, 32, 64)
 # The demo job's deadline. The demo profiles on this machine's CPU, and a CPU's step time says
 # nothing of a GPU's: every GPU type is reached through the model's op graph alone (its floor
 # from the operators a step launches, which is most of a small model's GPU step and uncertain
-# by a factor of ~3 at one sd), so the search's 90% upper end of a run lies ~3x above its
-# point estimate whatever machine profiles. Two hours leave room for that width at some
-# scale, so the report opens on a decision and the measurement that would narrow it.
+# by a factor of ~1.5 at one sd), so the search's 90% upper end of a run lies ~1.6x above its
+# point estimate whatever machine profiles. Two hours leave room for that width on a few
+# nodes, so the report opens on a decision and the measurement that would narrow it.
 DEADLINE_H = 2.0
 DIST_WORLDS = (1, 2)  # two processes: what a 2-core machine can run without oversubscribing
 

@@ -24,17 +24,19 @@ def bench():
     return benchmark("transfer_accuracy")
 
 
-def one_gpu_steps(bench, seed: int = 0) -> pd.DataFrame:
-    """Two models on three of the accelerators, made by the roofline with 3% noise."""
+def one_gpu_steps(bench, seed: int = 0, mixes=MIXES, floors=None, noise=0.03) -> pd.DataFrame:
+    """The models of ``mixes`` on three of the accelerators, made by the roofline with
+    ``noise`` (log sd), each on its floor of ``floors`` (20 ms where not given)."""
     rng = np.random.default_rng(seed)
     figs = bench.gpu_figures()
     eff = bench.roofline.Efficiency(np.log(0.5), np.log(0.4), 0.0)
     bsz = np.array([8, 16, 32, 64, 128, 256], float)
     rows = []
     for gpu in ("T4", "V100", "A100"):
-        for model, mix in MIXES.items():
+        for model, mix in mixes.items():
             s = bench.roofline._roofline_s(mix, figs[gpu], eff)
-            t = (0.02**2 + (bsz * s) ** 2) ** 0.5 * np.exp(rng.normal(0, 0.03, bsz.size))
+            floor = (floors or {}).get(model, 0.02)
+            t = (floor**2 + (bsz * s) ** 2) ** 0.5 * np.exp(rng.normal(0, noise, bsz.size))
             rows.append(
                 pd.DataFrame({"gpu": gpu, "model": model, "local_bsz": bsz, "step_time_s": t})
             )
@@ -94,3 +96,31 @@ def test_with_the_rules_constants_the_products_carry_is_the_rule_batch_for_batch
     np.testing.assert_allclose(out["cold pred"], out["fp32 peak pred"], rtol=1e-9)
     np.testing.assert_allclose(out["fallback pred"], out["fp32 peak pred"], rtol=1e-9)
     assert "of the 2 source fits kept a per-batch correction" in bench.fits_with_correction(out)
+
+
+def test_the_op_graph_carry_never_sees_the_target_or_the_model_it_predicts(bench, carried):
+    # three models whose floors follow their launches; the A100's constants as cross_gpu
+    # learned them without it. The conv model's cold prediction into the A100 must not move
+    # when its own steps on the other GPUs are ten times slower: its efficiencies and its
+    # cost per launch are learned without it
+    _, _, learned = carried
+    figs = bench.gpu_figures()
+    launches = {"conv": 400.0, "mem": 100.0, "wide": 1600.0}
+    mixes = {**MIXES, "wide": MIXES["conv"]}
+    mixes = {m: {**mix, "host": {"launches_per_step": launches[m]}} for m, mix in mixes.items()}
+    floors = {m: n * 1e-4 for m, n in launches.items()}
+    curves = one_gpu_steps(bench, mixes=mixes, floors=floors, noise=0.0)
+    slower = curves.copy()
+    slower.loc[(slower["model"] == "conv") & (slower["gpu"] != "A100"), "step_time_s"] *= 10.0
+    only = {"A100": learned["A100"]}
+    frame, moved = bench.graph_alone(curves, mixes, figs, only)
+    again, _ = bench.graph_alone(slower, mixes, figs, only)
+    assert not moved  # a slower stand-in CPU moves nothing either
+    conv = frame["model"] == "conv"
+    np.testing.assert_allclose(
+        frame.loc[conv, "cold (op graph) pred"], again.loc[conv, "cold (op graph) pred"]
+    )
+    # while the other models' predictions read the conv's slower rows
+    assert not np.allclose(
+        frame.loc[~conv, "cold (op graph) pred"], again.loc[~conv, "cold (op graph) pred"]
+    )

@@ -123,12 +123,16 @@ def test_launches_count_operators_not_views_and_a_recurrent_layer_once_each_way(
     deeper = shallow._replace(
         model=nn.Sequential(*shallow.model, nn.ReLU(), nn.Linear(5, 5), nn.ReLU(), nn.Linear(5, 5))
     )
-    # two more layers launch more (forward, backward, optimizer), and the count does not
+    # two more layers launch more (forward and backward), and the count does not
     # depend on the batch
     assert launches(deeper) > launches(shallow) + 8
     assert op_graph_facts_of(shallow, batch_sizes=(3, 9))["op_mix"][HOST][
         "launches_per_step"
     ] == launches(shallow)
+    # the optimizer's step runs as a few foreach kernels on a GPU, not one per parameter:
+    # Adam (several operators per parameter on the meta device) and plain SGD launch the same
+    sgd = shallow._replace(optimizer_fn=lambda p: torch.optim.SGD(p, lr=0.1))
+    assert launches(sgd) == launches(shallow)
     # a view launches nothing: the step with a reshape around its head launches the same
     spec = tiny()
     viewed = spec._replace(loss_fn=lambda out, y: spec.loss_fn(out.reshape(-1, 7, 5), y))

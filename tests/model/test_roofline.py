@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -222,6 +224,14 @@ def test_a_floor_from_the_op_graph_is_launches_times_the_learned_cost_per_launch
     floor, sd, words = roofline.graph_floor(counted["conv"], fit)
     assert floor == pytest.approx(400 * fit.launch_s) and sd == fit.launch_sd
     assert "400 launches" in words
+    # a model with recurrent layers gets the spread that counts the recurrent models' misses
+    rnn = {**counted["conv"], "host": {"launches_per_step": 400.0, "recurrent_layers": 2.0}}
+    wide = replace(fit, launch_sd_recurrent=1.2)
+    assert (
+        roofline.graph_floor(rnn, wide)[1] == 1.2
+        and "recurrent" in roofline.graph_floor(rnn, wide)[2]
+    )
+    assert roofline.graph_floor(counted["conv"], wide)[1] == fit.launch_sd
     # an op mix from before launches were counted, or constants without them: no floor
     assert roofline.graph_floor(mixes["conv"], fit) is None
     assert roofline.graph_floor(counted["conv"], learned()) is None
