@@ -809,7 +809,6 @@ def _polish(fits: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(log h_g, a_m) of  log O_g,m = a_m + log h_g  by median polish, mean log h = 0."""
     table = np.log(fits.pivot(index="gpu", columns="model", values="floor"))
     h = pd.Series(0.0, index=table.index)
-    a = table.median(axis=0)
     for _ in range(20):
         a = table.sub(h, axis=0).median(axis=0)
         h = table.sub(a, axis=1).median(axis=1)
@@ -817,9 +816,8 @@ def _polish(fits: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return h, a
 
 
-def _host_factors(fits: pd.DataFrame) -> tuple[dict[str, float], float]:
-    """log h_g of  log O_g,m = a_m + log h_g  and the between-GPU sd of log h."""
-    h, _ = _polish(fits)
+def _host_factors(h: pd.Series) -> tuple[dict[str, float], float]:
+    """log h_g of :func:`_polish` as a dict, and the between-GPU sd of log h."""
     sd = float(np.sqrt(np.mean(h**2) * len(h) / max(len(h) - 1, 1))) if len(h) > 1 else 0.5
     return h.to_dict(), sd
 
@@ -836,12 +834,12 @@ def recurrent(op_mix: Mapping[str, Mapping[str, float]] | None) -> bool:
     return bool((op_mix or {}).get("host", {}).get("recurrent_layers", 0))
 
 
-def _launch_cost(fits: pd.DataFrame, facts: Mapping[str, Any]) -> tuple[float, float, float]:
-    """(tau, log sd, log sd with recurrent models) of  a_m = log L_m + log tau + e_m : the
-    population's floor per launch, the median over the models without recurrent layers, and
-    the rms of e_m with model m held out of that median, over those models and over every
-    model; (0, 1, 1) with fewer than two such models whose facts count launches."""
-    _, a = _polish(fits)
+def _launch_cost(a: pd.Series, facts: Mapping[str, Any]) -> tuple[float, float, float]:
+    """(tau, log sd, log sd with recurrent models) of  a_m = log L_m + log tau + e_m  (a_m of
+    :func:`_polish`): the population's floor per launch, the median over the models without
+    recurrent layers, and the rms of e_m with model m held out of that median, over those
+    models and over every model; (0, 1, 1) with fewer than two such models whose facts count
+    launches."""
     per = pd.Series({m: a[m] - np.log(n) for m in a.index if (n := launches_of(facts.get(m)))})
     plain = [m for m in per.index if not recurrent(facts.get(m))]
     if len(plain) < 2:
@@ -878,15 +876,12 @@ def graph_floor(
     if n is None or not learned.launch_s > 0:
         return None
     h = float(np.exp(_eff(learned, target_gpu, machine).log_host))
+    rnn = recurrent(op_mix)
     # already held-out spreads (each model out of tau): not scaled
-    sd = learned.launch_sd_recurrent if recurrent(op_mix) else learned.launch_sd
+    sd = learned.launch_sd_recurrent if rnn else learned.launch_sd
     words = (
         f"floor from the op graph: {n:.0f} launches"
-        + (
-            " (recurrent layers: cuDNN's launches per time step not counted)"
-            if recurrent(op_mix)
-            else ""
-        )
+        + (" (recurrent layers: cuDNN's launches per time step not counted)" if rnn else "")
         + f" x {1e6 * learned.launch_s:.0f} us "
         f"x host factor {h:.2f} = {1e3 * n * learned.launch_s * h:.3g} ms, x/÷ "
         f"{np.exp(1.645 * sd):.1f} at 90%"
@@ -925,7 +920,8 @@ def _pool(raw: dict[str, float], se: float) -> tuple[dict[str, float], float, fl
 def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
     """Efficiencies and host factors from ``curves`` (no spreads yet: unit placeholders)."""
     fits = _fits(curves, p)
-    host, host_sd = _host_factors(fits)
+    log_host, per_model = _polish(fits)
+    host, host_sd = _host_factors(log_host)
     with_mix = fits[fits["model"].isin([m for m in facts if facts[m] is not None])]
     raw, resid_sd = _efficiency_fit(with_mix, facts, figs) if len(with_mix) else ({}, 0.5)
     n = max(1, with_mix["model"].nunique())
@@ -936,7 +932,7 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
         arith, mem, mu_a, mu_m, tau_a, tau_m = {}, {}, 0.0, 0.0, 0.0, 0.0
     per_gpu = {g: Efficiency(arith.get(g, mu_a), mem.get(g, mu_m), host[g]) for g in host}
     step = np.concatenate(fits["resid"].to_list()) if len(fits) else np.zeros(1)
-    tau, tau_sd, recurrent_sd = _launch_cost(fits, facts)
+    tau, tau_sd, recurrent_sd = _launch_cost(per_model, facts)
     return Learned(
         per_gpu=per_gpu,
         population=Efficiency(mu_a, mu_m, 0.0),
