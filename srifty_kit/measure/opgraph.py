@@ -334,6 +334,11 @@ def _meta_state(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], list[t
     return {**params, **buffers}, [p for p in params.values() if p.requires_grad]
 
 
+def _recurrent_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's recurrent layers: those cuDNN runs as one call (see the module docstring)."""
+    return [m for m in model.modules() if isinstance(m, torch.nn.RNNBase)]
+
+
 def _tally_step(
     model: torch.nn.Module,
     batch: tuple[Any, Any],
@@ -354,14 +359,13 @@ def _tally_step(
 
     tally = _Tally(memo)
     hooks = []
-    for module in model.modules():
-        if isinstance(module, torch.nn.RNNBase):  # one cuDNN call each way on a GPU
-            hooks += [
-                module.register_forward_pre_hook(tally.enter_fused),
-                module.register_forward_hook(tally.leave_fused),
-                module.register_full_backward_pre_hook(tally.enter_fused),
-                module.register_full_backward_hook(tally.leave_fused_backward),
-            ]
+    for module in _recurrent_layers(model):  # one cuDNN call each way on a GPU
+        hooks += [
+            module.register_forward_pre_hook(tally.enter_fused),
+            module.register_forward_hook(tally.leave_fused),
+            module.register_full_backward_pre_hook(tally.enter_fused),
+            module.register_full_backward_hook(tally.leave_fused_backward),
+        ]
     try:
         with tally:
             loss = forward_loss(_Bound(), (inputs, targets), loss_fn)
@@ -428,7 +432,7 @@ def op_graph_facts(
     if b1 < 1 or b1 == b2:
         raise InputError(f"batch sizes {batch_sizes} are not two different positive sizes")
     sums, host, launches = [], [], 0
-    recurrent = sum(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+    recurrent = len(_recurrent_layers(model))
     for b in (b1, b2):
         try:
             batch = make_batch(b)
