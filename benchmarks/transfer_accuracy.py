@@ -154,6 +154,11 @@ def op_mixes() -> dict[str, dict]:
     return out
 
 
+def flops_per_sample(mix: dict) -> float:
+    """An op mix's FLOPs per sample over every class (the facts' ``op_flops_per_sample``)."""
+    return sum(v.get("flops_per_sample", 0.0) for v in mix.values())
+
+
 def as_measurements(steps: pd.DataFrame, gpu: str) -> pd.DataFrame:
     """One GPU's steps as a measurements table of its machine (one node, one worker; the
     catalog gives its GPUs per node)."""
@@ -435,11 +440,10 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         [
             {
                 "model": name,
-                "GFLOP/sample": f"{sum(v['flops_per_sample'] for v in mix.values()) / 1e9:.3g}",
+                "GFLOP/sample": f"{flops_per_sample(mix) / 1e9:.3g}",
                 "MB moved/sample": f"{sum(v['bytes_per_sample'] for v in mix.values()) / 1e6:.3g}",
                 "tensor share of FLOPs": _pct(
-                    mix["tensor"]["flops_per_sample"]
-                    / max(1e-300, sum(v["flops_per_sample"] for v in mix.values()))
+                    mix["tensor"]["flops_per_sample"] / max(1e-300, flops_per_sample(mix))
                 ),
                 "arithmetic-bound on the T4 (pop. eta)": _pct(arith[name]),
             }
@@ -811,7 +815,6 @@ CPU_STANDIN = "local-cpu-standin"
 def _cpu_standin(model: str, mix: dict, slower: float = 1.0) -> StepTimeModel:
     """``StepTimeModel`` fitted on a made-up one-CPU profile of ``model`` (two batches, times
     times ``slower``) with the model's op mix as its facts."""
-    flops = sum(v.get("flops_per_sample", 0.0) for v in mix.values())
     steps = pd.DataFrame(
         {
             "model": model,
@@ -821,7 +824,7 @@ def _cpu_standin(model: str, mix: dict, slower: float = 1.0) -> StepTimeModel:
             "gpus_per_node": 1,
             "local_bsz": [2, 2, 8, 8],
             "step_time_s": slower * np.array([0.02, 0.021, 0.05, 0.051]),
-            "flops_per_sample": flops,
+            "flops_per_sample": flops_per_sample(mix),
         }
     )
     with warnings.catch_warnings():
@@ -877,8 +880,9 @@ def graph_alone(curves, mixes, figs, learned) -> tuple[pd.DataFrame, bool]:
                 row[f"{label} pred"] = at["step_time_s"]
                 row[f"{label} in"] = _inside(at, y)
                 row[f"{label} width"] = at["step_time_hi"] / at["step_time_lo"] - 1.0
-            flops = sum(v.get("flops_per_sample", 0.0) for v in mixes[model].values())
-            row["naive pred"] = flops * b / (figs[target].fp32_tflops * 1e12)
+            row["naive pred"] = (
+                flops_per_sample(mixes[model]) * b / (figs[target].fp32_tflops * 1e12)
+            )
             rows.append(row)
     return pd.concat(rows, ignore_index=True), moved
 
