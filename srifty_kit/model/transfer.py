@@ -68,10 +68,11 @@ neither is known, one-worker configurations are still carried and only those tha
 are refused (``sync_missing``).
 
 Known limits, measured against real runs (benchmarks/transfer_accuracy.py): a floor from
-the op graph's launches misses a reference model's own by a factor of about 3 at one sd (what
-fills a GPU is not only launches); a machine's host floor is not in its catalog figures (the
-Azure ND40rs_v2 traces pay ~100 ms per step where other machines pay ~10); and
-NETWORK_EFFICIENCY's median sits well above the rate the g4dn.12xlarge traces reached.
+the op graph's launches misses a reference model's own by a factor of about 1.5 at one sd,
+and a recurrent model's by an order of magnitude (cuDNN launches per time step); a
+machine's host floor is not in its catalog figures (the Azure ND40rs_v2 traces pay ~100 ms
+per step where other machines pay ~10); and NETWORK_EFFICIENCY's median sits well above the
+rate the g4dn.12xlarge traces reached.
 """
 
 from __future__ import annotations
