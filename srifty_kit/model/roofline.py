@@ -890,8 +890,9 @@ def graph_floor(
 
 
 def _efficiency_fit(fits, facts, figs) -> tuple[dict[str, tuple[float, float]], float]:
-    """Per GPU (log eta_a, log eta_m) from its models' fitted slopes (robust least squares
-    in log), and the residual sd."""
+    """Per GPU (log eta_a, log eta_m) from its models' fitted slopes (least squares in log
+    under Cauchy's loss), and the residuals' robust sd (normal-scaled median absolute
+    residual)."""
     out, resid = {}, []
     for gpu, own in fits.groupby("gpu"):
         mixes = [facts[m] for m in own["model"]]
@@ -902,10 +903,17 @@ def _efficiency_fit(fits, facts, figs) -> tuple[dict[str, tuple[float, float]], 
             pred = np.array([_roofline_s(m, figs[gpu], eff) for m in mixes])
             return np.log(np.maximum(pred, 1e-300)) - np.log(slopes)
 
-        fit = optimize.least_squares(r, np.log([0.5, 0.5]), loss="soft_l1", f_scale=0.3)
+        # a slope no roofline explains (a host-bound model: ncf's per-sample host work is
+        # 10-500x its roofline) must not set eta: Cauchy's loss redescends, so its pull
+        # fades with its residual; soft_l1's stays constant and, with four or six models a
+        # GPU, dragged every eta down by about as much as that one model asked
+        fit = optimize.least_squares(r, np.log([0.5, 0.5]), loss="cauchy", f_scale=0.3)
         out[gpu] = (float(fit.x[0]), float(fit.x[1]))
         resid.extend(r(fit.x))
-    return out, float(np.sqrt(np.mean(np.square(resid)))) if resid else 0.5
+    # nor may that model's residual set the standard error that decides how far each GPU's
+    # eta is pooled: as an rms it shrank every GPU's eta (the A100's TF32 share among them)
+    # back to the population's
+    return out, 1.4826 * float(np.median(np.abs(resid))) if resid else 0.5
 
 
 def _pool(raw: dict[str, float], se: float) -> tuple[dict[str, float], float, float]:

@@ -225,16 +225,7 @@ class TransferFit:
         ``beliefs`` = (group label, network label), also ``"belief"``: the ``posterior.Belief``
         read from the same interval (its point inf where refused, too)."""
         parts = self._parts(self.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
-        total, t_c, log_sd = self._spread(parts)
-        z = two_sided_z(level)
-        spread = np.exp(z * log_sd)
-        lo, hi = total / spread, total * spread
-        # a smooth max is at least each of its parts, so every quantile of the step is at
-        # least that quantile of each part: the interval never ends below a part's own ends
-        for part, name in zip(parts, FACTORS, strict=True):
-            h_part = z * np.hypot(self.beliefs.sd(name), self.noise)
-            lo = np.maximum(lo, part * np.exp(-h_part))
-            hi = np.maximum(hi, part * np.exp(h_part))
+        total, t_c, lo, hi = self._interval(parts, level)
         out = {
             "step_time_s": total,
             "step_time_lo": lo,
@@ -247,7 +238,7 @@ class TransferFit:
             # one measured step would leave of it: each configuration's own part, so that a
             # probe valued on this belief (``decide.probes``) reveals what the update would
             offsets = (np.log(total / lo), np.log(hi / total))
-            left = self._left_after_one_step(num_nodes, num_workers, local_bsz, per_node)
+            left = self._left_after_one_step(num_nodes, num_workers, local_bsz, per_node, level)
             belief = posterior.from_offsets(
                 total, offsets, offsets, *beliefs, level=level, own=left
             )
@@ -276,10 +267,28 @@ class TransferFit:
         total, t_c, grads = self._grads(parts)
         return total, t_c, np.sqrt(self.beliefs.log_sd(grads) ** 2 + self.noise**2)
 
-    def _left_after_one_step(self, num_nodes, num_workers, local_bsz, per_node) -> np.ndarray:
+    def _interval(self, parts: tuple, level: float) -> tuple[np.ndarray, ...]:
+        """(T, T_c, lower end, upper end) at ``level`` from the parts at the beliefs' medians."""
+        total, t_c, log_sd = self._spread(parts)
+        z = two_sided_z(level)
+        spread = np.exp(z * log_sd)
+        lo, hi = total / spread, total * spread
+        # a smooth max is at least each of its parts, so every quantile of the step is at
+        # least that quantile of each part: the interval never ends below a part's own ends
+        for part, name in zip(parts, FACTORS, strict=True):
+            h_part = z * np.hypot(self.beliefs.sd(name), self.noise)
+            lo = np.maximum(lo, part * np.exp(-h_part))
+            hi = np.maximum(hi, part * np.exp(h_part))
+        return total, t_c, lo, hi
+
+    def _left_after_one_step(
+        self, num_nodes, num_workers, local_bsz, per_node, level: float
+    ) -> np.ndarray:
         """Each configuration's log sd once one step is measured on the target: the update
         this fit makes from a step of one worker at ``probe_quantile`` of the asked batches'
-        range in log batch (where a measured step narrows the carry most), read at each.
+        range in log batch (where a measured step narrows the carry most), read at each as
+        ``predict`` reads it at ``level`` (``_interval``'s log half-width over z: with each
+        part's own ends, which the floor keeps where a step on the slope does not narrow it).
 
         A linear-Gaussian update's spread does not depend on the value measured, only on where
         it was measured, so it is taken in closed form (``LogBeliefs.observed``). What it
@@ -296,12 +305,16 @@ class TransferFit:
         grad = [g[0] for g in fit._grads(fit._parts(fit.beliefs.mean, 1.0, 1.0, at, 1.0))[2]]
         # what ``update`` leaves after one step of one worker (no sync residual) there
         after = replace(fit, beliefs=fit.beliefs.observed(np.array(grad), fit.noise))
-        parts = after._parts(after.beliefs.mean, num_nodes, num_workers, local_bsz, per_node)
-        left = after._spread(parts)[2]
+
+        def read(*config) -> np.ndarray:
+            _, _, lo, hi = after._interval(after._parts(after.beliefs.mean, *config), level)
+            return np.log(hi / lo) / (2 * two_sided_z(level))
+
+        left = read(num_nodes, num_workers, local_bsz, per_node)
         # conditioning on a run of the probe adds the probe's own part (var_y in
         # ``Belief.condition``) to every other configuration's: half of what the update leaves
         # at the measured batch, given to each, comes back that way
-        at_step = after._spread(after._parts(after.beliefs.mean, 1.0, 1.0, at, 1.0))[2]
+        at_step = read(1.0, 1.0, at, 1.0)
         return np.sqrt(np.maximum(left**2 - 0.5 * at_step[0] ** 2, 0.0))
 
     def refused(self, num_nodes, num_workers) -> np.ndarray:

@@ -150,6 +150,38 @@ def test_learning_recovers_the_efficiencies_that_made_the_curves():
     np.testing.assert_allclose(out["step_time_s"], c_conv["step_time_s"], rtol=0.15)
 
 
+def test_a_host_bound_model_does_not_pull_each_gpu_back_to_the_population():
+    # four GPUs, one of which reaches a far smaller share of its peak (as the A100 of its
+    # TF32 one), and a model whose slope is host work 100x what its roofline explains (as
+    # ncf's): each GPU keeps the efficiency its GPU-bound models show
+    figs = {
+        "a": GpuFigures(8.0, 8.0, 300.0),
+        "b": GpuFigures(16.0, 16.0, 900.0),
+        "c": GpuFigures(20.0, 150.0, 1500.0),
+        "d": GpuFigures(14.0, 14.0, 600.0),
+    }
+    _, mixes, _ = synthetic_curves()
+    mixes = {
+        **mixes,
+        "matmul": {"tensor": {"flops_per_sample": 2e10, "bytes_per_sample": 1e7}},
+        "host": {"tensor": {"flops_per_sample": 1e6, "bytes_per_sample": 1e4}},
+    }
+    share = {"a": 0.9, "b": 0.9, "c": 0.3, "d": 0.9}
+    rows = []
+    for g, fig in figs.items():
+        eff = Efficiency(np.log(share[g]), np.log(0.4), 0.0)
+        for m, mix in mixes.items():
+            s = roofline._roofline_s(mix, fig, eff) * (100.0 if m == "host" else 1.0)
+            t = (0.01**2 + (BSZ * s) ** 2) ** 0.5
+            rows.append(pd.DataFrame({"gpu": g, "model": m, "local_bsz": BSZ, "step_time_s": t}))
+    fit = roofline.learn(pd.concat(rows, ignore_index=True), mixes, figs)
+    # before, the host-bound slope dragged every share down and the pooling then shrank them
+    # to one (a 0.28, c 0.28)
+    eta = {g: float(np.exp(e.log_arith)) for g, e in fit.per_gpu.items()}
+    assert eta["c"] == pytest.approx(0.3, rel=0.25)
+    assert all(eta[g] == pytest.approx(0.9, rel=0.25) for g in "abd")
+
+
 def test_learning_refuses_one_gpu_or_missing_figures():
     curves, mixes, figs = synthetic_curves()
     with pytest.raises(InputError, match="two GPUs"):

@@ -926,6 +926,9 @@ def test_a_belief_refuses_what_the_carry_cannot_synchronise():
     out = fit.predict(k, n, b, np.array([4, 4]), 0.9, beliefs=(1, 2))
     assert np.isfinite(out["step_time_s"][0]) and np.isinf(out["step_time_s"][1])
     assert np.isfinite(out["belief"].median[0]) and np.isinf(out["belief"].median[1])
+    # and it is one no chance constraint passes, whatever the deadline: not a nan spread
+    assert np.isfinite(out["belief"].sd).all()
+    assert out["belief"].prob_below(1e9)[1] == 0.0
 
 
 # what ``srifty profile`` on a T4 writes as its op trace (facts ``op_trace``): seconds per step
@@ -1091,16 +1094,20 @@ def test_a_probe_is_valued_on_the_belief_the_measured_step_leaves(facts_model, s
     cold = fit.predict(1, 1, bsz, 1, 0.9, beliefs=(0, 0))
     at = roofline.probe_batch(bsz, roofline.reference_learned())  # where srifty says to measure
     probe = int(np.flatnonzero(bsz == at)[0])
-    measured = cold["step_time_s"][probe] * 1.3
     belief = cold["belief"]
-    after = belief.condition(probe, np.log(1.3), 0.0)
-    updated = fit.update(one_worker(bsz[[probe]], np.array([measured])))
-    read = updated.predict(1, 1, bsz, 1, 0.9)
-    left = np.log(read["step_time_hi"] / read["step_time_lo"]) / (2 * norm.ppf(0.95))
     others = np.arange(bsz.size) != probe
     # the marginal is the carry's own, before and after the change of how it is shared
     np.testing.assert_allclose(belief.interval(0.9)[1], cold["step_time_hi"], rtol=1e-6)
-    np.testing.assert_allclose(after.sd[others], left[others], rtol=0.15)
+    # a Gaussian belief leaves the same spread whatever the step measures; the update, a
+    # Laplace fit of a curve, narrows a little more the further the step lands from what
+    # the carry expected: alike at the step expected, close at steps 20-30% off it
+    for ratio, rtol in ((1.0, 0.07), (0.8, 0.2), (1.3, 0.2)):
+        measured = cold["step_time_s"][probe] * ratio
+        after = belief.condition(probe, np.log(ratio), 0.0)
+        updated = fit.update(one_worker(bsz[[probe]], np.array([measured])))
+        read = updated.predict(1, 1, bsz, 1, 0.9)
+        left = np.log(read["step_time_hi"] / read["step_time_lo"]) / (2 * norm.ppf(0.95))
+        np.testing.assert_allclose(after.sd[others], left[others], rtol=rtol)
 
 
 def test_a_carried_fit_follows_the_catalogs_content_not_its_frame(source_model):
