@@ -381,6 +381,9 @@ def _learned_row(target: str, fit: roofline.Learned) -> dict[str, str]:
     return {
         "held out": target,
         "eta arith (pop.)": f"{np.exp(pop.log_arith):.2f}",
+        "eta tensor (pop.)": f"{np.exp(fit.tensor_log_arith):.2f}"
+        if fit.tensor_log_arith is not None
+        else "none learned",
         "eta mem (pop.)": f"{np.exp(pop.log_mem):.2f}",
         "host factors": ", ".join(
             f"{g} {np.exp(e.log_host):.2f}" for g, e in sorted(fit.per_gpu.items())
@@ -522,7 +525,11 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         + "\n\n### What each target was carried with (learned without it)\n\n"
         "eta: achieved share of the datasheet peak (arithmetic: of the tensor peak of the "
         "dtype, TF32 on the A100, fp32 elsewhere; memory: of the bandwidth, against the bytes "
-        "of an unfused eager step, which overstate what fused kernels move); host factors: "
+        "of an unfused eager step, which overstate what fused kernels move); eta arith is "
+        "the population's of the GPUs without tensor cores for the dtype, eta tensor that of "
+        "the GPUs with (the A100; with it held out none is learned, and a tensor-core GPU "
+        "gets the geometric middle of no gain over its fp32 peak and the whole TF32 one, "
+        "roofline._unseen); host factors: "
         "each held-in machine's floor relative to the population's (median polish of "
         "log floor = model + machine); sds: log spreads of the carried floor and slope and "
         "of one step; scale: the widening that covers 90% of the held-in carries.\n\n"
@@ -852,6 +859,7 @@ def graph_alone(curves, mixes, figs, learned) -> tuple[pd.DataFrame, bool]:
                 held,
                 per_gpu=base.per_gpu,
                 population=base.population,
+                tensor_log_arith=base.tensor_log_arith,
                 between_sd=base.between_sd,
                 launch_s=base.launch_s,
                 launch_sd=base.launch_sd,

@@ -17,8 +17,11 @@ for tensor-core operators, the fp32 peak otherwise). The target's slope is the s
 times the ratio of the two rooflines; the target's floor the source's times the ratio of
 the two machines' host factors ``h``. Achieved efficiencies ``eta`` and host factors are
 learned per reference GPU, pooled towards the population (a GPU never measured gets the
-population's). The prediction is the source's *measured* step times the ratio of the two
-curves, so a target identical to the source gets the source's time back.
+population's). A GPU that runs tensor-class operators on a tensor-core peak above its fp32
+one (TF32 on the A100) reaches a far smaller share of it than a GPU without reaches of its
+fp32 peak, so ``eta_a`` is pooled within each kind, and a tensor-core GPU never measured
+gets its kind's (``_unseen``). The prediction is the source's *measured* step times the
+ratio of the two curves, so a target identical to the source gets the source's time back.
 
 The part of the source's slope its roofline does not explain (an operator far below its
 class's peak) moves as the fallback moves a slope. Without facts (the fallback) the slope
@@ -141,6 +144,12 @@ class Learned:
     # graph does not count)
     launch_sd: float = 1.0
     launch_sd_recurrent: float = 1.0
+    # log eta_a of the population of GPUs whose tensor-class operators run on a tensor-core
+    # peak above their fp32 one (TF32 on the A100): a share of that peak, which such a GPU
+    # reaches far less of than a GPU without tensor cores reaches of its fp32 peak, so the
+    # two are pooled apart (``population.log_arith`` is the other kind's). None: no such
+    # GPU was learned on (``_unseen``)
+    tensor_log_arith: float | None = None
 
     def measured(self) -> Learned:
         """The constants a carry uses once a step on the target is measured (``after_step``
@@ -412,7 +421,8 @@ def carry(
         raise InputError("the source needs at least one measured step (positive seconds)")
     p = learned.sharpness
     floor_s, slope_s = fit_curve(b, t, p)
-    e_s, e_t = _eff(learned, source_gpu, source_machine), _eff(learned, target_gpu, target_machine)
+    e_s = _eff(learned, source_gpu, source_machine, source)
+    e_t = _eff(learned, target_gpu, target_machine, target)
     known = [n for n in (source_gpu, target_gpu) if n in learned.per_gpu]
     who = f"learned efficiencies of {', '.join(known)}" if known else "population efficiencies"
     # the fallback: s_t = s_s * fallback ratio,  O_t = O_s * (h_t/h_s)^(1-phi) * (P32_s/P32_t)^phi
@@ -591,13 +601,42 @@ def host_ratio(
     return float(np.exp(e_t.log_host - e_s.log_host))
 
 
-def _eff(learned: Learned, gpu: str | None, machine: str | None = None) -> Efficiency:
-    """A GPU's efficiencies (the population's when not learned); the host factor only on
-    the machine it was learned on, when ``machine`` is given."""
-    eff = learned.per_gpu.get(gpu, learned.population) if gpu else learned.population
+def _eff(
+    learned: Learned,
+    gpu: str | None,
+    machine: str | None = None,
+    fig: GpuFigures | None = None,
+) -> Efficiency:
+    """A GPU's efficiencies (for one not learned, its kind's population: ``_unseen`` with
+    its figures ``fig``); the host factor only on the machine it was learned on, when
+    ``machine`` is given."""
+    eff = learned.per_gpu[gpu] if gpu in learned.per_gpu else _unseen(learned, fig)
     if machine is not None and learned.machines.get(gpu or "") != machine:
         eff = eff._replace(log_host=learned.population.log_host)
     return eff
+
+
+def _tensor_kind(fig: GpuFigures) -> bool:
+    """Whether a GPU runs tensor-class operators on a tensor-core peak above its fp32 one."""
+    return fig.tensor_tflops > fig.fp32_tflops
+
+
+def _unseen(learned: Learned, fig: GpuFigures | None) -> Efficiency:
+    """The population's efficiencies for a GPU never learned on, of its kind:
+
+        log eta_a = tensor_log_arith                      a tensor-core GPU, such learned
+                  = log eta_a,fp32 - 1/2 log(P_t / P32)   a tensor-core GPU, none learned
+
+    With no tensor-core GPU learned on, its achieved tensor rate eta_a P_t is taken at the
+    geometric middle of what the fp32 GPUs' share allows, from no gain over its fp32 peak
+    (eta_a,fp32 P32) to the whole datasheet ratio (eta_a,fp32 P_t): nothing measured says
+    where between them it lies (log-uniform), and either end is off by sqrt(P_t / P32)."""
+    pop = learned.population
+    if fig is None or not _tensor_kind(fig):
+        return pop
+    if learned.tensor_log_arith is not None:
+        return pop._replace(log_arith=learned.tensor_log_arith)
+    return pop._replace(log_arith=pop.log_arith - 0.5 * np.log(fig.tensor_tflops / fig.fp32_tflops))
 
 
 def absolute(
@@ -622,7 +661,7 @@ def absolute(
     Raises:
         InputError: the op mix has no GPU work.
     """
-    eff = _eff(learned, target_gpu)
+    eff = _eff(learned, target_gpu, fig=target)
     slope = _roofline_s(op_mix, target, eff)
     if not slope > 0:
         raise InputError("the op mix has no per-sample GPU work to carry")
@@ -925,6 +964,26 @@ def _pool(raw: dict[str, float], se: float) -> tuple[dict[str, float], float, fl
     return {g: mu + k * (x - mu) for g, x in raw.items()}, mu, float(np.sqrt(tau2))
 
 
+def _pool_by_kind(
+    raw: dict[str, float], se: float, figs: Mapping[str, GpuFigures]
+) -> tuple[dict[str, float], float, float | None, float]:
+    """``_pool`` of log eta_a within each kind of GPU (``_tensor_kind``): (pooled, the fp32
+    kind's mean, the tensor kind's, the between-GPU sd of the larger kind). Without a
+    tensor-core GPU the tensor kind's mean is None (``_unseen`` derives it); with tensor-core
+    GPUs alone both means are theirs (nothing says what a GPU without them reaches)."""
+    kinds = {k: {g: x for g, x in raw.items() if _tensor_kind(figs[g]) == k} for k in (0, 1)}
+    pooled, mu, tau = {}, {}, {}
+    for k, own in kinds.items():
+        if own:
+            part, mu[k], tau[k] = _pool(own, se)
+            pooled.update(part)
+    if not kinds[1]:
+        return pooled, mu[0], None, tau[0]
+    if not kinds[0]:
+        return pooled, mu[1], mu[1], tau[1]
+    return pooled, mu[0], mu[1], tau[0 if len(kinds[0]) >= len(kinds[1]) else 1]
+
+
 def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
     """Efficiencies and host factors from ``curves`` (no spreads yet: unit placeholders)."""
     fits = _fits(curves, p)
@@ -933,9 +992,11 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
     with_mix = fits[fits["model"].isin([m for m in facts if facts[m] is not None])]
     raw, resid_sd = _efficiency_fit(with_mix, facts, figs) if len(with_mix) else ({}, 0.5)
     n = max(1, with_mix["model"].nunique())
+    se = resid_sd / np.sqrt(n)
+    mu_tc = None
     if raw:
-        arith, mu_a, tau_a = _pool({g: v[0] for g, v in raw.items()}, resid_sd / np.sqrt(n))
-        mem, mu_m, tau_m = _pool({g: v[1] for g, v in raw.items()}, resid_sd / np.sqrt(n))
+        arith, mu_a, mu_tc, tau_a = _pool_by_kind({g: v[0] for g, v in raw.items()}, se, figs)
+        mem, mu_m, tau_m = _pool({g: v[1] for g, v in raw.items()}, se)
     else:  # no model has facts: the roofline route is never taken
         arith, mem, mu_a, mu_m, tau_a, tau_m = {}, {}, 0.0, 0.0, 0.0, 0.0
     per_gpu = {g: Efficiency(arith.get(g, mu_a), mem.get(g, mu_m), host[g]) for g in host}
@@ -955,6 +1016,7 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
         launch_s=tau,
         launch_sd=tau_sd,
         launch_sd_recurrent=recurrent_sd,
+        tensor_log_arith=mu_tc,
         basis=f"{curves['gpu'].nunique()} GPUs ({', '.join(sorted(curves['gpu'].unique()))}), "
         f"{len(curves)} one-GPU steps",
     )
@@ -1189,7 +1251,7 @@ def _absolute_sd(curves, facts, figs, p: float) -> float:
         for _, row in fits[fits["gpu"] == gpu].iterrows():
             mix = facts.get(row["model"])
             if mix is not None:
-                pred = max(_roofline_s(mix, figs[gpu], base.population), 1e-300)
+                pred = max(_roofline_s(mix, figs[gpu], _eff(base, gpu, fig=figs[gpu])), 1e-300)
                 b = np.array([float(b_max[gpu, row["model"]])])
                 own = _curve(np.array(row["floor"]), np.array(row["slope"]), b, p)
                 errs.append(float(np.log(_curve(np.array(row["floor"]), pred, b, p) / own)[0]))
@@ -1205,6 +1267,8 @@ _EFFS = ("per_gpu", "population", "between_sd")
 def learned_doc(learned: Learned) -> dict[str, Any]:
     """A JSON-ready dict of ``learned`` (the inverse of :func:`learned_of`)."""
     doc = {k: v for k, v in vars(learned).items() if k not in _EFFS}
+    if learned.tensor_log_arith is None:
+        del doc["tensor_log_arith"]  # omitted, it loads as the default
     doc["machines"] = dict(learned.machines)
     doc["after_step"] = {k: float(v) for k, v in learned.after_step.items()}
     doc["per_gpu"] = {g: list(map(float, e)) for g, e in learned.per_gpu.items()}

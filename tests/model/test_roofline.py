@@ -150,36 +150,64 @@ def test_learning_recovers_the_efficiencies_that_made_the_curves():
     np.testing.assert_allclose(out["step_time_s"], c_conv["step_time_s"], rtol=0.15)
 
 
-def test_a_host_bound_model_does_not_pull_each_gpu_back_to_the_population():
-    # four GPUs, one of which reaches a far smaller share of its peak (as the A100 of its
-    # TF32 one), and a model whose slope is host work 100x what its roofline explains (as
-    # ncf's): each GPU keeps the efficiency its GPU-bound models show
-    figs = {
-        "a": GpuFigures(8.0, 8.0, 300.0),
-        "b": GpuFigures(16.0, 16.0, 900.0),
-        "c": GpuFigures(20.0, 150.0, 1500.0),
-        "d": GpuFigures(14.0, 14.0, 600.0),
-    }
+FOUR = {  # three GPUs without tensor cores for fp32 and one with (TF32 above its fp32 peak)
+    "a": GpuFigures(8.0, 8.0, 300.0),
+    "b": GpuFigures(16.0, 16.0, 900.0),
+    "c": GpuFigures(20.0, 150.0, 1500.0),
+    "d": GpuFigures(14.0, 14.0, 600.0),
+}
+SHARE = {"a": 0.9, "b": 0.9, "c": 0.3, "d": 0.9}  # eta_a: c reaches less of its TF32 peak
+MATMUL = {"tensor": {"flops_per_sample": 2e10, "bytes_per_sample": 1e7}}
+
+
+def four_gpu_curves(gpus=tuple(FOUR)) -> tuple[pd.DataFrame, dict]:
+    """Curves made by the roofline at ``SHARE``, of the synthetic models, an arithmetic-bound
+    one and a host-bound one (its slope 100x its roofline, as ncf's), on ``gpus``."""
     _, mixes, _ = synthetic_curves()
-    mixes = {
-        **mixes,
-        "matmul": {"tensor": {"flops_per_sample": 2e10, "bytes_per_sample": 1e7}},
-        "host": {"tensor": {"flops_per_sample": 1e6, "bytes_per_sample": 1e4}},
-    }
-    share = {"a": 0.9, "b": 0.9, "c": 0.3, "d": 0.9}
+    host = {"tensor": {"flops_per_sample": 1e6, "bytes_per_sample": 1e4}}
+    mixes = {**mixes, "matmul": MATMUL, "host": host}
     rows = []
-    for g, fig in figs.items():
-        eff = Efficiency(np.log(share[g]), np.log(0.4), 0.0)
+    for g in gpus:
+        eff = Efficiency(np.log(SHARE[g]), np.log(0.4), 0.0)
         for m, mix in mixes.items():
-            s = roofline._roofline_s(mix, fig, eff) * (100.0 if m == "host" else 1.0)
+            s = roofline._roofline_s(mix, FOUR[g], eff) * (100.0 if m == "host" else 1.0)
             t = (0.01**2 + (BSZ * s) ** 2) ** 0.5
             rows.append(pd.DataFrame({"gpu": g, "model": m, "local_bsz": BSZ, "step_time_s": t}))
-    fit = roofline.learn(pd.concat(rows, ignore_index=True), mixes, figs)
-    # before, the host-bound slope dragged every share down and the pooling then shrank them
-    # to one (a 0.28, c 0.28)
+    return pd.concat(rows, ignore_index=True), mixes
+
+
+def test_a_host_bound_model_does_not_pull_each_gpu_back_to_the_population():
+    # each GPU keeps the efficiency its GPU-bound models show; before, the host-bound slope
+    # dragged every share down and the pooling then shrank them to one (a 0.28, c 0.28)
+    curves, mixes = four_gpu_curves()
+    fit = roofline.learn(curves, mixes, FOUR)
     eta = {g: float(np.exp(e.log_arith)) for g, e in fit.per_gpu.items()}
     assert eta["c"] == pytest.approx(0.3, rel=0.25)
     assert all(eta[g] == pytest.approx(0.9, rel=0.25) for g in "abd")
+
+
+def test_a_tensor_core_gpu_never_measured_gets_its_kinds_share_of_its_peak():
+    import json
+
+    curves, mixes = four_gpu_curves()
+    fit = roofline.learn(curves, mixes, FOUR)
+    flops = MATMUL["tensor"]["flops_per_sample"]
+
+    def achieved_tflops(target: GpuFigures, constants: Learned) -> float:
+        return flops / roofline.absolute(MATMUL, target, constants)[0] / 1e12
+
+    # a new GPU with tensor cores reaches c's share of its TF32 peak, one without a's of
+    # its fp32 peak (before, both got one population's: 0.9 of a TF32 peak)
+    assert achieved_tflops(GpuFigures(60.0, 400.0, 3000.0), fit) == pytest.approx(120, rel=0.3)
+    assert achieved_tflops(GpuFigures(30.0, 30.0, 900.0), fit) == pytest.approx(27, rel=0.3)
+    assert roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(fit)))) == fit
+    # learned on GPUs without tensor cores only: nothing says how much of the TF32 peak a
+    # tensor-core GPU reaches, so it is put at the geometric middle between no gain over its
+    # fp32 peak and the whole of it, at their share (here near c's own 45 TFLOP/s)
+    plain = roofline.learn(*four_gpu_curves("abd"), FOUR)
+    assert plain.tensor_log_arith is None
+    middle = 0.9 * np.sqrt(FOUR["c"].fp32_tflops * FOUR["c"].tensor_tflops)
+    assert achieved_tflops(FOUR["c"], plain) == pytest.approx(middle, rel=0.25)
 
 
 def test_learning_refuses_one_gpu_or_missing_figures():
