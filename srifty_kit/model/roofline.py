@@ -99,7 +99,7 @@ class Learned:
     """Efficiencies per GPU and the population's, the carry spreads, and where they came from."""
 
     per_gpu: dict[str, Efficiency]  # pooled estimates of the reference GPUs learned on
-    population: Efficiency  # what a GPU never measured gets
+    population: Efficiency  # what a GPU never measured gets (eta_a: if without tensor cores)
     between_sd: Efficiency  # sd of each log efficiency across GPUs (partial pooling's tau)
     floor_sd: float  # log sd of a carried floor O against the target's own (held out)
     slope_sd: float  # log sd of a carried slope s (op-mix route)
