@@ -28,12 +28,15 @@ it, ``StepTimeModel.explain`` shows it per prediction):
          (``roofline.reference_learned``). The source's compute curve over its measured batches
          is refitted as t(b) = (O**p + (b s)**p)**(1/p) and carried by ``roofline.carry``:
          the slope by the ratio of the two GPUs' rooflines of the op mix, the floor by their
-         machines' host factors; H = O', D = s' b, g = p, beliefs from the carry's held-out
-         spreads. A CPU source (no figures): a CPU's step time says nothing of a GPU's, so
-         only the op graph and the learned constants reach it: s' from the op mix at the
-         population's efficiencies (``roofline.absolute``), H from the operators one step
-         launches times the learned cost per launch (``roofline.graph_floor``); facts written
-         before launches were counted keep the source's intercept as H, as on the flops route.
+         machines' host factors, then held within a learned band around the floor the op
+         graph gives the target (launches x cost per launch: a host that caps the source's
+         steps is not carried to a target that need not have it); H = O', D = s' b, g = p,
+         beliefs from the carry's held-out spreads. A CPU source (no figures): a CPU's step
+         time says nothing of a GPU's, so only the op graph and the learned constants reach
+         it: s' from the op mix at the population's efficiencies (``roofline.absolute``), H
+         from the operators one step launches times the learned cost per launch
+         (``roofline.graph_floor``); facts written before launches were counted keep the
+         source's intercept as H, as on the flops route.
   fp32-peak rule: the same without an op mix: ``roofline.carry``'s fallback, whose weights
          are chosen so that its worst held-out pair is no worse than the fp32-peak ratio
          (with the shipped constants it is that ratio, floor and slope alike).
@@ -71,8 +74,9 @@ Known limits, measured against real runs (benchmarks/transfer_accuracy.py): a fl
 the op graph's launches misses a reference model's own by a factor of about 1.5 at one sd,
 and a recurrent model's by an order of magnitude (cuDNN launches per time step); a
 machine's host floor is not in its catalog figures (the Azure ND40rs_v2 traces pay ~100 ms
-per step where other machines pay ~10); and NETWORK_EFFICIENCY's median sits well above the
-rate the g4dn.12xlarge traces reached.
+per step where other machines pay ~10: carried from such a machine the floor is held near the
+op graph's, but carried to one nothing says what its host costs); and NETWORK_EFFICIENCY's
+median sits well above the rate the g4dn.12xlarge traces reached.
 """
 
 from __future__ import annotations

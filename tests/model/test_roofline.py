@@ -240,6 +240,10 @@ def test_learned_constants_survive_json_and_the_shipped_ones_load():
     fit = learned(machines={"T4": "g4dn.12xlarge"}, absolute_sd=0.7, basis="test")
     again = roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(fit))))
     assert again == fit
+    # a floor band survives; no band (inf) is left out, as strict JSON has no infinity
+    banded = replace(fit, graph_band=2.5)
+    assert roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(banded)))) == banded
+    assert "graph_band" not in roofline.learned_doc(fit)
     shipped = roofline.reference_learned()
     assert shipped is not None and "GPUs" in shipped.basis
     assert set(shipped.machines) == set(shipped.per_gpu)
@@ -297,6 +301,80 @@ def test_a_floor_from_the_op_graph_is_launches_times_the_learned_cost_per_launch
     assert roofline.graph_floor(counted["conv"], learned()) is None
     shipped = roofline.reference_learned()
     assert shipped is not None and shipped.launch_s > 0  # the reference models count launches
+
+
+def test_a_floor_its_source_host_caps_is_held_near_the_op_graphs():
+    # a source machine whose input pipeline holds every step to 0.2 s, for a model whose 200
+    # launches at 50 us cost 10 ms: the cap is the host's, not the model's
+    counted = {**MIX, "host": {**MIX["host"], "launches_per_step": 200.0}}
+    fit = learned(launch_s=50e-6, launch_sd=0.4, mix_weight=1.0, graph_band=2.0)
+    fast, capped = GpuFigures(16.0, 16.0, 600.0), steps(floor=0.2)
+    held = roofline.carry(counted, SRC, BSZ, capped, fast, fit)
+    assert held.floor == pytest.approx(200 * 50e-6 * np.exp(2.0 * 0.4))
+    assert "moved into it" in held.route
+    free = roofline.carry(counted, SRC, BSZ, capped, fast, replace(fit, graph_band=np.inf))
+    assert free.floor == pytest.approx(0.2, rel=0.05) and "op graph" not in free.route
+    # a floor the op graph explains is carried as it was, and so is one to the same GPU
+    near = steps(floor=0.012)
+    assert roofline.carry(counted, SRC, BSZ, near, fast, fit).floor == pytest.approx(
+        roofline.carry(counted, SRC, BSZ, near, fast, replace(fit, graph_band=np.inf)).floor
+    )
+    same = roofline.carry(counted, SRC, BSZ, capped, SRC, fit, "T4", "T4")
+    assert same.floor == pytest.approx(0.2, rel=0.05)
+    # without a launch count there is no op graph floor to hold it to
+    assert roofline.carry(MIX, SRC, BSZ, capped, fast, fit).floor == pytest.approx(free.floor)
+    # once a step on the target sets the level, the band is not applied
+    assert not np.isfinite(fit.measured().graph_band)
+
+
+def capped_curves() -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """(clean, capped, op mixes, figures): the synthetic curves with each step's floor its
+    200 launches at 50 us, and the same with GPU c's host holding "mem"'s steps to 0.3 s."""
+    curves, mixes, figs = synthetic_curves()
+    counted = {m: {**mix, "host": {"launches_per_step": 200.0}} for m, mix in mixes.items()}
+    made = curves.assign(step_time_s=lambda c: np.hypot(c["step_time_s"], 200 * 50e-6))
+    cap = (made["gpu"] == "c") & (made["model"] == "mem")
+    capped = made.assign(
+        step_time_s=np.where(cap, np.hypot(made["step_time_s"], 0.3), made["step_time_s"])
+    )
+    return made, capped, counted, figs
+
+
+def test_learning_holds_a_capped_hosts_floor_only_where_one_is_capped():
+    made, capped, counted, figs = capped_curves()
+    # clean curves: no band changes a held-out carry, so none is chosen
+    assert not np.isfinite(roofline.learn(made, counted, figs).graph_band)
+    # carried from c, the cap on "mem" is no one else's floor
+    cap = (capped["gpu"] == "c") & (capped["model"] == "mem")
+    fit = roofline.learn(capped, counted, figs)
+    assert np.isfinite(fit.graph_band)
+    src = capped[cap]
+    own = made[(made["gpu"] == "a") & (made["model"] == "mem")]["step_time_s"].to_numpy()
+    for band in (fit, replace(fit, graph_band=np.inf)):
+        out = roofline.predict_step(
+            counted["mem"],
+            figs["c"],
+            BSZ,
+            src["step_time_s"],
+            figs["a"],
+            band,
+            BSZ,
+            source_gpu="c",
+            target_gpu="a",
+        )
+        err = np.max(np.abs(out["step_time_s"].to_numpy() / own - 1))
+        assert (err < 0.35) == np.isfinite(band.graph_band), err
+
+
+def test_the_band_moves_no_spread_that_the_routes_without_it_share(monkeypatch):
+    # the rule without facts and the op graph alone read the same floor sd, scale and
+    # correlation as a banded carry; learning a band must leave them as they were without one
+    _, capped, counted, figs = capped_curves()
+    fit = roofline.learn(capped, counted, figs)
+    monkeypatch.setattr(roofline, "BAND_GRID", (np.inf,))
+    plain = roofline.learn(capped, counted, figs)
+    assert np.isfinite(fit.graph_band) and not np.isfinite(plain.graph_band)
+    assert replace(fit, graph_band=np.inf) == plain
 
 
 def test_correlated_errors_let_one_step_move_the_part_it_does_not_see():
