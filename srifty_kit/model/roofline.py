@@ -312,6 +312,7 @@ class Carry:
     mean: np.ndarray = field(default_factory=lambda: np.zeros(2))  # posterior mean of errors
     measured: int = 0
     probe_quantile: float = 0.0  # Learned.probe_quantile: where one step helps the most
+    floor_moved: bool = False  # the op graph's band moved the carried floor (``_floor_band``)
 
     def probe_batch(self, batches: Sequence[float]) -> float:
         """The batch of ``batches`` (those the target can run, or the job's) at which one
@@ -507,11 +508,11 @@ def carry(
         slope_sd = learned.fallback_slope_sd
     same = source_gpu is not None and (source_gpu, source_machine) == (target_gpu, target_machine)
     band = None if same else _floor_band(op_mix, learned, target_gpu, target_machine)
+    moved = band is not None and not band[0] <= floor_t <= band[1]
     if band is not None:
-        held = band[0] <= floor_t <= band[1]
         floor_t = float(np.clip(floor_t, *band))
         route += f"; floor held within {learned.graph_band:g} sd of the op graph's" + (
-            "" if held else " (moved into it: the source's floor is not its operators')"
+            " (moved into it: the source's floor is not its operators')" if moved else ""
         )
     k = learned.scale
     cov = _prior_cov(k * learned.floor_sd, k * slope_sd, learned.correlation)
@@ -528,6 +529,7 @@ def carry(
         route=route,
         sharpness=p,
         probe_quantile=learned.measured().probe_quantile,
+        floor_moved=moved,
     )
 
 

@@ -621,6 +621,8 @@ def _roofline_route(
         route = "fp32-peak rule"
     else:
         route = "fallback rule (fp32/bandwidth blend, never worse than fp32 held out)"
+    if c.floor_moved:
+        route += "; floor held near the op graph's (the source's is not its operators')"
     notes = [
         f"compute curve of the source refitted on {b.size} batches {lo:g}-{hi:g}: a floor of "
         f"{1e3 * c.source_floor:.3g} ms, {1e3 * c.source_slope:.3g} ms per sample",

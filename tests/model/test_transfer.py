@@ -836,6 +836,24 @@ def test_a_fit_with_an_op_mix_carries_by_the_roofline_and_says_so(facts_model, s
     )
 
 
+def test_a_host_that_caps_the_sources_steps_stays_with_it(facts_model):
+    # the source machine's input pipeline holds every step to 1 s; the op graph says the
+    # model's 300 launches cost ~0.1 s: carried to a V100 machine, the cap is not carried
+    # and the route says so; without the band (constants before it) it is
+    counted = {**OP_MIX, "host": {"launches_per_step": 300.0}}
+    params = facts_model.groups_[("resnet", "g4dn.12xlarge")].params._replace(alpha_c=1.0)
+    shipped = roofline.reference_learned()
+    held, free = (
+        _t4_to_v100(params, replace(shipped, graph_band=k), counted) for k in (2.5, np.inf)
+    )
+    assert "floor held near the op graph's" in held.route
+    assert "floor held" not in free.route
+    small = np.array([1.0])
+    fast, slow = (t.predict(1, 1, small, 1, 0.9)["compute_s"][0] for t in (held, free))
+    graph = 300 * shipped.launch_s
+    assert fast < graph * np.exp(2.5 * shipped.launch_sd) * 1.05 < slow
+
+
 def test_a_saved_model_keeps_its_op_mix_and_carries_the_same(facts_model, tmp_path):
     path = tmp_path / "model.json"
     facts_model.save(path)
