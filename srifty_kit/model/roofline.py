@@ -1089,8 +1089,10 @@ def _settings(route: str, fb: tuple[float, ...] | None = None) -> list[dict[str,
         ]
     w, phi, *lam = fb or (0.0, 1.0)
     chosen = {"bandwidth_weight": w, "fallback_floor_exponent": phi}
-    if route == "band":
-        return [{**chosen, "mix_weight": lam[0], "graph_band": k} for k in BAND_GRID]
+    if route == "band":  # no band (inf) is the op-mix route's own carries at lambda
+        return [
+            {**chosen, "mix_weight": lam[0], "graph_band": k} for k in BAND_GRID if np.isfinite(k)
+        ]
     return [{**chosen, "mix_weight": lam} for lam in LAMBDA_GRID]
 
 
@@ -1231,9 +1233,9 @@ def learn(
         # carry's without the band: the rule without facts and the op graph alone share the
         # scale, and calibrated on the banded carries (their floors' rms smaller) it rose and
         # widened both, where the band changes nothing. A banded carry keeps the wider spread.
-        banded = _inner_carries(curves, facts, figs, sharpness, "band", (w, fb_phi, lam))
-        if len(banded):
-            band = float(_minimax_setting(banded, ["graph_band"], (np.inf,))[0])
+        bands = _inner_carries(curves, facts, figs, sharpness, "band", (w, fb_phi, lam))
+        banded = pd.concat([mix.assign(graph_band=np.inf), bands], ignore_index=True)
+        band = float(_minimax_setting(banded, ["graph_band"], (np.inf,))[0])
 
     used = mix if len(mix) else fallback
     floor_sd = _rms(used["floor_err"])
