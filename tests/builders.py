@@ -104,6 +104,20 @@ def synthetic_measurements(seed: int = 0) -> pd.DataFrame:
 # -- a real JupyterLab and a real Chromium (browser tests, benchmarks/widget_latency.py) -------
 
 
+def listed_candidates(path: Path) -> Path:
+    """Write a candidates table to ``path`` and return it: "I can get 2, 4 or 16 nodes of
+    g4dn.12xlarge" (4 GPUs each, batch 32), whose 16 nodes lie beyond a limit of 8."""
+    pd.DataFrame(
+        {
+            "instance_type": ["g4dn.12xlarge"] * 3,
+            "num_nodes": [2, 4, 16],
+            "num_workers": [8, 16, 64],
+            "local_bsz": [32, 32, 32],
+        }
+    ).to_csv(path, index=False)
+    return path
+
+
 def chromium_path() -> str:
     """Debian's ``chromium`` (Playwright cannot download its own browser on these machines).
 

@@ -498,6 +498,7 @@ def check_search_parameters(
     hetero: object = False,
     probe_runs: object = 1,
     interactive: object = True,
+    candidates_file: object = None,
 ) -> None:
     """Refuse a parameter of notebook 03 that cannot work, in one line naming it as the
     notebook does, before a model is fitted or searched (papermill's ``-p`` gives a value as
@@ -513,6 +514,8 @@ def check_search_parameters(
         objective: one of ``planner.OBJECTIVES``.
         spot, hetero, interactive: True or False.
         probe_runs: a whole number from 0 (none) to ``probes.MAX_PROBES``.
+        candidates_file: None, or a candidates table to decide among (CSV, Parquet or JSON
+            records: ``tables.files.read_table``; its rows are checked when it is read).
 
     Raises:
         InputError: the first wrong parameter, with what to give instead.
@@ -521,17 +524,29 @@ def check_search_parameters(
 
     from srifty_kit.decide.probes import MAX_PROBES
 
-    if model_path is not None:
-        if not isinstance(model_path, str | os.PathLike) or not str(model_path).strip():
+    files = {
+        "model_path": (
+            model_path,
+            "the file `srifty fit --out` wrote",
+            "to fit the default measurements",
+        ),
+        "candidates_file": (
+            candidates_file,
+            "a table of instance_type, num_nodes, num_workers, local_bsz",
+            "to search every configuration",
+        ),
+    }
+    for name, (path, what, none) in files.items():
+        if path is None:
+            continue
+        if not isinstance(path, str | os.PathLike) or not str(path).strip():
             raise InputError(
-                f"model_path must be a file path, got {model_path!r}",
-                fix="give `model_path` as the file `srifty fit --out` wrote, or None",
+                f"{name} must be a file path, got {path!r}",
+                fix=f"give `{name}` as {what}, or None",
             )
-        if not os.path.isfile(model_path):
+        if not os.path.isfile(path):
             raise InputError(
-                f"model_path: file not found: {model_path}",
-                fix="give `model_path` as the file `srifty fit --out` wrote, or None to fit "
-                "the default measurements",
+                f"{name}: file not found: {path}", fix=f"give `{name}` as {what}, or None {none}"
             )
     if workload is not None and (not isinstance(workload, str) or not workload.strip()):
         raise InputError(
@@ -660,6 +675,17 @@ class SearchPanel:
         top: rows in the table.
         noise_scales: each workload's gradient noise scale (its profile facts'
             ``noise_scale``), or None where it was not measured.
+        candidates: decide among exactly these configurations (the candidates contract, as
+            ``search(..., candidates=)`` and ``srifty search --candidates`` take it): every
+            control still applies to them (the deadline, budget and confidence choose among
+            them; max nodes, spot, families and GPU models leave rows out, and the message
+            says which and why) except the local batches and two-type mixes, which the list
+            fixes, so those two controls are disabled. None: every configuration the catalog
+            offers.
+
+    Raises:
+        InputError: a bad argument, or a candidates table that breaks its contract (one
+            line, as ``srifty search --candidates`` says it).
 
     Choosing another workload sets the local batches to the batches it was profiled at
     (``choices.profiled_batches``; the job's own for the job's workload) and the noise scale to
@@ -683,10 +709,12 @@ class SearchPanel:
         objective: str = "cost",
         top: int = 10,
         noise_scales: dict[str, float | None] | None = None,
+        candidates: pd.DataFrame | None = None,
     ) -> None:
         import ipywidgets as w
 
         from srifty_kit.catalog.query import load_catalog
+        from srifty_kit.decide.planner import validate_candidates
 
         if job is None:
             raise InputError("the panel needs a Job", fix="SearchPanel(model, catalog, Job(...))")
@@ -698,6 +726,11 @@ class SearchPanel:
         self.catalog = catalog
         self.job = job
         self.top = top
+        # checked once, each configuration once (a repeat warned of here, not on every move)
+        self.candidates = (
+            None if candidates is None else validate_candidates(candidates, job, catalog)
+        )
+        listed = self.candidates is not None
         self.result: SearchResult | None = None
         self.error: Exception | None = None
         self.evaluated: Evaluated | None = None  # what the current result was selected from
@@ -737,6 +770,8 @@ class SearchPanel:
                 description="local batches",
                 rows=4,
                 style=wide,
+                disabled=listed,  # the candidates list says each configuration's batch
+                tooltip="set by the candidates list" if listed else None,
             ),
             "noise_on": w.Checkbox(
                 value=noise is not None,
@@ -791,7 +826,12 @@ class SearchPanel:
                 style=wide,
             ),
             "spot": w.Checkbox(value=c.spot, description="spot allowed", indent=False),
-            "mixes": w.Checkbox(value=c.mixes, description="two-type mixes", indent=False),
+            "mixes": w.Checkbox(
+                value=c.mixes and not listed,
+                description="two-type mixes",
+                indent=False,
+                disabled=listed,  # a list names its configurations, mixes none
+            ),
             "families": w.SelectMultiple(
                 options=family_options(choices["families"], families_not_offered(self.catalog)),
                 value=tuple(c.families or ()),
@@ -962,7 +1002,8 @@ class SearchPanel:
         """The cache's key of an evaluation: the job and the constraints it is evaluated at,
         without deadline and budget, up to the node slider's top where there are no mixes."""
         top = constraints.max_nodes
-        if not constraints.mixes:
+        # a list is evaluated at the limit asked: it says which rows the limit left out
+        if not constraints.mixes and self.candidates is None:
             top = max(top, self.controls["max_nodes"].max)
         return job, replace(constraints, deadline_h=None, budget_usd=None, max_nodes=top)
 
@@ -989,7 +1030,7 @@ class SearchPanel:
             self._cache.move_to_end(key)
             ev, view = self._cache[key]
             if not ev.allows(constraints):  # priced within a lower limit: the rest now
-                ev = ev.at(wide) or evaluate(self.model, self.catalog, job, wide)
+                ev = ev.at(wide) or self._evaluate(job, wide)
                 # the same rows first, in the same order: the clouds drawn are still its own
                 view.update({k: _widened(view[k], ev.candidates[view["axes"][k][0]]) for k in "xy"})
                 self._cache[key] = (ev, view)
@@ -1003,7 +1044,7 @@ class SearchPanel:
             if last is not None:
                 ev = last[0].at(replace(wide, max_nodes=limit) if same else wide, job)
             held = last[1] if same and ev is not None else {"x": None, "y": None}
-            ev = evaluate(self.model, self.catalog, job, wide) if ev is None else ev
+            ev = self._evaluate(job, wide) if ev is None else ev
             axes = cost_time_axes(constraints.confidence)  # the front's coordinates, in words
             times = ev.candidates[axes["x"][0]]
             if held["x"] is None:  # the time axis holds every confidence the slider offers
@@ -1026,6 +1067,10 @@ class SearchPanel:
             png = cloud_png(c[x], c[y], c["spot"], view["x"], view["y"])
             view["clouds"][limit] = {"png": png, "x": view["x"], "y": view["y"]}
         return ev, {**view, "cloud": view["clouds"][limit]}
+
+    def _evaluate(self, job: Job, constraints: Constraints) -> Evaluated:
+        """``planner.evaluate`` of the panel's model and catalog (and candidates list)."""
+        return evaluate(self.model, self.catalog, job, constraints, self.candidates)
 
     def _changed(self, change: dict) -> None:
         if self._quiet:
@@ -1097,7 +1142,8 @@ class SearchPanel:
         left = self._left_out(result, job.model)
         self.message.value = (
             f'<div class="srifty-ok">{result.n_feasible:,} of {result.n_candidates:,} '
-            "configurations meet the constraints.</div>"
+            f"{'listed ' if self.candidates is not None else ''}configurations meet the "
+            "constraints.</div>"
             if result.feasible
             else f'<div class="srifty-infeasible">{html.escape(result.explanation)}</div>'
         ) + "".join(f'<div class="srifty-left-out">{html.escape(line)}</div>' for line in left)

@@ -24,6 +24,7 @@ def test_notebook_parameters_are_the_questions_knobs():
         "spot",
         "hetero",
         "interactive",
+        "candidates_file",
     } <= parameter_names("03_search_ec2")
 
 
@@ -100,6 +101,27 @@ def test_notebook_shows_the_panel_when_interactive(tmp_path, model_file):
     assert "display: none" not in panel + reason  # only a drawn widget hides them
 
 
+def test_a_candidates_file_is_what_the_panel_decides_among(tmp_path, model_file):
+    from tests.builders import listed_candidates
+
+    listed = listed_candidates(tmp_path / "listed.csv")
+    nb = run_notebook(
+        "03_search_ec2", tmp_path, model_path=str(model_file), candidates_file=str(listed), **SMALL
+    )
+    from nbconvert import HTMLExporter
+
+    page, _ = HTMLExporter().from_notebook_node(nb)
+    copies = [html.unescape(c) for c in page.split('<div class="srifty-static">')[1:]]
+    panel = next(c for c in copies if "listed configurations" in c)
+    # 16 nodes is over the question's limit of 8: said, not searched; the two others are
+    # priced on demand and on spot
+    assert re.search(r"\d of 4 listed configurations meet the constraints", panel)
+    assert "over the node limit of 8: 16 x g4dn.12xlarge" in panel
+    ranked = panel.split('class="srifty-ranked"')[1]
+    shown = set(re.findall(r"(\d+) x ([\w.]+) \(", ranked))
+    assert shown and shown <= {("2", "g4dn.12xlarge"), ("4", "g4dn.12xlarge")}
+
+
 def test_the_probes_cell_answers_the_question_the_panel_asks_now(model_file):
     """Run again after the panel's controls moved, the cell suggests for what the panel shows,
     not for the question the panel was first shown with."""
@@ -170,6 +192,8 @@ def test_every_parameter_of_the_search_notebook_is_checked_up_front():
         ({"spot": 1}, "spot must be True or False"),
         ({"model_path": "nowhere/model.json"}, "model_path: file not found"),
         ({"model_path": 3}, "model_path must be a file path"),
+        ({"candidates_file": "nowhere.csv"}, "candidates_file: file not found"),
+        ({"candidates_file": ""}, "candidates_file must be a file path"),
         ({"workload": ""}, "workload must be the training model's name"),
         ({"local_bsz": [8, 0]}, "local_bsz must list whole batches >= 1, found 0"),
     ):

@@ -610,3 +610,50 @@ def test_an_idle_kernel_prices_the_confidence_neighbours_so_a_move_only_selects(
     assert calls == []
     _same(panel.result, search(model, catalog, JOB, replace(START, confidence=0.84)))
     assert panel.evaluated.constraints.confidence == 0.84
+
+
+LISTED = pd.DataFrame(  # "I can get 2, 4 or 8 nodes of g4dn.12xlarge, or 2 of g6.12xlarge"
+    {
+        "instance_type": ["g4dn.12xlarge"] * 3 + ["g6.12xlarge"],
+        "num_nodes": [2, 4, 8, 2],
+        "num_workers": [8, 16, 32, 8],
+        "local_bsz": [32, 32, 32, 64],
+    }
+)
+
+
+def test_a_candidates_list_is_decided_among_as_search_decides_it(model, catalog):
+    panel = SearchPanel(model, catalog, JOB, START, candidates=LISTED)
+    assert panel.error is None
+    _same(panel.result, search(model, catalog, JOB, START, candidates=LISTED))
+    shown = panel.result.ranked[["instance_type", "num_nodes", "num_workers", "local_bsz"]]
+    assert len(shown) and all(
+        tuple(row) in set(LISTED.itertuples(index=False, name=None))
+        for row in shown.itertuples(index=False, name=None)
+    )
+    assert "listed configurations meet the constraints" in panel.message.value
+    # the list fixes each configuration's batch and names no mixes: those controls are off
+    assert panel.controls["batches"].disabled and panel.controls["mixes"].disabled
+    assert not SearchPanel(model, catalog, JOB, START).controls["batches"].disabled
+    # a node limit leaves listed rows out and says which, as `srifty search --candidates` does
+    panel.controls["max_nodes"].value = 4
+    limited = replace(START, max_nodes=4)
+    _same(panel.result, search(model, catalog, JOB, limited, candidates=LISTED))
+    assert "over the node limit of 4: 8 x g4dn.12xlarge" in html.unescape(panel.message.value)
+    assert set(panel.result.ranked["num_nodes"]) <= {2, 4}
+    # the deadline and confidence still choose among the list
+    panel.controls["confidence"].value = 0.8
+    at = replace(limited, confidence=0.8)
+    _same(panel.result, search(model, catalog, JOB, at, candidates=LISTED))
+    assert panel.probes() is not None
+
+
+def test_a_candidates_list_that_breaks_its_contract_is_one_line_before_the_panel(model, catalog):
+    wrong = LISTED.assign(instance_type=["g4dn.12xlarg"] + ["g4dn.12xlarge"] * 3)
+    with pytest.raises(InputError) as refused:
+        SearchPanel(model, catalog, JOB, START, candidates=wrong)
+    line = str(refused.value)
+    assert "'g4dn.12xlarg' is not in the catalog" in line and "g4dn.12xlarge" in line
+    assert "\n" not in line
+    with pytest.raises(InputError, match="missing required column .local_bsz."):
+        SearchPanel(model, catalog, JOB, START, candidates=LISTED.drop(columns="local_bsz"))
