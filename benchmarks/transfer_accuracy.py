@@ -376,6 +376,12 @@ def _mean_row(pairs: pd.DataFrame, label: str) -> dict[str, str]:
     return row
 
 
+def _weights(fit: roofline.Learned) -> str:
+    """The op mix's cold weight lambda, with the floor's lambda_O where it was learned apart."""
+    floor = fit.floor_mix_weight
+    return f"{fit.mix_weight:.2f}" + ("" if floor is None else f" ({floor:.2f})")
+
+
 def _learned_row(target: str, fit: roofline.Learned) -> dict[str, str]:
     pop = fit.population
     return {
@@ -395,10 +401,15 @@ def _learned_row(target: str, fit: roofline.Learned) -> dict[str, str]:
         "scale": f"{fit.scale:.2f}",
         "w": f"{fit.bandwidth_weight:.1f}",
         "phi (fallback)": f"{fit.fallback_floor_exponent:.1f}",
-        "lambda": f"{fit.mix_weight:.2f}",
+        "lambda (floor's)": _weights(fit),
         "floor band k": f"{fit.graph_band:g}" if np.isfinite(fit.graph_band) else "none",
         "rho": f"{fit.correlation:.1f}",
         "1-step q": f"{fit.probe_quantile:.2f}",
+        "without facts: floor sd, scale, rho": ", ".join(
+            f"{fit.without_facts[k]:.2f}" for k in ("floor_sd", "scale", "correlation")
+        )
+        if fit.without_facts
+        else "as above",
         "after a step: lambda, scale, rho, q": ", ".join(
             f"{fit.after_step[k]:.2f}"
             for k in ("mix_weight", "scale", "correlation", "probe_quantile")
@@ -506,12 +517,11 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         "after looking: the floor's exponent on the fp32 ratio (phi) was searched and, "
         "learned with the T4 held out, picked 1 (the V100's host-bound ncf rows chose it) "
         "and made the pairs into the T4 worse; it is held at 0 for every target "
-        "(`roofline.PHI_GRID`), so that decision is not a clean hold-out. The op mix's weight "
-        "lambda against the fallback is chosen, like the fallback, for its worst held-in pair "
-        "against the fp32 rule (`roofline.learn(criterion='minimax')`); chosen instead for "
-        "the mean error it made cold worse than the rule on 8 of these 20 pairs. The floor's "
-        "band k is chosen the same way, for its worst held-in pair against the carry without "
-        "a band.\n\n"
+        "(`roofline.PHI_GRID`), so that decision is not a clean hold-out. The op mix's weights "
+        "against the fallback (lambda for the slope, lambda_O for the floor) and the floor's "
+        "band k are chosen together, like the fallback, for their worst held-in pair against "
+        "the fp32 rule (`roofline.learn(criterion='minimax')`): the band is what lets a weight "
+        "through that the V100's host-capped floor would otherwise veto.\n\n"
         + markdown_table(shown)
         + f"\n\nTargets (issue 22): {verdict}. Means over the {len(pairs)} pairs: cold "
         f"{_pct(m['cold mape'])} (fallback {_pct(m['fallback mape'])}), one step "
@@ -537,9 +547,10 @@ def render(results, pairs, models, learned, mixes, figs) -> str:
         "roofline._unseen); host factors: "
         "each held-in machine's floor relative to the population's (median polish of "
         "log floor = model + machine); sds: log spreads of the carried floor and slope and "
-        "of one step; sds and scale from the held-in carries without the band (so the rule "
-        "without facts and the op graph alone, which share them, keep theirs); scale: the "
-        "widening that covers 90% of them; floor band "
+        "of one step; sds and scale from the held-in carries at the chosen weights without "
+        "the band (the op graph alone shares the scale); scale: the widening that covers 90% "
+        "of them; without facts: the floor sd, scale and rho of the rule without facts, from "
+        "its own carries (as they are when the op mix has no weight); floor band "
         "k: the carried floor held within k sd (the op graph's floor's own held-out sd, "
         "`launch_sd`) of the op graph's floor, none when no k beat the carry without a band on "
         "every held-in pair.\n\n"
@@ -629,14 +640,15 @@ def after_step_bullet(results: pd.DataFrame, learned: dict) -> str:
         for t, fit in learned.items()
         if "mix_weight" in fit.after_step
     )
-    cold = sorted({f"{fit.mix_weight:.2f}" for fit in learned.values()})
+    cold = ", ".join(f"{t} {_weights(fit)}" for t, fit in learned.items())
     by = results.groupby(["source", "target", "model"])
     worst = by.apply(lambda f: _mape(f, "1 step")).sort_values(ascending=False).head(3)
     pairs = results.groupby("pair")
     return (
         "- *Once a step is measured, the op mix carries the shape.* Cold, the op mix gets "
-        f"weight {' / '.join(cold)} against the fallback (no held-in pair may end worse than "
-        "the fp32 rule, and the op mix's level is often off); once a step on the target sets "
+        f"weight {cold} against the fallback (the floor's apart in brackets; no held-in pair "
+        "may end worse than the fp32 rule, and the op mix's level is often off); once a step "
+        "on the target sets "
         "the level, only how the step grows with the batch is carried, and the weight chosen "
         f"for that on the held-in carries is {lam} (target held out). One step then errs "
         f"{_pct(pairs.apply(lambda f: _mape(f, '1 step')).mean())} over the pairs, against "

@@ -28,15 +28,16 @@ class's peak) moves as the fallback moves a slope. Without facts (the fallback) 
 moves with ``(P32_s / P32_t)^(1 - w) (BW_s / BW_t)^w`` and the floor with
 ``(h_t / h_s)^(1 - phi) (P32_s / P32_t)^phi``; ``(w, phi) = (0, 1)`` is the fp32-peak rule,
 and ``(w, phi)`` is chosen so that its worst held-out pair is no worse than that rule's. The
-op-mix route's floor and slope are blended with the fallback's, ``lambda`` chosen for the mean
-error over held-out pairs. Whatever the route, the carried floor is then held within a band
-around the op graph's own (the launches one step makes times the learned cost per launch):
+op-mix route's slope and floor are blended with the fallback's in logs, at weights ``lambda``
+and ``lambda_O``. Whatever the route, the carried floor is then held within a band around the
+op graph's own (the launches one step makes times the learned cost per launch):
 
     O_graph exp(-k sd) <= O_t <= O_graph exp(k sd)
 
 so that a source whose host caps its steps (a slow input pipeline) does not carry that cap to
-a machine that need not have it; ``k`` is chosen like ``lambda``, for the worst held-out pair
-against the carry without a band. Spreads are on the log scale (a location and a scale); one
+a machine that need not have it. ``lambda``, ``lambda_O`` and ``k`` are chosen together on
+held-out carries between the reference GPUs, like ``(w, phi)``: for their worst pair against
+the fp32-peak rule. Spreads are on the log scale (a location and a scale); one
 or two measured steps on the target update the floor and slope errors as a linear-Gaussian
 model (``Carry.update``). ``Carry.route`` says which route a prediction took (for ``explain``).
 
@@ -121,6 +122,10 @@ class Learned:
     fallback_floor_exponent: float = 0.0  # the same phi, for the route without facts
     # lambda in  log x_t = lambda log x_roofline + (1 - lambda) log x_fallback  (x = O, s)
     mix_weight: float = 1.0
+    # lambda_O in  log O_t = lambda_O log O_roofline + (1 - lambda_O) log O_fallback: the
+    # floor's own weight, where it was learned apart from the slope's; None: lambda (constants
+    # learned before it was, and the carry once a step is measured)
+    floor_mix_weight: float | None = None
     sharpness: float = SHARPNESS
     basis: str = ""  # which rows chose the constants
     # log sd of a step whose slope is predicted outright from the op mix at the population's
@@ -143,6 +148,12 @@ class Learned:
     # leaves on held-out carries (``_after_step``). {}: the cold ones (constants learned
     # before it was, or without op mixes).
     after_step: Mapping[str, float] = field(default_factory=dict)
+    # The fields the route without facts (no op mix: the fallback alone) uses instead of the
+    # ones above (floor_sd, scale, correlation), calibrated on its own held-out carries, so
+    # that what the op mix's weights and band are learned as leaves its interval as it was.
+    # {}: the ones above (constants learned before it was, or without op mixes, where the
+    # ones above are the fallback's).
+    without_facts: Mapping[str, float] = field(default_factory=dict)
     # tau in  O_g,m = L_m * tau * h_g : the floor per operator launched (L_m the op graph's
     # ``launches_per_step``), the population's, in seconds, learned on the reference models
     # without recurrent layers; 0 where no reference model's facts count launches (then a
@@ -167,11 +178,12 @@ class Learned:
 
     def measured(self) -> Learned:
         """The constants a carry uses once a step on the target is measured (``after_step``
-        over the cold ones). The op graph's band is the cold carry's alone: once a step sets
-        the level, the source's floor and slope carry only the curve's shape, and clipping one
-        of them and not the other bends it (``benchmarks/transfer_accuracy.py`` measured one
-        step worse through the band)."""
-        return replace(self, **{"graph_band": np.inf, **self.after_step}, after_step={})
+        over the cold ones). The op graph's band and the floor's own weight are the cold
+        carry's alone: once a step sets the level, the source's floor and slope carry only the
+        curve's shape, and clipping or weighting one of them apart from the other bends it
+        (``benchmarks/transfer_accuracy.py`` measured one step worse through the band)."""
+        cold_only = {"graph_band": np.inf, "floor_mix_weight": None}
+        return replace(self, **{**cold_only, **self.after_step}, after_step={})
 
 
 # -- the curve: floor, then linear ---------------------------------------------------------
@@ -492,20 +504,24 @@ def carry(
         explained = min(slope_s, roof_s)
         slope_mix = explained * roof + (slope_s - explained) * slope_t / slope_s
         roof_floor = floor_s * np.exp(e_t.log_host - e_s.log_host)
-        # log x_t = lambda log x_roofline + (1 - lambda) log x_fallback
-        floor_t = roof_floor**lam * floor_t ** (1 - lam)
+        # log x_t = lambda log x_roofline + (1 - lambda) log x_fallback, the floor at its own
+        # lambda_O where one was learned
+        lam_o = lam if learned.floor_mix_weight is None else learned.floor_mix_weight
+        floor_t = roof_floor**lam_o * floor_t ** (1 - lam_o)
         slope_t = slope_mix**lam * slope_t ** (1 - lam)
         arith = arithmetic_share(op_mix, target, e_t)
         route = (
             f"roofline of the op mix ({arith:.0%} of the per-sample work arithmetic-bound on "
-            f"the target; floor by host factor), weight {lam:.2f} against the fallback ("
+            f"the target; floor by host factor), weight {lam:.2f}"
+            + (f" (the floor's {lam_o:.2f})" if lam_o != lam else "")
+            + " against the fallback ("
             + route
             + ")"
         )
-        slope_sd = learned.slope_sd
+        slope_sd, own = learned.slope_sd, {}
     else:
         route = "no op mix: " + route
-        slope_sd = learned.fallback_slope_sd
+        slope_sd, own = learned.fallback_slope_sd, learned.without_facts
     same = source_gpu is not None and (source_gpu, source_machine) == (target_gpu, target_machine)
     band = None if same else _floor_band(op_mix, learned, target_gpu, target_machine)
     moved = band is not None and not band[0] <= floor_t <= band[1]
@@ -514,8 +530,8 @@ def carry(
         route += f"; floor held within {learned.graph_band:g} sd of the op graph's" + (
             " (moved into it: the source's floor is not its operators')" if moved else ""
         )
-    k = learned.scale
-    cov = _prior_cov(k * learned.floor_sd, k * slope_sd, learned.correlation)
+    k, floor_sd = own.get("scale", learned.scale), own.get("floor_sd", learned.floor_sd)
+    cov = _prior_cov(k * floor_sd, k * slope_sd, own.get("correlation", learned.correlation))
     cov = cov * (1e-6 if same else 1)
     return Carry(
         floor=float(floor_t),
@@ -1078,22 +1094,27 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
 
 
 def _settings(route: str, fb: tuple[float, ...] | None = None) -> list[dict[str, float]]:
-    """The Learned overrides the inner carries try: the fallback's (w, phi) grid; the op-mix
-    route's blend weight lambda with the fallback ``fb`` = (w, phi) already chosen; or the op
-    graph's band k with ``fb`` = (w, phi, lambda) chosen."""
+    """The Learned overrides the inner carries try: the fallback's (w, phi) grid; or, with the
+    fallback ``fb`` = (w, phi) already chosen, the op-mix route's blend weights lambda (the
+    slope's) and lambda_O (the floor's), without the op graph's band ("mix") or with each
+    finite band k ("band"): the three are chosen together, since the band is what lets a
+    weight through that one source's host cap would otherwise veto."""
     if route == "fallback":
         return [
             {"bandwidth_weight": w, "fallback_floor_exponent": phi}
             for w in W_GRID
             for phi in FALLBACK_PHI
         ]
-    w, phi, *lam = fb or (0.0, 1.0)
+    w, phi = fb or (0.0, 1.0)
     chosen = {"bandwidth_weight": w, "fallback_floor_exponent": phi}
-    if route == "band":  # no band (inf) is the op-mix route's own carries at lambda
-        return [
-            {**chosen, "mix_weight": lam[0], "graph_band": k} for k in BAND_GRID if np.isfinite(k)
-        ]
-    return [{**chosen, "mix_weight": lam} for lam in LAMBDA_GRID]
+    weights = [
+        {**chosen, "mix_weight": lam, "floor_mix_weight": lam_o}
+        for lam in LAMBDA_GRID
+        for lam_o in LAMBDA_GRID
+    ]
+    if route == "band":  # no band (inf) is the "mix" carries
+        return [{**s, "graph_band": k} for s in weights for k in BAND_GRID if np.isfinite(k)]
+    return weights
 
 
 def _inner_carries(curves, facts, figs, p, route: str, fb=None) -> pd.DataFrame:
@@ -1147,25 +1168,32 @@ def _minimax_setting(inner: pd.DataFrame, keys: list[str], rule: tuple) -> tuple
     """The setting (values of ``keys``) whose worst held-out pair, relative to the fp32-peak
     rule (the setting ``rule``), is best: the rule it must never be worse than is one of the
     candidates, so on the pairs it was chosen on it is never worse; ties go to the lower mean
-    error, then to the rule itself (a setting that changes no held-in carry is not chosen
-    over it)."""
+    error, then to the setting that departs from the rule in fewer of ``keys`` (a setting
+    that changes no held-in carry, such as a band no carry reaches, is not chosen over the
+    one without it)."""
     ape = inner.assign(ape=inner["resid"].map(lambda r: np.mean(np.abs(np.exp(-r) - 1))))
     per_pair = ape.groupby([*keys, "source", "target"])["ape"].mean()
     base = per_pair.xs(rule, level=keys).rename("rule")
     joined = per_pair.rename("ape").reset_index().merge(base.reset_index(), on=["source", "target"])
     joined["rel"] = joined["ape"] / joined["rule"]
     by = joined.groupby(keys).agg(worst=("rel", "max"), mean=("ape", "mean"))
-    by["worst"] = by["worst"].round(6)
-    by["other"] = [(k if isinstance(k, tuple) else (k,)) != tuple(rule) for k in by.index]
-    best = by.sort_values(["worst", "mean", "other"]).index[0]
+    by[["worst", "mean"]] = by[["worst", "mean"]].round(6)  # what floating-point noise moves
+    by["changes"] = [
+        sum(a != b for a, b in zip(k if isinstance(k, tuple) else (k,), rule, strict=True))
+        for k in by.index
+    ]
+    best = by.sort_values(["worst", "mean", "changes"]).index[0]
     return best if isinstance(best, tuple) else (best,)
 
 
-def _best_mean(inner: pd.DataFrame, key: str) -> float:
-    """The value of ``key`` with the lowest mean over held-out pairs of their MAPE."""
+def _best_mean(inner: pd.DataFrame, key: str | list[str]) -> float | tuple:
+    """The value of ``key`` (a tuple of values, for a list of keys) with the lowest mean over
+    held-out pairs of their MAPE."""
+    keys = [key] if isinstance(key, str) else list(key)
     ape = inner.assign(ape=inner["resid"].map(lambda r: np.mean(np.abs(np.exp(-r) - 1))))
-    per_pair = ape.groupby([key, "source", "target"])["ape"].mean()
-    return float(per_pair.groupby(level=key).mean().idxmin())
+    per_pair = ape.groupby([*keys, "source", "target"])["ape"].mean()
+    best = per_pair.groupby(level=keys).mean().idxmin()
+    return float(best) if isinstance(key, str) else tuple(best)
 
 
 def learn(
@@ -1191,8 +1219,9 @@ def learn(
         sharpness: p of the curve.
         level: the interval level the scale is calibrated for.
         machines: gpu -> the instance type it was measured on (``Learned.machines``).
-        criterion: how the op mix's weight lambda is chosen on the held-out carries:
-            ``"minimax"`` (its worst pair against the fp32-peak rule) or ``"mean"``.
+        criterion: how the op mix's weights (lambda, lambda_O) and the band k are chosen
+            on the held-out carries: ``"minimax"`` (their worst pair against the fp32-peak
+            rule) or ``"mean"``.
 
     Returns:
         :class:`Learned`, ``basis`` naming the GPUs and rows behind every constant.
@@ -1215,27 +1244,28 @@ def learn(
     w, fb_phi = _minimax_setting(fallback, keys, (0.0, 1.0))
     fallback = fallback[(fallback[keys[0]] == w) & (fallback[keys[1]] == fb_phi)]
     mix = _inner_carries(curves, facts, figs, sharpness, "mix", (w, fb_phi))
-    # the op-mix route's weight: by default, like the fallback, for its worst held-out pair
-    # against the rule (criterion "mean": for the mean error over pairs, which let the roofline
-    # be worse than the rule on 8 of the 20 held-out pairs)
-    measured = _after_step(mix, base.step_sd, level)
-    if not len(mix):
-        lam = 1.0
-    elif criterion == "minimax":  # lambda = 0 is the fallback, itself never worse than the rule
-        lam = float(_minimax_setting(mix, ["mix_weight"], (0.0,))[0])
-    else:
-        lam = _best_mean(mix, "mix_weight")
-    band = np.inf
+    # after a step, one weight for the floor and the slope (``Learned.measured``)
+    one = mix[mix["floor_mix_weight"] == mix["mix_weight"]] if len(mix) else mix
+    measured = _after_step(one, base.step_sd, level)
+    lam, lam_o, band = 1.0, 1.0, np.inf
     if len(mix):
-        mix = mix[mix["mix_weight"] == lam]
-        # the op graph's band, like lambda, for its worst held-out pair against the carry
-        # without it (itself never worse than the rule on them). The spreads below stay the
-        # carry's without the band: the rule without facts and the op graph alone share the
-        # scale, and calibrated on the banded carries (their floors' rms smaller) it rose and
-        # widened both, where the band changes nothing. A banded carry keeps the wider spread.
-        bands = _inner_carries(curves, facts, figs, sharpness, "band", (w, fb_phi, lam))
-        banded = pd.concat([mix.assign(graph_band=np.inf), bands], ignore_index=True)
-        band = float(_minimax_setting(banded, ["graph_band"], (np.inf,))[0])
+        # the op-mix route's weights and the op graph's band together: by default, like the
+        # fallback, for their worst held-out pair against the rule (lambda = lambda_O = 0, no
+        # band: the fallback, itself never worse than the rule); criterion "mean": for the
+        # mean error over pairs, which keeps no such promise on any pair. Chosen apart, the
+        # one source whose host caps its floor (the V100 reference's) vetoed every weight but
+        # 0 before the band could hold its floor. The spreads below stay the carry's without
+        # the band: the op graph alone shares the scale, and calibrated on the banded
+        # carries (their floors' rms smaller) it rose and widened that route, where the band
+        # changes nothing. The rule without facts keeps its own (``without_facts``).
+        bands = _inner_carries(curves, facts, figs, sharpness, "band", (w, fb_phi))
+        joint = pd.concat([mix.assign(graph_band=np.inf), bands], ignore_index=True)
+        keys = ["mix_weight", "floor_mix_weight", "graph_band"]
+        if criterion == "minimax":
+            lam, lam_o, band = map(float, _minimax_setting(joint, keys, (0.0, 0.0, np.inf)))
+        else:
+            lam, lam_o, band = map(float, _best_mean(joint, keys))
+        mix = mix[(mix["mix_weight"] == lam) & (mix["floor_mix_weight"] == lam_o)]
 
     used = mix if len(mix) else fallback
     floor_sd = _rms(used["floor_err"])
@@ -1245,6 +1275,13 @@ def learn(
     # one step on the target helps most, chosen together on the same held-out carries
     frames = [(f, sd) for f, sd in ((mix, slope_sd), (fallback, fb_sd)) if not f.empty]
     k, rho, probe_q, _ = _one_step_setting(frames, used, floor_sd, slope_sd, base.step_sd, level)
+    without_facts = {}
+    if len(mix):  # the fallback's own, as they are when the op mix has no weight
+        fb_floor_sd = _rms(fallback["floor_err"])
+        fb = _one_step_setting(
+            [(fallback, fb_sd)], fallback, fb_floor_sd, fb_sd, base.step_sd, level
+        )
+        without_facts = {"floor_sd": fb_floor_sd, "scale": fb[0], "correlation": fb[1]}
     return replace(
         base,
         floor_sd=floor_sd,
@@ -1254,12 +1291,14 @@ def learn(
         bandwidth_weight=float(w),
         fallback_floor_exponent=float(fb_phi),
         mix_weight=float(lam),
+        floor_mix_weight=None if lam_o == lam else lam_o,
         graph_band=band,
         probe_quantile=probe_q,
         correlation=rho,
         absolute_sd=_absolute_sd(curves, facts, figs, sharpness),
         machines=dict(machines or {}),
         after_step=measured,
+        without_facts=without_facts,
         basis=base.basis
         + "; spreads, w, phi, lambda, the op graph's band, scale, correlation and the one-step "
         f"position, cold and after a measured step, from {len(used)} held-out carries between "
@@ -1334,17 +1373,20 @@ def _absolute_sd(curves, facts, figs, p: float) -> float:
 
 REFERENCE_FILE = "roofline_reference.json"  # in srifty_kit's data folder
 _EFFS = ("per_gpu", "population", "between_sd")
+_OVERRIDES = ("machines", "after_step", "without_facts")  # mappings, not numbers
 
 
 def learned_doc(learned: Learned) -> dict[str, Any]:
     """A JSON-ready dict of ``learned`` (the inverse of :func:`learned_of`)."""
     doc = {k: v for k, v in vars(learned).items() if k not in _EFFS}
-    if learned.tensor_log_arith is None:
-        del doc["tensor_log_arith"]  # omitted, it loads as the default
+    for name in ("tensor_log_arith", "floor_mix_weight"):
+        if doc[name] is None:
+            del doc[name]  # omitted, it loads as the default
     if not np.isfinite(learned.graph_band):
         del doc["graph_band"]  # no band: omitted (JSON has no inf), it loads as the default
     doc["machines"] = dict(learned.machines)
-    doc["after_step"] = {k: float(v) for k, v in learned.after_step.items()}
+    for name in ("after_step", "without_facts"):
+        doc[name] = {k: float(v) for k, v in getattr(learned, name).items()}
     doc["per_gpu"] = {g: list(map(float, e)) for g, e in learned.per_gpu.items()}
     doc["population"] = list(map(float, learned.population))
     doc["between_sd"] = list(map(float, learned.between_sd))
@@ -1361,18 +1403,21 @@ def learned_of(doc: Mapping[str, Any]) -> Learned:
         scalars = {
             k: (str(doc[k]) if k == "basis" else float(doc[k]))
             for k in Learned.__dataclass_fields__
-            if k not in (*_EFFS, "machines", "after_step") and k in doc
+            if k not in (*_EFFS, *_OVERRIDES) and k in doc
         }
-        after = {str(k): float(v) for k, v in doc.get("after_step", {}).items()}
-        unknown = sorted(set(after) - set(Learned.__dataclass_fields__))
-        if unknown:
-            raise KeyError(f"after_step: {', '.join(unknown)}")
+        overrides = {}
+        for name in _OVERRIDES[1:]:
+            given = {str(k): float(v) for k, v in doc.get(name, {}).items()}
+            unknown = sorted(set(given) - set(Learned.__dataclass_fields__))
+            if unknown:
+                raise KeyError(f"{name}: {', '.join(unknown)}")
+            overrides[name] = given
         return Learned(
             per_gpu={str(g): Efficiency(*map(float, e)) for g, e in doc["per_gpu"].items()},
             population=Efficiency(*map(float, doc["population"])),
             between_sd=Efficiency(*map(float, doc["between_sd"])),
             machines={str(g): str(t) for g, t in doc.get("machines", {}).items()},
-            after_step=after,
+            **overrides,
             **scalars,
         )
     except (KeyError, TypeError, ValueError) as err:

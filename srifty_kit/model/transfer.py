@@ -613,7 +613,7 @@ def _roofline_route(
         lam = after.mix_weight
         words = f"roofline (op mix at weight {lam:.2f}: the curve's shape once a step is measured)"
         measured = (m.floor, m.slope, m.prior_cov * signs, m.step_sd, words)
-    if op_mix and constants.mix_weight > 0:
+    if op_mix and max(constants.mix_weight, constants.floor_mix_weight or 0.0) > 0:
         route = "roofline (op mix)"
     elif op_mix:  # the held-out pairs gave the op mix no weight against the fallback
         route = "fp32-peak rule (op mix given weight 0 by the held-out pairs)"

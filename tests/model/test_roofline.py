@@ -244,6 +244,12 @@ def test_learned_constants_survive_json_and_the_shipped_ones_load():
     banded = replace(fit, graph_band=2.5)
     assert roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(banded)))) == banded
     assert "graph_band" not in roofline.learned_doc(fit)
+    # so does a floor weight learned apart; none (the slope's) is left out, as files before it
+    apart = replace(fit, mix_weight=0.5, floor_mix_weight=0.25)
+    assert roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(apart)))) == apart
+    assert "floor_mix_weight" not in roofline.learned_doc(fit)
+    own = replace(fit, without_facts={"floor_sd": 0.7, "scale": 1.4, "correlation": 0.3})
+    assert roofline.learned_of(json.loads(json.dumps(roofline.learned_doc(own)))) == own
     shipped = roofline.reference_learned()
     assert shipped is not None and "GPUs" in shipped.basis
     assert set(shipped.machines) == set(shipped.per_gpu)
@@ -369,11 +375,22 @@ def test_learning_holds_a_capped_hosts_floor_only_where_one_is_capped():
 def test_the_band_moves_no_spread_that_the_routes_without_it_share(monkeypatch):
     # the rule without facts and the op graph alone read the same floor sd, scale and
     # correlation as a banded carry; learning a band must leave them as they were without one
+    # (the weights the band let through held, so that only the band differs)
     _, capped, counted, figs = capped_curves()
     fit = roofline.learn(capped, counted, figs)
+    lam_o = fit.mix_weight if fit.floor_mix_weight is None else fit.floor_mix_weight
+    chooses = roofline._minimax_setting
+
+    def weights_held(inner, keys, rule):
+        if "floor_mix_weight" in keys:
+            return (fit.mix_weight, lam_o, np.inf)
+        return chooses(inner, keys, rule)
+
+    monkeypatch.setattr(roofline, "_minimax_setting", weights_held)
     monkeypatch.setattr(roofline, "BAND_GRID", (np.inf,))
     plain = roofline.learn(capped, counted, figs)
     assert np.isfinite(fit.graph_band) and not np.isfinite(plain.graph_band)
+    assert fit.floor_mix_weight is not None  # the floor's weight was learned apart
     assert replace(fit, graph_band=np.inf) == plain
 
 
@@ -457,3 +474,46 @@ def test_the_constants_after_a_step_survive_json_and_a_misspelt_one_is_refused()
     doc["after_step"] = {"mix_wieght": 1.0}
     with pytest.raises(InputError, match="malformed roofline constants.*mix_wieght"):
         roofline.learned_of(doc)
+
+
+def test_the_floor_carries_at_its_own_weight_and_the_slope_at_lambda():
+    # log O_t = lambda_O log O_roofline + (1 - lambda_O) log O_fallback, the slope at lambda:
+    # on a host four times slower, the roofline's floor is 4x the source's, the rule's 1x
+    slow_host = Efficiency(0.0, 0.0, np.log(4.0))
+    fit = learned(per_gpu={"T4": slow_host}, mix_weight=1.0, fallback_floor_exponent=1.0)
+    t = steps()
+
+    def carried(**weights):  # to the source's own figures: only the host differs
+        return roofline.carry(MIX, SRC, BSZ, t, SRC, replace(fit, **weights), None, "T4")
+
+    both, floor_apart = carried(), carried(floor_mix_weight=0.5)
+    src_floor = roofline.fit_curve(BSZ, t)[0]
+    assert both.floor == pytest.approx(4.0 * src_floor)
+    assert floor_apart.floor == pytest.approx(2.0 * src_floor)  # half way, in logs
+    assert floor_apart.slope == pytest.approx(both.slope)
+    assert "the floor's 0.50" in floor_apart.route and "the floor's" not in both.route
+    # once a step sets the level, one weight carries the shape
+    assert fit.measured().floor_mix_weight is None
+    assert replace(fit, floor_mix_weight=0.5).measured().floor_mix_weight is None
+
+
+def test_the_route_without_facts_keeps_its_own_interval_whatever_the_op_mix_weighs(
+    monkeypatch,
+):
+    # the fallback's spreads are calibrated on its own carries, as they are when the op mix
+    # has no weight: learning a weight for the op mix moves no interval of a fit without facts
+    _, capped, counted, figs = capped_curves()
+    fit = roofline.learn(capped, counted, figs)
+    assert fit.mix_weight > 0 and fit.without_facts
+    monkeypatch.setattr(roofline, "LAMBDA_GRID", (0.0,))
+    monkeypatch.setattr(roofline, "BAND_GRID", (np.inf,))
+    plain = roofline.learn(capped, counted, figs)
+    assert plain.mix_weight == 0.0
+    for name in ("floor_sd", "scale", "correlation"):
+        assert fit.without_facts[name] == pytest.approx(getattr(plain, name), rel=0.02), name
+    # a carry without facts reads them; one with facts reads the op mix's
+    own = fit.without_facts
+    bare = roofline.carry(None, figs["c"], BSZ, steps(), figs["a"], fit, "c", "a")
+    assert np.sqrt(bare.prior_cov[0, 0]) == pytest.approx(own["scale"] * own["floor_sd"])
+    mixed = roofline.carry(counted["mem"], figs["c"], BSZ, steps(), figs["a"], fit, "c", "a")
+    assert np.sqrt(mixed.prior_cov[0, 0]) == pytest.approx(fit.scale * fit.floor_sd)
