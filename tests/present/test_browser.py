@@ -25,6 +25,7 @@ from tests.builders import (
     REPO,
     browser_page,
     jupyter_lab,
+    listed_candidates,
     run_notebook_in_lab,
     slider_press,
 )
@@ -307,6 +308,35 @@ def test_search_panel_says_what_binds_when_nothing_fits(page, fitted):
     button = page.locator(".srifty-probe-button")
     assert button.evaluate("(b) => b.scrollWidth <= b.clientWidth")
     assert button.inner_text().strip() == "What to measure next"
+
+
+def test_search_panel_decides_among_a_candidates_file(page, fitted):
+    # "I can get 2, 4 or 16 nodes of g4dn.12xlarge; which?", asked in notebook 03
+    root, model = fitted
+    listed = listed_candidates(root / "listed.csv")
+    question = {**NOTEBOOK_03, "deadline_h": 100.0, "candidates_file": str(listed)}
+    name = _parameterize(fitted, "03_search_ec2.ipynb", "03_listed.ipynb", question)
+    run_notebook_in_lab(page, page.lab, name, ".srifty-table table.srifty-ranked tbody tr")
+    message = page.locator(".srifty-message").inner_text()
+    assert "of 2 listed configurations meet the constraints" in message
+    assert "over the node limit of 8: 16 x g4dn.12xlarge" in message
+    rows = page.locator(".srifty-table tbody tr").all_inner_texts()
+    assert rows and all(re.search(r"\b[24] x g4dn\.12xlarge \(", row) for row in rows), rows
+    # the list fixes each row's batch and names no mixes: those controls are greyed out
+    assert page.locator(".srifty-batches select").is_disabled()
+    assert page.locator(".srifty-mixes input").is_disabled()
+    # the deadline still chooses among the list, as search() does with the same list
+    data = page.evaluate(TABLE_JS, "srifty-table")["data"]
+    job = json.loads(data["job"])
+    job["local_bsz"] = tuple(job["local_bsz"]) if job["local_bsz"] is not None else None
+    expected = search(
+        model,
+        load_catalog(),
+        Job(**job),
+        Constraints(deadline_h=100.0, max_nodes=8, spot=False),
+        candidates=pd.read_csv(listed),
+    )
+    assert f"{expected.n_feasible:,} of" in message
 
 
 def _no_tick_labels_overlap(page, panel: str) -> None:
