@@ -50,6 +50,7 @@ host factor. No reference campaign holds such traces, so its spread is the fallb
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -210,6 +211,15 @@ def fit_curve(bsz: Sequence[float], step_s: Sequence[float], p: float = SHARPNES
         (floor_s, slope_s_per_sample), both positive.
     """
     b, t = np.asarray(bsz, float), np.asarray(step_s, float)
+    return _fit_curve(tuple(b.tolist()), tuple(t.tolist()), float(p))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit_curve(bsz: tuple[float, ...], step_s: tuple[float, ...], p: float):
+    """:func:`fit_curve` on hashable arguments, remembered: learning carries one source
+    curve under every setting it tries (thousands of carries of a few dozen curves), and the
+    fit is the same each time."""
+    b, t = np.asarray(bsz, float), np.asarray(step_s, float)
     if b.size == 1:  # one step: all floor would be a guess; split as at the knee
         return float(t[0] / 2 ** (1 / p)), float(t[0] / 2 ** (1 / p) / b[0])
     x0 = np.log([t.min(), max(t.max() - t.min(), 1e-3 * t.max()) / b.max()])
@@ -359,20 +369,24 @@ class Carry:
         """The predicted step at each batch: ``location``/``scale`` (log), ``step_time_s``
         (the median), ``floor_share`` and the ``route``."""
         b = np.asarray(batches, float)
-        loc, share = self._parts(b)
-        w = np.stack([share, 1 - share], axis=1)
-        loc = loc + w @ self.mean
-        var = np.einsum("ij,jk,ik->i", w, self.prior_cov, w) + self.step_sd**2
+        loc, scale, share = self._moments(b)
         return pd.DataFrame(
             {
                 "local_bsz": b,
                 "location": loc,
-                "scale": np.sqrt(var),
+                "scale": scale,
                 "step_time_s": np.exp(loc),
                 "floor_share": share,
                 "route": self.route,
             }
         )
+
+    def _moments(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log location, log scale, floor share) at b: :meth:`at` without the frame."""
+        loc, share = self._parts(b)
+        w = np.stack([share, 1 - share], axis=1)
+        var = np.einsum("ij,jk,ik->i", w, self.prior_cov, w) + self.step_sd**2
+        return loc + w @ self.mean, np.sqrt(var), share
 
     def interval(self, batches: Sequence[float], level: float = 0.9) -> pd.DataFrame:
         """:meth:`at` plus ``step_time_lo``/``step_time_hi`` at ``level``."""
@@ -1096,9 +1110,9 @@ def _base_learn(curves, facts, figs, p=SHARPNESS, w=0.5) -> Learned:
 def _settings(route: str, fb: tuple[float, ...] | None = None) -> list[dict[str, float]]:
     """The Learned overrides the inner carries try: the fallback's (w, phi) grid; or, with the
     fallback ``fb`` = (w, phi) already chosen, the op-mix route's blend weights lambda (the
-    slope's) and lambda_O (the floor's), without the op graph's band ("mix") or with each
-    finite band k ("band"): the three are chosen together, since the band is what lets a
-    weight through that one source's host cap would otherwise veto."""
+    slope's) and lambda_O (the floor's), each carried without the op graph's band and then
+    held in each finite band k (``_inner_carries``): the three are chosen together, since the
+    band is what lets a weight through that one source's host cap would otherwise veto."""
     if route == "fallback":
         return [
             {"bandwidth_weight": w, "fallback_floor_exponent": phi}
@@ -1106,27 +1120,36 @@ def _settings(route: str, fb: tuple[float, ...] | None = None) -> list[dict[str,
             for phi in FALLBACK_PHI
         ]
     w, phi = fb or (0.0, 1.0)
-    chosen = {"bandwidth_weight": w, "fallback_floor_exponent": phi}
-    weights = [
+    chosen = {"bandwidth_weight": w, "fallback_floor_exponent": phi, "graph_band": np.inf}
+    return [
         {**chosen, "mix_weight": lam, "floor_mix_weight": lam_o}
         for lam in LAMBDA_GRID
         for lam_o in LAMBDA_GRID
     ]
-    if route == "band":  # no band (inf) is the "mix" carries
-        return [{**s, "graph_band": k} for s in weights for k in BAND_GRID if np.isfinite(k)]
-    return weights
 
 
-def _inner_carries(curves, facts, figs, p, route: str, fb=None) -> pd.DataFrame:
-    """Every ordered pair of the given GPUs, the target held out of what is learned, under
-    each setting of ``route``: the carried floor's and slope's log errors and each step's log
-    residual."""
+def _held_out_bases(curves, facts, figs, p) -> dict[str, Learned]:
+    """Per GPU, :func:`_base_learn` on the other GPUs' curves: what a carry into it is made
+    with (learned once; every inner route and ``_absolute_sd`` reads them)."""
+    return {
+        gpu: _base_learn(curves[curves["gpu"] != gpu], facts, figs, p)
+        for gpu in sorted(curves["gpu"].unique())
+    }
+
+
+def _inner_carries(curves, facts, figs, p, route: str, fb=None, bases=None) -> pd.DataFrame:
+    """Every ordered pair of the given GPUs, the target held out of what is learned
+    (``bases``: :func:`_held_out_bases`), under each setting of ``route``: the carried
+    floor's and slope's log errors and each step's log residual. The op-mix route's carries
+    come once per weight setting without a band (``graph_band`` inf) and once per finite k of
+    ``BAND_GRID``: the band only clips the carried floor, so each is that carry, clipped."""
     gpus = sorted(curves["gpu"].unique())
+    bases = bases or _held_out_bases(curves, facts, figs, p)
     fits = _fits(curves, p).set_index(["gpu", "model"])
+    bands = [k for k in BAND_GRID if np.isfinite(k)] if route != "fallback" else []
     rows = []
     for target in gpus:
-        held = curves[curves["gpu"] != target]
-        base = _base_learn(held, facts, figs, p)
+        base = bases[target]
         for source in gpus:
             if source == target:
                 continue
@@ -1136,6 +1159,7 @@ def _inner_carries(curves, facts, figs, p, route: str, fb=None) -> pd.DataFrame:
                 if dst.empty or (route != "fallback" and mix is None):
                     continue
                 own = fits.loc[(target, model)]
+                held = {k: _floor_band(mix, replace(base, graph_band=k), target) for k in bands}
                 for setting in _settings(route, fb):
                     c = carry(
                         mix,
@@ -1147,21 +1171,31 @@ def _inner_carries(curves, facts, figs, p, route: str, fb=None) -> pd.DataFrame:
                         source_gpu=source,
                         target_gpu=target,
                     )
-                    at = c.at(dst["local_bsz"])
-                    rows.append(
-                        {
-                            **setting,
-                            "source": source,
-                            "target": target,
-                            "model": model,
-                            "floor_err": np.log(c.floor / own["floor"]),
-                            "slope_err": np.log(c.slope / own["slope"]),
-                            "share": at["floor_share"].to_numpy(),
-                            "bsz": dst["local_bsz"].to_numpy(float),
-                            "resid": np.log(dst["step_time_s"].to_numpy()) - at["location"],
-                        }
-                    )
+                    banded = [(setting, c)] + [
+                        ({**setting, "graph_band": k}, _clipped(c, b)) for k, b in held.items()
+                    ]
+                    b, y = dst["local_bsz"].to_numpy(float), dst["step_time_s"].to_numpy()
+                    for used, ck in banded:
+                        loc, _, share = ck._moments(b)
+                        rows.append(
+                            {
+                                **used,
+                                "source": source,
+                                "target": target,
+                                "model": model,
+                                "floor_err": np.log(ck.floor / own["floor"]),
+                                "slope_err": np.log(ck.slope / own["slope"]),
+                                "share": share,
+                                "bsz": b,
+                                "resid": np.log(y) - loc,
+                            }
+                        )
     return pd.DataFrame(rows)
+
+
+def _clipped(c: Carry, band: np.ndarray | None) -> Carry:
+    """``c`` with its floor held in ``band`` (as :func:`carry` holds it; None: no band)."""
+    return c if band is None else replace(c, floor=float(np.clip(c.floor, *band)))
 
 
 def _minimax_setting(inner: pd.DataFrame, keys: list[str], rule: tuple) -> tuple:
@@ -1239,11 +1273,13 @@ def learn(
     if len(gpus) < 3:  # nothing to hold out while learning: the between-GPU sds stand in
         tau = base.between_sd
         return replace(base, floor_sd=tau.log_host, slope_sd=tau.log_mem, fallback_slope_sd=1.0)
-    fallback = _inner_carries(curves, facts, figs, sharpness, "fallback")
+    bases = _held_out_bases(curves, facts, figs, sharpness)
+    fallback = _inner_carries(curves, facts, figs, sharpness, "fallback", bases=bases)
     keys = ["bandwidth_weight", "fallback_floor_exponent"]
     w, fb_phi = _minimax_setting(fallback, keys, (0.0, 1.0))
     fallback = fallback[(fallback[keys[0]] == w) & (fallback[keys[1]] == fb_phi)]
-    mix = _inner_carries(curves, facts, figs, sharpness, "mix", (w, fb_phi))
+    joint = _inner_carries(curves, facts, figs, sharpness, "mix", (w, fb_phi), bases)
+    mix = joint[joint["graph_band"] == np.inf] if len(joint) else joint
     # after a step, one weight for the floor and the slope (``Learned.measured``)
     one = mix[mix["floor_mix_weight"] == mix["mix_weight"]] if len(mix) else mix
     measured = _after_step(one, base.step_sd, level)
@@ -1258,8 +1294,6 @@ def learn(
         # the band: the op graph alone shares the scale, and calibrated on the banded
         # carries (their floors' rms smaller) it rose and widened that route, where the band
         # changes nothing. The rule without facts keeps its own (``without_facts``).
-        bands = _inner_carries(curves, facts, figs, sharpness, "band", (w, fb_phi))
-        joint = pd.concat([mix.assign(graph_band=np.inf), bands], ignore_index=True)
         keys = ["mix_weight", "floor_mix_weight", "graph_band"]
         if criterion == "minimax":
             lam, lam_o, band = map(float, _minimax_setting(joint, keys, (0.0, 0.0, np.inf)))
@@ -1295,7 +1329,7 @@ def learn(
         graph_band=band,
         probe_quantile=probe_q,
         correlation=rho,
-        absolute_sd=_absolute_sd(curves, facts, figs, sharpness),
+        absolute_sd=_absolute_sd(curves, facts, figs, sharpness, bases),
         machines=dict(machines or {}),
         after_step=measured,
         without_facts=without_facts,
@@ -1343,7 +1377,7 @@ def _after_step(mix: pd.DataFrame, step_sd: float, level: float) -> dict[str, fl
     }
 
 
-def _absolute_sd(curves, facts, figs, p: float) -> float:
+def _absolute_sd(curves, facts, figs, p: float, bases=None) -> float:
     """Log rms of the step a slope predicted from the op mix alone makes, at the population
     efficiencies learned without that GPU (what a CPU profile's carry to a new GPU faces):
 
@@ -1357,8 +1391,9 @@ def _absolute_sd(curves, facts, figs, p: float) -> float:
     errs = []
     fits = _fits(curves, p)
     b_max = curves.groupby(["gpu", "model"])["local_bsz"].max()
+    bases = bases or _held_out_bases(curves, facts, figs, p)
     for gpu in sorted(curves["gpu"].unique()):
-        base = _base_learn(curves[curves["gpu"] != gpu], facts, figs, p)
+        base = bases[gpu]
         for _, row in fits[fits["gpu"] == gpu].iterrows():
             mix = facts.get(row["model"])
             if mix is not None:
