@@ -69,6 +69,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive,
         default=DEADLINE_H,
         help=f"deadline in hours (default {DEADLINE_H:g}: a CPU profile reaches GPUs through "
-        "its op mix alone, so 90%% promises need room)",
+        "its op mix alone, and a small model gains little from more GPUs)",
     )
     p.set_defaults(func=_demo, prog=p.prog)

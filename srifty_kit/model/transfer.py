@@ -12,8 +12,9 @@ A carried step splits compute into a host part and a device part (symbols as in 
     T_c = (H**g + D**g) ** (1/g)           g = HOST_GAMMA: CUDA runs asynchronously, the device
                                            works while the host dispatches, so a step costs about
                                            the larger of the two, not their sum
-    T_s = S1 / n                           the ring all-reduce at efficiency 1 over the network
-                                           efficiency n; T = (T_c**gamma + T_s**gamma)**(1/gamma)
+    T_s = S1 / n                           the ring all-reduce at the typical rates (``SYNC_PRIOR``
+                                           from the gradient size) over the network factor n;
+                                           T = (T_c**gamma + T_s**gamma)**(1/gamma)
 
 T_c moves by one of six routes, the first one available taken (``TransferFit.route`` names
 it, ``StepTimeModel.explain`` shows it per prediction):
@@ -75,16 +76,21 @@ the op graph's launches misses a reference model's own by a factor of about 1.5 
 and a recurrent model's by an order of magnitude (cuDNN launches per time step); a
 machine's host floor is not in its catalog figures (the Azure ND40rs_v2 traces pay ~100 ms
 per step where other machines pay ~10: carried from such a machine the floor is held near the
-op graph's, but carried to one nothing says what its host costs); and NETWORK_EFFICIENCY's
-median sits well above the rate the g4dn.12xlarge traces reached.
+op graph's, but carried to one nothing says what its host costs); and the reference clusters'
+networks differ by more than any catalog figure says (``SYNC_PRIOR``: x/÷ 8.4 at 90%; the DGX
+A100's NVLink and eight rails sync 4-8x faster than the rest), so a carried sync is wide
+until a multi-worker run of the type is measured.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
 
 from srifty_kit.errors import InputError
 from srifty_kit.model import posterior, roofline
@@ -131,17 +137,56 @@ HOST_FLOOR_MIN_S = 1e-4
 COMPUTE_EFFICIENCY = (0.4, np.log(2.0))
 # - the same model on another GPU keeps its fraction of peak within ~1.5x (one sd)
 EFFICIENCY_RATIO = (1.0, np.log(1.5))
-# - NCCL/gloo over TCP reaches about half the advertised NIC rate; a factor 2 at one sd
-NETWORK_EFFICIENCY = (0.5, np.log(2.0))
-# - inside a node without NVLink the ring runs over PCIe 3.0 x16: 15.75 GB/s per direction
-#   (PCI-SIG 3.0 spec, 126 Gbit/s); the network efficiency belief applies to it too
+# - a source's fitted sync time moved to another network by the ratio of the two types'
+#   network_gbps (no gradient size known): the two networks' achieved shares of their rates
+#   differ; median 1, a factor 2 at one sd
+NETWORK_RATIO = (1.0, np.log(2.0))
+# - inside a node the ring's nominal link is PCIe 3.0 x16: 15.75 GB/s per direction (PCI-SIG
+#   3.0 spec, 126 Gbit/s); the catalog says nothing of NVLink, so ``SyncPrior.eff_intra`` is a
+#   share of this rate whatever the node's links are
 INTRA_NODE_GBPS = 126.0
-# - one ring step's latency on the target's links when its bandwidths come from gradient bytes
-#   (the grad_bytes route): the source's fitted latencies belong to its own links (gloo over
-#   CPU loopback pays milliseconds per step on a busy 2-core host), not to NCCL on GPUs, whose
-#   ring cost model (src/graph/tuning.cc) charges microseconds per step over PCIe/NVLink and
-#   somewhat more over the network; 20 and 50 us are taken at the high end of that scale
-RING_STEP_LATENCY_S = {"lat_intra": 20e-6, "lat_inter": 50e-6}
+
+
+class SyncPrior(NamedTuple):
+    """What a carried fit believes of synchronisation on links it never measured, from the
+    gradient size (profile facts) and the target's catalog figures:
+
+        T_s = 2(g-1) lat_intra + 2(g-1)/g G / (eff_intra INTRA_NODE_GBPS)    one node
+        T_s = 2(k-1) lat_inter + 2(n-1)/n G / (eff_inter network_gbps)       k > 1 nodes
+        log T_s,true ~ N(log T_s, log_sd**2)  one draw per type, shared by its models'
+                                              configurations (the belief's network factor)
+
+    (physics' ring with its NIC contention and decay off: what the reference clusters'
+    exposed sync times taught, ``learn_sync_prior``).
+    """
+
+    lat_intra: float  # seconds per ring step inside a node: launch, handshake, a slower
+    #                   worker's wait (the measured sync counts it), at the typical rate
+    lat_inter: float  # seconds per ring step that crosses a node boundary
+    eff_intra: float  # achieved share of INTRA_NODE_GBPS
+    eff_inter: float  # achieved share of the catalog's network_gbps
+    log_sd: float  # a new type's log T_s about the above: between types and models, and within
+    source: str = ""
+
+
+# Learned by ``learn_sync_prior`` from the exposed sync time of every multi-worker row of the
+# five reference clusters (../shared/reference/measurements: AWS g4dn.12xlarge 50 Gbit,
+# Azure ND40rs_v2 100 Gbit, DGX A100 1,600 Gbit; one-node rows also of the Quadro RTX 6000
+# and RTX 2080 Ti machines, whose network the campaigns do not state), with the gradient
+# bytes of ``measure.reference_models``. Before it a hand-set belief (half the link's rate,
+# x/÷ 2, 20 and 50 us a ring step) held 22-54% of a held-out cluster's sync times in its 90%
+# interval (mean 40%): across nodes the measured sync was 3.9-7.4x its median, and a small
+# model's sync is milliseconds of fixed cost a step, not microseconds. Learned with each
+# cluster held out, 42-100% (mean 79%; the DGX's NVLink and eight rails sync faster than the
+# others teach). ``benchmarks/transfer_accuracy.py`` prints these and fails when this is stale.
+SYNC_PRIOR = SyncPrior(
+    1.04e-3,
+    3.32e-3,
+    0.485,
+    0.188,
+    1.29,
+    "a belief learned on the sync times of five reference clusters (transfer.SYNC_PRIOR)",
+)
 # one step's own scatter around its configuration's mean (reference README: ~3%) plus the
 # structure's misfit: the spread of a single new observation given exact constants
 STEP_NOISE = 0.05
@@ -475,28 +520,43 @@ def _sync_route(
     dst: pd.Series,
     grad_bytes: float | None,
     target_type: str,
-) -> tuple[float, float, tuple[float, float], str, tuple[str, str]]:
-    """(bw_intra, bw_inter, network prior, note, why intra / inter cannot be carried).
+    prior: SyncPrior,
+) -> tuple[StepParams, tuple[float, float], str, tuple[str, str]]:
+    """(params with the target's sync terms, network belief, note, why intra / inter cannot
+    be carried).
 
-    What cannot be carried is 0 in the constants and named in the last item: one-worker
-    configurations never need it, the others are refused.
+    From the gradient size the links are the target's, at ``prior``'s constants (the source's
+    latencies, NIC contention and decay belong to its own links: gloo over CPU loopback pays
+    milliseconds a step on a busy 2-core host). Without it, a measured source's fitted sync
+    moves by the ratio of the two types' network_gbps. What cannot be carried is 0 in the
+    constants and named in the last item: one-worker configurations never need it, the others
+    are refused.
     """
     net_dst = _number(dst, "network_gbps")
     net_src = _number(src, "network_gbps")
     no_net = f"the catalog has no network_gbps for {target_type!r}"
     if grad_bytes:
-        note = f"sync from {grad_bytes:.3g} gradient bytes over the links"
-        bw_intra = grad_bytes / _gbytes_per_s(INTRA_NODE_GBPS)
-        if net_dst:
-            return bw_intra, grad_bytes / _gbytes_per_s(net_dst), NETWORK_EFFICIENCY, note, ("", "")
-        across = f"cannot carry synchronisation across nodes to {target_type!r}: {no_net}"
-        return bw_intra, 0.0, NETWORK_EFFICIENCY, note, ("", across)
-    network = (1.0, NETWORK_EFFICIENCY[1])
+        note = f"sync from {grad_bytes:.3g} gradient bytes over the links ({prior.source})"
+        inter = grad_bytes / _gbytes_per_s(prior.eff_inter * net_dst) if net_dst else 0.0
+        params = params._replace(
+            lat_intra=prior.lat_intra,
+            bw_intra=grad_bytes / _gbytes_per_s(prior.eff_intra * INTRA_NODE_GBPS),
+            lat_inter=prior.lat_inter,
+            bw_inter=inter,
+            share=0.0,
+            decay=0.0,
+        )
+        across = (
+            ""
+            if net_dst
+            else f"cannot carry synchronisation across nodes to {target_type!r}: {no_net}"
+        )
+        return params, (1.0, prior.log_sd), note, ("", across)
     if net_src and net_dst and params.bw_inter > 0:
         # the source's fitted seconds already include its efficiency: compare like with like
         note = f"sync scaled by network_gbps {net_src:g} -> {net_dst:g}"
-        bw_inter = params.bw_inter * net_src / net_dst
-        return params.bw_intra, bw_inter, network, note, ("", "")
+        params = params._replace(bw_inter=params.bw_inter * net_src / net_dst)
+        return params, NETWORK_RATIO, note, ("", "")
     inside = (
         ""
         if params.bw_intra > 0
@@ -508,7 +568,82 @@ def _sync_route(
         "measured and no network figures for both types"
     )
     note = "sync: only what the measurements support (see the refused configurations)"
-    return params.bw_intra, 0.0, network, note, (inside, across)
+    return params._replace(bw_inter=0.0), NETWORK_RATIO, note, (inside, across)
+
+
+def _ring_seconds(x: np.ndarray, k, n, g, grad_bytes, nic_gbps, inter) -> np.ndarray:
+    """``SyncPrior``'s T_s at its log constants x = log(lat_intra, lat_inter, eff_intra,
+    eff_inter), vectorised over configurations."""
+    lat_i, lat_e, eff_i, eff_e = np.exp(x)
+    one = 2 * (g - 1) * lat_i + 2 * (g - 1) / g * grad_bytes / _gbytes_per_s(
+        eff_i * INTRA_NODE_GBPS
+    )
+    nic = np.where(inter, nic_gbps, 1.0)
+    across = 2 * (k - 1) * lat_e + 2 * (n - 1) / n * grad_bytes / _gbytes_per_s(eff_e * nic)
+    return np.where(inter, across, one)
+
+
+def learn_sync_prior(
+    rows: pd.DataFrame,
+    grad_bytes: Mapping[str, float],
+    network_gbps: Mapping[str, float],
+    source: str = "",
+) -> SyncPrior:
+    """Learn a :class:`SyncPrior` from measured multi-worker steps of several instance types.
+
+    The four constants are fitted to log ``sync_time_s`` (soft-L1, so a campaign's stray rows
+    do not lead; each (type, model, one node or several) weighted alike, however many rows
+    it has); ``log_sd`` is the spread of the residuals: of each group's median between the
+    groups, plus within them, since a new type's models differ as these did.
+
+    Args:
+        rows: measurements with ``model``, ``instance_type``, ``num_nodes``, ``num_workers``,
+            ``sync_time_s`` (optionally ``placement``); rows of one worker, without a positive
+            sync time or of a model without gradient bytes are left out, and rows across nodes
+            of a type without ``network_gbps``.
+        grad_bytes: model -> gradient bytes all-reduced each step.
+        network_gbps: instance type -> its catalog ``network_gbps``.
+        source: where the rows came from, for the prior's ``source``.
+
+    Returns:
+        The :class:`SyncPrior`.
+
+    Raises:
+        InputError: no row is left to learn from.
+    """
+    table = with_per_node(rows)
+    table = table[
+        (table["num_workers"] > 1)
+        & (table["sync_time_s"] > 0)
+        & table["model"].isin([m for m, b in grad_bytes.items() if b and b > 0])
+    ]
+    nic = table["instance_type"].map(lambda t: network_gbps.get(t, np.nan)).astype(float)
+    inter = (table["num_nodes"] > 1).to_numpy()
+    keep = ~inter | (nic.to_numpy() > 0)
+    table, nic, inter = table[keep], nic.to_numpy()[keep], inter[keep]
+    if table.empty:
+        raise InputError(
+            "no multi-worker row with a sync time to learn the sync prior from",
+            column="sync_time_s",
+            fix="give rows of several workers with sync_time_s, of models in grad_bytes",
+        )
+    k, n, g = (table[c].to_numpy(float) for c in ("num_nodes", "num_workers", "per_node"))
+    gb = table["model"].map(grad_bytes).to_numpy(float)
+    y = np.log(table["sync_time_s"].to_numpy(float))
+    group = pd.Series(list(zip(table["instance_type"], table["model"], inter, strict=True)))
+    weight = 1.0 / np.sqrt(group.map(group.value_counts()).to_numpy(float))
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        return (np.log(_ring_seconds(x, k, n, g, gb, nic, inter)) - y) * weight
+
+    x0 = np.log([1e-4, 1e-4, 0.5, 0.5])
+    x = optimize.least_squares(resid, x0, loss="soft_l1", f_scale=0.3).x
+    r = pd.Series(y - np.log(_ring_seconds(x, k, n, g, gb, nic, inter)))
+    medians = r.groupby(group).transform("median")
+    between = float(r.groupby(group).median().std(ddof=1)) if group.nunique() > 1 else 0.0
+    log_sd = float(np.hypot(between, np.std(r - medians)))
+    lat_i, lat_e, eff_i, eff_e = (float(v) for v in np.exp(x))
+    return SyncPrior(lat_i, lat_e, eff_i, eff_e, log_sd, source)
 
 
 def _host_floor(
@@ -684,6 +819,7 @@ def build_transfer(
     bsz_range: tuple[float, float] | None = None,
     constants: roofline.Learned | None | str = "reference",
     op_trace: dict | None = None,
+    sync_prior: SyncPrior = SYNC_PRIOR,
 ) -> TransferFit:
     """Carry ``params`` fitted on ``source_type`` to ``target_type`` using catalog figures.
 
@@ -701,6 +837,8 @@ def build_transfer(
             ones (``roofline.reference_learned``), None to leave the roofline routes out.
         op_trace: the profile facts' op trace (``measure.op_trace``): with the op mix and
             taken on the source's GPU (CUDA), the trace route.
+        sync_prior: the belief about the target's links when ``grad_bytes`` is known
+            (:class:`SyncPrior`; default the learned ``SYNC_PRIOR``).
 
     Returns:
         A :class:`TransferFit` whose ``route`` names how compute was carried.
@@ -731,11 +869,9 @@ def build_transfer(
             column=PEAK_COLUMN,
             fix=fix,
         )
-    bw_intra, bw_inter, network, sync_note, missing = _sync_route(
-        params, src, dst, grad_bytes, target_type
+    params, network, sync_note, missing = _sync_route(
+        params, src, dst, grad_bytes, target_type, sync_prior
     )
-    if grad_bytes:  # the links are the target's: so are their latencies
-        params = params._replace(**RING_STEP_LATENCY_S)
     extra = {"sync_missing": missing}
     if isinstance(constants, str):
         constants = roofline.reference_learned()
@@ -755,7 +891,7 @@ def build_transfer(
         floor, slope, cov, noise, sharpness, route, notes, src_curve, measured = roof
         extra["probe_quantile"] = constants.measured().probe_quantile
         return _curve_fit(
-            params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter),
+            params._replace(alpha_c=floor, beta_c=slope),
             cov,
             network,
             f"{source_type} -> {target_type}",
@@ -772,7 +908,7 @@ def build_transfer(
     if carried is not None:
         floor, slope, cov, notes = carried
         return _curve_fit(
-            params._replace(alpha_c=floor, beta_c=slope, bw_intra=bw_intra, bw_inter=bw_inter),
+            params._replace(alpha_c=floor, beta_c=slope),
             cov,
             network,
             f"{source_type} -> {target_type}",
@@ -799,7 +935,7 @@ def build_transfer(
         *notes,
         sync_note,
     ]
-    base = params._replace(alpha_c=host, beta_c=beta, bw_intra=bw_intra, bw_inter=bw_inter)
+    base = params._replace(alpha_c=host, beta_c=beta)
     # base holds the constants at factor 1; the beliefs' medians are applied when predicting
     beliefs = LogBeliefs.prior(**priors, network=network)
     return TransferFit(
