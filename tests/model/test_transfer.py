@@ -35,6 +35,7 @@ from srifty_kit.model.transfer import (
     TransferFit,
     _ring_seconds,
     build_transfer,
+    learn_network_ratio,
     learn_sync_prior,
 )
 from srifty_kit.tables.contracts import validate_catalog
@@ -1192,3 +1193,31 @@ def test_the_sync_prior_learns_the_links_back_from_their_sync_times():
     assert no_net.lat_intra == pytest.approx(truth.lat_intra, rel=0.35)
     with pytest.raises(InputError, match="sync prior"):
         learn_sync_prior(pd.DataFrame(rows), {}, {"a": 50.0})
+
+
+def test_the_network_ratio_spread_is_how_differently_two_networks_reach_their_rates():
+    # two networks, three models: on "b" every model reaches its NIC's rate as on "a" but one,
+    # which is 4x slower there; the ratio's spread is that difference over the three
+    grads = {"small": 2e6, "mid": 1e8, "big": 4e8}
+    rows = []
+    for itype, nic in (("a", 50.0), ("b", 100.0)):
+        for model, grad in grads.items():
+            slower = 4.0 if (itype, model) == ("b", "mid") else 1.0
+            for k in (2, 3):  # only the fewest nodes above one count
+                n = 4 * k
+                ideal = 2 * (n - 1) / n * grad / (nic * 1e9 / 8)
+                base = 3.0 * ideal * slower if k == 2 else 1.0
+                rows.append(
+                    {
+                        "model": model,
+                        "instance_type": itype,
+                        "num_nodes": k,
+                        "num_workers": n,
+                        "sync_time_s": base,
+                    }
+                )
+    sd, pairs = learn_network_ratio(pd.DataFrame(rows), grads, {"a": 50.0, "b": 100.0})
+    assert sd == pytest.approx(np.log(4.0) / np.sqrt(3))
+    assert list(pairs) == [("a", "b")]
+    with pytest.raises(InputError, match="two instance types"):
+        learn_network_ratio(pd.DataFrame(rows), grads, {"a": 50.0})
