@@ -779,14 +779,16 @@ def cpu_carry(name: str, traces: pd.DataFrame, catalog, learned, sync) -> pd.Dat
     return out
 
 
-def cpu_section(data: Path, learned: roofline.Learned, repeats: int = CPU_REPEATS) -> str:
+def cpu_section(
+    data: Path, learned: roofline.Learned, sync_in: tuple, repeats: int = CPU_REPEATS
+) -> str:
     """The CPU section of the report: ``repeats`` fresh profiles of each of the four traced
     models here, carried to the T4 (``cpu_carry``), scored against the real g4dn.12xlarge
     runs per model and regime: median over the repeats (min-max where they differ)."""
     traces = pd.read_csv(data.parent / GPU_FILES["T4"])
     traces = traces[traces["model"].isin(PROFILE_BATCHES)]
     catalog = load_catalog()
-    usable, gb, nics = sync_inputs(data.parent)
+    usable, gb, nics = sync_in  # sync_inputs: the prior is learned without the T4's cluster
     sync = transfer.learn_sync_prior(usable[usable["instance_type"] != CPU_TARGET], gb, nics)
     runs = pd.concat(
         [
@@ -882,13 +884,8 @@ def sync_rows(folder: Path) -> pd.DataFrame:
 def _sync_scores(rows: pd.DataFrame, prior: transfer.SyncPrior, gb, nics) -> dict[str, float]:
     """Median log error (measured over the prior's median) and the share of rows inside the
     prior's 90% interval."""
-    table = with_per_node(rows)
-    k, n, g = (table[c].to_numpy(float) for c in ("num_nodes", "num_workers", "per_node"))
-    inter = k > 1
-    nic = table["instance_type"].map(nics).to_numpy(float)
-    x = np.log([prior.lat_intra, prior.lat_inter, prior.eff_intra, prior.eff_inter])
-    pred = transfer._ring_seconds(x, k, n, g, table["model"].map(gb).to_numpy(float), nic, inter)
-    err = np.log(table["sync_time_s"].to_numpy(float) / pred)
+    table = transfer.sync_table(rows, gb, nics)
+    err = np.log(table["sync_time_s"].to_numpy(float) / transfer.ring_seconds(prior, table))
     z = two_sided_z(LEVEL)
     return {
         "median": float(np.median(err)),
@@ -905,9 +902,10 @@ def sync_inputs(folder: Path) -> tuple[pd.DataFrame, dict[str, float], dict[str,
     return rows[(rows["num_nodes"] == 1) | rows["instance_type"].isin(list(nics))], gb, nics
 
 
-def sync_section(folder: Path) -> tuple[str, bool]:
-    """The report's section on carried synchronisation, and whether ``SYNC_PRIOR`` is stale."""
-    usable, gb, nics = sync_inputs(folder)
+def sync_section(inputs: tuple) -> tuple[str, bool]:
+    """The report's section on carried synchronisation (``inputs``: :func:`sync_inputs`), and
+    whether ``SYNC_PRIOR`` or ``NETWORK_RATIO`` is stale."""
+    usable, gb, nics = inputs
     shipped = transfer.learn_sync_prior(usable, gb, nics, transfer.SYNC_PRIOR.source)
     out = []
     for itype in SYNC_FILES:
@@ -1161,7 +1159,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = scores(results, ["source", "target", "pair"])
     models = scores(results, ["model"])
     graph, moved = graph_alone(curves, mixes, figs, learned)
-    sync, stale = sync_section(data.parent)
+    sync_in = sync_inputs(data.parent)
+    sync, stale = sync_section(sync_in)
     text = (
         render(results, pairs, models, learned, mixes, figs)
         + own_curve_bounds(curves)
@@ -1172,7 +1171,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cross_gpu_only:
         cpu = "\n" + kept_cpu_section(REPORTS / "transfer_accuracy.md")
     else:
-        cpu = "\n" + cpu_section(data, learned["T4"], args.cpu_repeats)
+        cpu = "\n" + cpu_section(data, learned["T4"], sync_in, args.cpu_repeats)
     print(text + cpu)
     write_report("transfer_accuracy", TITLE + text + cpu)
     if stale:

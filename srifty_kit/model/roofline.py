@@ -1137,14 +1137,13 @@ def _held_out_bases(curves, facts, figs, p) -> dict[str, Learned]:
     }
 
 
-def _inner_carries(curves, facts, figs, p, route: str, fb=None, bases=None) -> pd.DataFrame:
+def _inner_carries(curves, facts, figs, p, route: str, fb, bases) -> pd.DataFrame:
     """Every ordered pair of the given GPUs, the target held out of what is learned
     (``bases``: :func:`_held_out_bases`), under each setting of ``route``: the carried
     floor's and slope's log errors and each step's log residual. The op-mix route's carries
     come once per weight setting without a band (``graph_band`` inf) and once per finite k of
     ``BAND_GRID``: the band only clips the carried floor, so each is that carry, clipped."""
     gpus = sorted(curves["gpu"].unique())
-    bases = bases or _held_out_bases(curves, facts, figs, p)
     fits = _fits(curves, p).set_index(["gpu", "model"])
     bands = [k for k in BAND_GRID if np.isfinite(k)] if route != "fallback" else []
     rows = []
@@ -1274,7 +1273,7 @@ def learn(
         tau = base.between_sd
         return replace(base, floor_sd=tau.log_host, slope_sd=tau.log_mem, fallback_slope_sd=1.0)
     bases = _held_out_bases(curves, facts, figs, sharpness)
-    fallback = _inner_carries(curves, facts, figs, sharpness, "fallback", bases=bases)
+    fallback = _inner_carries(curves, facts, figs, sharpness, "fallback", None, bases)
     keys = ["bandwidth_weight", "fallback_floor_exponent"]
     w, fb_phi = _minimax_setting(fallback, keys, (0.0, 1.0))
     fallback = fallback[(fallback[keys[0]] == w) & (fallback[keys[1]] == fb_phi)]
@@ -1377,7 +1376,7 @@ def _after_step(mix: pd.DataFrame, step_sd: float, level: float) -> dict[str, fl
     }
 
 
-def _absolute_sd(curves, facts, figs, p: float, bases=None) -> float:
+def _absolute_sd(curves, facts, figs, p: float, bases) -> float:
     """Log rms of the step a slope predicted from the op mix alone makes, at the population
     efficiencies learned without that GPU (what a CPU profile's carry to a new GPU faces):
 
@@ -1387,11 +1386,11 @@ def _absolute_sd(curves, facts, figs, p: float, bases=None) -> float:
     the largest batch measured, where the step leans on the slope most. Scored on the step, not
     on the slope itself: a host-bound model's fitted slope (ncf's: its step flat over every
     measured batch) is a sliver that no op mix predicts and no step depends on; its log error
-    (a factor of 10 to 240 on the reference GPUs) would otherwise set every model's width."""
+    (a factor of 10 to 240 on the reference GPUs) would otherwise set every model's width.
+    ``bases``: :func:`_held_out_bases` of ``curves``."""
     errs = []
     fits = _fits(curves, p)
     b_max = curves.groupby(["gpu", "model"])["local_bsz"].max()
-    bases = bases or _held_out_bases(curves, facts, figs, p)
     for gpu in sorted(curves["gpu"].unique()):
         base = bases[gpu]
         for _, row in fits[fits["gpu"] == gpu].iterrows():

@@ -171,6 +171,26 @@ class SyncPrior(NamedTuple):
     log_sd: float  # a new type's log T_s about the above: between types and models, and within
     source: str = ""
 
+    def applied(self, params: StepParams, grad_bytes, network_gbps) -> StepParams:
+        """``params`` with this ring's sync terms (what ``physics.sync_time`` reads) for
+        ``grad_bytes`` over links of ``network_gbps`` (numbers, or arrays of one per
+        configuration); a network_gbps of 0 or NaN leaves nothing to cross nodes with
+        (bw_inter 0)."""
+        net = np.asarray(network_gbps, float)
+        known = net > 0
+        inter = np.where(
+            known, grad_bytes / _gbytes_per_s(self.eff_inter * np.where(known, net, 1.0)), 0.0
+        )
+        intra = np.asarray(grad_bytes / _gbytes_per_s(self.eff_intra * INTRA_NODE_GBPS), float)
+        return params._replace(
+            lat_intra=self.lat_intra,
+            bw_intra=float(intra) if intra.ndim == 0 else intra,
+            lat_inter=self.lat_inter,
+            bw_inter=float(inter) if inter.ndim == 0 else inter,
+            share=0.0,
+            decay=0.0,
+        )
+
 
 # Learned by ``learn_sync_prior`` from the exposed sync time of every multi-worker row of the
 # five reference clusters (../shared/reference/measurements: AWS g4dn.12xlarge 50 Gbit,
@@ -540,15 +560,7 @@ def _sync_route(
     no_net = f"the catalog has no network_gbps for {target_type!r}"
     if grad_bytes:
         note = f"sync from {grad_bytes:.3g} gradient bytes over the links ({prior.source})"
-        inter = grad_bytes / _gbytes_per_s(prior.eff_inter * net_dst) if net_dst else 0.0
-        params = params._replace(
-            lat_intra=prior.lat_intra,
-            bw_intra=grad_bytes / _gbytes_per_s(prior.eff_intra * INTRA_NODE_GBPS),
-            lat_inter=prior.lat_inter,
-            bw_inter=inter,
-            share=0.0,
-            decay=0.0,
-        )
+        params = prior.applied(params, grad_bytes, net_dst or 0.0)
         across = (
             ""
             if net_dst
@@ -574,34 +586,46 @@ def _sync_route(
     return params._replace(bw_inter=0.0), NETWORK_RATIO, note, (inside, across)
 
 
-def _ring_seconds(x: np.ndarray, k, n, g, grad_bytes, nic_gbps, inter) -> np.ndarray:
-    """``SyncPrior``'s T_s at its log constants x = log(lat_intra, lat_inter, eff_intra,
-    eff_inter), vectorised over configurations."""
-    lat_i, lat_e, eff_i, eff_e = np.exp(x)
-    one = 2 * (g - 1) * lat_i + 2 * (g - 1) / g * grad_bytes / _gbytes_per_s(
-        eff_i * INTRA_NODE_GBPS
+# every ring constant 0: what ``SyncPrior.applied`` fills in for learning and scoring
+_NO_STEP = StepParams(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+
+
+def sync_table(rows: pd.DataFrame, grad_bytes, network_gbps) -> pd.DataFrame:
+    """The rows a sync belief is learned from: several workers, a positive sync time, a model
+    with gradient bytes, and across nodes a type with a known network; with ``per_node``,
+    ``grad_bytes`` and ``network_gbps`` (NaN where unknown) columns."""
+    table = with_per_node(rows)
+    table = table[
+        (table["num_workers"] > 1)
+        & (table["sync_time_s"] > 0)
+        & table["model"].isin([m for m, b in grad_bytes.items() if b and b > 0])
+    ]
+    table = table.assign(
+        grad_bytes=table["model"].map(grad_bytes).astype(float),
+        network_gbps=table["instance_type"]
+        .map(lambda t: network_gbps.get(t, np.nan))
+        .astype(float),
     )
-    nic = np.where(inter, nic_gbps, 1.0)
-    across = 2 * (k - 1) * lat_e + 2 * (n - 1) / n * grad_bytes / _gbytes_per_s(eff_e * nic)
-    return np.where(inter, across, one)
+    return table[(table["num_nodes"] == 1) | (table["network_gbps"] > 0)]
+
+
+def ring_seconds(prior: SyncPrior, table: pd.DataFrame) -> np.ndarray:
+    """``prior``'s T_s for each row of ``table`` (columns num_nodes, num_workers, per_node,
+    grad_bytes, network_gbps), by ``physics.sync_time``."""
+    k, n, g = (table[c].to_numpy(float) for c in ("num_nodes", "num_workers", "per_node"))
+    params = prior.applied(_NO_STEP, table["grad_bytes"].to_numpy(float), table["network_gbps"])
+    return sync_time(params, k, n, g)
 
 
 def _achieved(rows: pd.DataFrame, grad_bytes, network_gbps) -> pd.Series:
     """Per (instance type, model): the median log of the sync time at the fewest nodes above
     one over the gradient's time at the NIC's full rate, 2(n-1)/n G / network_gbps."""
-    table = with_per_node(rows)
-    table = table[
-        (table["num_nodes"] > 1)
-        & (table["sync_time_s"] > 0)
-        & table["model"].isin([m for m, b in grad_bytes.items() if b and b > 0])
-        & table["instance_type"].isin([t for t, v in network_gbps.items() if v and v > 0])
-    ]
+    table = sync_table(rows, grad_bytes, network_gbps)
+    table = table[table["num_nodes"] > 1]
     table = table[
         table["num_nodes"] == table.groupby("instance_type")["num_nodes"].transform("min")
     ]
-    n = table["num_workers"].to_numpy(float)
-    ideal = 2 * (n - 1) / n * table["model"].map(grad_bytes).to_numpy(float)
-    ideal = ideal / table["instance_type"].map(network_gbps).map(_gbytes_per_s).to_numpy(float)
+    ideal = ring_seconds(SyncPrior(0.0, 0.0, 1.0, 1.0, 0.0), table)
     logs = pd.Series(np.log(table["sync_time_s"].to_numpy(float) / ideal), index=table.index)
     return logs.groupby([table["instance_type"], table["model"]]).median()
 
@@ -669,34 +693,27 @@ def learn_sync_prior(
     Raises:
         InputError: no row is left to learn from.
     """
-    table = with_per_node(rows)
-    table = table[
-        (table["num_workers"] > 1)
-        & (table["sync_time_s"] > 0)
-        & table["model"].isin([m for m, b in grad_bytes.items() if b and b > 0])
-    ]
-    nic = table["instance_type"].map(lambda t: network_gbps.get(t, np.nan)).astype(float)
-    inter = (table["num_nodes"] > 1).to_numpy()
-    keep = ~inter | (nic.to_numpy() > 0)
-    table, nic, inter = table[keep], nic.to_numpy()[keep], inter[keep]
+    table = sync_table(rows, grad_bytes, network_gbps)
     if table.empty:
         raise InputError(
             "no multi-worker row with a sync time to learn the sync prior from",
             column="sync_time_s",
             fix="give rows of several workers with sync_time_s, of models in grad_bytes",
         )
-    k, n, g = (table[c].to_numpy(float) for c in ("num_nodes", "num_workers", "per_node"))
-    gb = table["model"].map(grad_bytes).to_numpy(float)
     y = np.log(table["sync_time_s"].to_numpy(float))
+    inter = (table["num_nodes"] > 1).to_numpy()
     group = pd.Series(list(zip(table["instance_type"], table["model"], inter, strict=True)))
     weight = 1.0 / np.sqrt(group.map(group.value_counts()).to_numpy(float))
 
+    def ring(x: np.ndarray) -> np.ndarray:  # x = log(lat_intra, lat_inter, eff_intra, eff_inter)
+        return ring_seconds(SyncPrior(*np.exp(x), 0.0), table)
+
     def resid(x: np.ndarray) -> np.ndarray:
-        return (np.log(_ring_seconds(x, k, n, g, gb, nic, inter)) - y) * weight
+        return (np.log(ring(x)) - y) * weight
 
     x0 = np.log([1e-4, 1e-4, 0.5, 0.5])
     x = optimize.least_squares(resid, x0, loss="soft_l1", f_scale=0.3).x
-    r = pd.Series(y - np.log(_ring_seconds(x, k, n, g, gb, nic, inter)))
+    r = pd.Series(y - np.log(ring(x)))
     medians = r.groupby(group).transform("median")
     between = float(r.groupby(group).median().std(ddof=1)) if group.nunique() > 1 else 0.0
     log_sd = float(np.hypot(between, np.std(r - medians)))

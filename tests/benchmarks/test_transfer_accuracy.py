@@ -129,6 +129,6 @@ def test_the_op_graph_carry_never_sees_the_target_or_the_model_it_predicts(bench
 def test_the_shipped_sync_prior_is_what_the_reference_clusters_teach(bench, reference_measurements):
     # transfer.SYNC_PRIOR is learned from these rows; a change to the learning or the rows
     # that moves it must be shipped with it (the benchmark fails the same way)
-    text, stale = bench.sync_section(reference_measurements.parent)
+    text, stale = bench.sync_section(bench.sync_inputs(reference_measurements.parent))
     assert not stale, text.rsplit("\n\n", 1)[-1]
     assert "| g4dn.12xlarge" in text  # the EC2 cluster is scored held out

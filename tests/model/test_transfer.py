@@ -33,10 +33,10 @@ from srifty_kit.model.transfer import (
     SYNC_PRIOR,
     SyncPrior,
     TransferFit,
-    _ring_seconds,
     build_transfer,
     learn_network_ratio,
     learn_sync_prior,
+    ring_seconds,
 )
 from srifty_kit.tables.contracts import validate_catalog
 from srifty_kit.tables.reference import shared_dir
@@ -1172,9 +1172,10 @@ def test_the_sync_prior_learns_the_links_back_from_their_sync_times():
         shift = rng.normal(0, 0.3)
         for itype, nic in (("a", 50.0), ("b", 100.0)):
             for k, n in ((1, 2), (1, 4), (1, 8), (2, 8), (3, 12), (4, 16)):
-                x = np.log([truth.lat_intra, truth.lat_inter, truth.eff_intra, truth.eff_inter])
-                g = np.array([n / k])
-                t = _ring_seconds(x, np.array([k]), np.array([n]), g, grad, nic, np.array([k > 1]))
+                one = pd.DataFrame(
+                    {"num_nodes": [k], "num_workers": [n], "per_node": [n / k]}
+                ).assign(grad_bytes=grad, network_gbps=nic)
+                t = ring_seconds(truth, one)
                 rows.append(
                     {
                         "model": model,
