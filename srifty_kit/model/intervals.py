@@ -8,15 +8,21 @@ like
 where ``share`` is the part of the step that is synchronisation (d log T / d log T_s: the
 network is what varies, compute barely does) and ``distance`` how far the configuration lies
 beyond the fitted ones (1 inside; + log2 of each factor by which nodes or workers exceed the
-largest fitted). sigma0 is the in-sample spread of one-worker steps, sigma1 a least-squares
-fit of the squared held-out residuals. The scores r / sigma(x) keep their sign: the interval
-runs from the lower to the upper conformal quantile of them, each at (1 - level) / 2 of the
-tail, so a model that runs slow on larger scales gets an interval shifted up, with as many
-held-out misses above it as below (normalized split conformal, Lei, G'Sell, Rinaldo,
-Tibshirani & Wasserman, JASA 2018, section 5.2; one quantile per tail as in the asymmetric
-form of conformalized quantile regression, Romano, Patterson & Candes, NeurIPS 2019). These
-scores come from folds that add workers at node counts the fit has seen. The interval always
-holds the point and is never narrower than the noise floor.
+largest fitted). sigma0**2 and sigma1**2 are a non-negative least-squares fit of the squared
+held-out residuals on (1, (share * distance)**2) (``_scale_terms``), sigma0 never below the
+in-sample spread of one-worker steps: held-out steps at a small sync share (a large batch) err
+too, by what more workers on a host add to the compute (their scatter about the fit), and a
+scale without that part would read their scores as the largest and stretch them over every sync
+share, a width the steps where sync dominates never show (variance-function estimation from
+squared residuals, Carroll & Ruppert, "Transformation and Weighting in Regression", 1988, ch.
+3). The scores r / sigma(x) keep their sign: the interval runs from the lower to the upper
+conformal quantile of them, each at (1 - level) / 2 of the tail, so a model that runs slow on
+larger scales gets an interval shifted up, with as many held-out misses above it as below
+(normalized split conformal, Lei, G'Sell, Rinaldo, Tibshirani & Wasserman, JASA 2018, section
+5.2; one quantile per tail as in the asymmetric form of conformalized quantile regression,
+Romano, Patterson & Candes, NeurIPS 2019). These scores come from folds that add workers at
+node counts the fit has seen. The interval always holds the point and is never narrower than
+the noise floor.
 
 A node count beyond the fitted ones also moves the network (``NodeMove``): the step's log
 error there is N(u * centre, (u * sd)**2 + scatter**2), with u = sync share * d**growth, d the
@@ -88,6 +94,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
+from scipy.stats import f as f_dist
 from scipy.stats import median_abs_deviation, norm
 
 from srifty_kit.errors import InputError
@@ -496,7 +504,8 @@ def calibrate(
         node: the error of a move to a new node count (``node_move`` or the prior; None
             while the estimator has yet to pool it across the models of one network).
         sigma0: the spread of steps without synchronisation, from in-sample one-worker
-            residuals: held-out rows are multi-worker, so they cannot separate it from sigma1.
+            residuals: the least the fitted sigma0 may be (a held-out fold with every step
+            at one sync share cannot tell the two terms apart).
         moves: what the folds held out, in words.
 
     Returns:
@@ -507,11 +516,29 @@ def calibrate(
     if log_ratio.size < MIN_SCORES:
         return Spread(max(PRIOR_SD, sigma0), PRIOR_SD, np.array([]), moves, node=node)
     x2 = (np.asarray(share, float) * np.asarray(distance, float)) ** 2
-    # least squares of r^2 - sigma0^2 = sigma1^2 x^2, sigma1^2 >= 0
-    sigma1_sq = float(np.sum(x2 * (log_ratio**2 - sigma0**2)) / max(np.sum(x2**2), 1e-300))
-    sigma1 = max(np.sqrt(max(sigma1_sq, 0.0)), NOISE_FLOOR)
+    sigma0, sigma1 = _scale_terms(log_ratio**2, x2, sigma0)
     scores = log_ratio / np.sqrt(sigma0**2 + sigma1**2 * x2)  # r / sigma(x), signed
     return Spread(sigma0, sigma1, scores, moves, node=node)
+
+
+def _scale_terms(r2: np.ndarray, x2: np.ndarray, sigma0: float) -> tuple[float, float]:
+    """(sigma0, sigma1) of r^2 = sigma0^2 + sigma1^2 x^2 by least squares, both >= 0.
+
+    sigma1 alone with ``sigma0`` given, or both where the steps tell an intercept above it
+    apart from the slope (the F-test of the one added term at the conventional 5%): steps at
+    one x cannot, and then the term that grows with the distance keeps their spread, so an
+    interval still widens beyond what was held out."""
+
+    def slope(s0: float) -> float:  # sigma1^2 given sigma0
+        return max(float(np.sum(x2 * (r2 - s0**2)) / max(np.sum(x2**2), 1e-300)), 0.0)
+
+    fixed = float(np.sum((r2 - sigma0**2 - slope(sigma0) * x2) ** 2))
+    (intercept, _), norm_free = nnls(np.column_stack([np.ones_like(x2), x2]), r2)
+    free, dof = norm_free**2, r2.size - 2
+    if intercept > sigma0**2 and dof > 0 and free > 0:
+        if f_dist.sf((fixed - free) / (free / dof), 1, dof) < 0.05:
+            sigma0 = float(np.sqrt(intercept))
+    return sigma0, max(float(np.sqrt(slope(sigma0))), NOISE_FLOOR)
 
 
 # --- run-to-run variance ----------------------------------------------------------------

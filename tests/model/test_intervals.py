@@ -46,6 +46,48 @@ def test_signed_ends_with_too_few_scores_reach_beyond_the_extremes():
     assert signed_quantiles(np.array([]), 0.9) == pytest.approx((-1.6449, 1.6449), abs=1e-4)
 
 
+def _held_out(rng, n, sd0, sd1):
+    """n held-out log errors whose spread is sqrt(sd0^2 + (sd1 * x)^2) at x = share * distance,
+    with x spread from a large batch's small share to twice a step that is all sync."""
+    x = rng.uniform(0.02, 2.0, n)
+    return rng.normal(0.0, np.sqrt(sd0**2 + (sd1 * x) ** 2)), x
+
+
+def test_a_spread_at_small_shares_is_the_intercept_s_not_stretched_over_every_share():
+    # more workers on a host slow the compute by 8% either way (the AWS cifar10 folds: 7% at
+    # shares near 0), the network adds 10% per unit of share x distance; the one-worker spread
+    # the fit passes in is 3%
+    rng = np.random.default_rng(0)
+    r, x = _held_out(rng, 2000, 0.08, 0.10)
+    spread = intervals.calibrate(r, x, np.ones_like(x), None, sigma0=0.03)
+    assert spread.sigma0 == pytest.approx(0.08, rel=0.15)
+    assert spread.sigma1 == pytest.approx(0.10, rel=0.15)
+    # so its 90% ends hold 90% of fresh steps at a large batch's small share and where sync is
+    # the step alike; a scale through the one-worker spread alone reads the small shares'
+    # errors as the largest scores: too narrow there, too wide where sync dominates
+    old_sd1 = float(np.sqrt(np.sum(x**2 * (r**2 - 0.03**2)) / np.sum(x**4)))
+    old = Spread(0.03, old_sd1, r / np.sqrt(0.03**2 + (old_sd1 * x) ** 2))
+    for at, new_cov, old_cov in ((0.05, (0.87, 0.93), (0.0, 0.8)), (1.5, (0.87, 0.93), (0.93, 1))):
+        fresh = rng.normal(0.0, np.hypot(0.08, 0.10 * at), 20000)
+        for fit, (low, high) in ((spread, new_cov), (old, old_cov)):
+            down, up = fit.offsets(0.9, np.array([at]), np.array([1.0]), np.array([0.0]))
+            inside = np.mean((fresh >= -down[0]) & (fresh <= up[0]))
+            assert low <= inside <= high, (at, fit.sigma0, inside)
+
+
+def test_held_out_steps_at_one_share_keep_a_spread_that_grows_with_the_distance():
+    # every held-out step at one x cannot tell a flat spread from a growing one: the growing
+    # term keeps it, so an interval still widens for configurations beyond what was held out
+    rng = np.random.default_rng(1)
+    r = rng.normal(0.0, 0.1, 400)
+    x = np.full(400, 0.8)
+    spread = intervals.calibrate(r, x, np.ones_like(x), None, sigma0=0.03)
+    assert spread.sigma0 == 0.03
+    _, near = spread.offsets(0.9, np.array([0.8]), np.array([1.0]), np.array([0.0]))
+    _, far = spread.offsets(0.9, np.array([0.8]), np.array([3.0]), np.array([0.0]))
+    assert far[0] > 2.5 * near[0]
+
+
 def test_a_move_s_rate_is_the_slope_of_its_log_error_on_reach():
     rng = np.random.default_rng(1)
     share = rng.uniform(0.05, 0.9, 400)
