@@ -1,13 +1,14 @@
-"""Black-box online search (Scavenger-style): profile a few configurations, fit, pick the next.
+"""Online search (Scavenger-style): profile a few configurations, fit, decide, pick the next.
 
 When no performance model exists yet, Scavenger (Tyagi & Sharma, "Scavenger: A Cloud Service
 for Optimizing Cost and Performance of ML Training", CCGrid'23) profiles a handful of
 configurations for a few iterations each, fits its model, and searches on. Here:
 
 1. seed: the two extreme local batches at the smallest scale (one worker, and one full node);
-2. fit ``StepTimeModel`` on everything measured so far and predict every configuration of the
-   environment with intervals; the recommendation is the best by the objective on the upper
-   ends (as ``planner.search`` ranks);
+2. fit ``StepTimeModel`` on everything measured so far and decide as the search decides
+   (``planner.search`` among the environment's configurations): the recommendation is the
+   cheapest (or fastest) configuration whose probability of meeting the deadline and budget,
+   under the model's joint belief, reaches the confidence;
 3. profile next the configuration with the largest  relative interval width x closeness to the
    best  (closeness = best / own objective value), i.e. where the model is unsure about
    something that could win;
@@ -16,6 +17,9 @@ configurations for a few iterations each, fits its model, and searches on. Here:
 
 The environment is an interface (``Environment``): ``MeasuredTable`` replays measurements (for
 evaluation, with the oracle and regret), ``ProfilingRuns`` runs real profiling on this machine.
+``benchmarks/online_search.py`` replays the reference EC2 measurements beside the rule that
+chose the recommendation before (the least 90% upper end of cost among configurations whose
+upper ends meet the constraints).
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import hourly_price, load_catalog
-from srifty_kit.decide.planner import Constraints, Job, evaluate_configs, known_outcomes
+from srifty_kit.decide.planner import (
+    Constraints,
+    Job,
+    SearchResult,
+    evaluate_configs,
+    known_outcomes,
+    search,
+)
 from srifty_kit.errors import InputError, check_interrupt
 from srifty_kit.model.estimator import StepTimeModel
 from srifty_kit.tables.contracts import validate_measurements
@@ -181,13 +192,14 @@ class ProfilingRuns:
 class OnlineResult:
     """What the online search did and recommends."""
 
-    recommendation: pd.Series | None  # the configuration it settled on; None if none fits
+    recommendation: pd.Series | None  # the search's pick then; None if nothing meets
     history: pd.DataFrame  # one row per profiled configuration: what, cost, recommendation then
     profiling_cost_usd: float
     measurements: pd.DataFrame  # every row measured
     model: StepTimeModel
     stopped: str  # why the search stopped
     nearest: pd.Series | None = None  # when nothing meets the constraints: least violating
+    result: SearchResult | None = None  # the last decision (its explanation, front, ranking)
 
 
 def _seed(space: pd.DataFrame) -> pd.DataFrame:
@@ -220,12 +232,13 @@ def _meets(table: pd.DataFrame, constraints: Constraints, time: str, cost: str) 
     return ok
 
 
-def _best(table: pd.DataFrame, constraints: Constraints, objective: str) -> int | None:
-    ok = _meets(table, constraints, "time_hi_h", "cost_hi_usd")
-    if not ok.any():
-        return None
-    score = table[_OBJECTIVE_COLUMN[objective]].to_numpy()
-    return int(np.flatnonzero(ok)[np.argmin(score[ok])])
+def _decide(model, env, job, constraints, space, objective) -> SearchResult:
+    """The search's decision among the environment's configurations."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return search(
+            model, env.catalog, job, constraints, objective=objective, top=1, candidates=space
+        )
 
 
 def _violation(table: pd.DataFrame, constraints: Constraints, end: str) -> np.ndarray:
@@ -273,11 +286,28 @@ def online_search(
     patience: int = 3,
     progress: bool = False,
 ) -> OnlineResult:
-    """Profile, fit and choose until the recommendation is stable (see the module docstring).
+    """Profile, fit and decide until the recommendation is stable (see the module docstring).
 
-    The profiling budget is checked after each run (a run's cost is known once it is done):
-    the search stops once it is reached, keeping that run's measurements. Ctrl-C stops it
-    too, keeping everything measured so far.
+    Args:
+        env: where configurations are measured (``MeasuredTable``, ``ProfilingRuns``).
+        job: the training job the decision is for.
+        constraints: deadline, budget and confidence, as for ``planner.search``.
+        objective: "cost" or "time", what the recommendation minimises among those meeting
+            the constraints at the confidence.
+        profiling_budget_usd: stop once profiling has cost this much. It is checked after
+            each run (a run's cost is known once it is done); that run's measurements are kept.
+        max_profiles: the most configurations profiled.
+        patience: stop once the recommendation held for this many rounds.
+        progress: show a progress bar.
+
+    Returns:
+        ``OnlineResult``: the search's pick on everything measured (None, with ``nearest``,
+        when nothing meets the constraints at the confidence), every run, the last decision
+        and why the search stopped. Ctrl-C stops it too, keeping everything measured so far.
+
+    Raises:
+        InputError: an objective other than "cost" or "time"; what ``planner.search``
+            refuses (a bad job or constraints).
     """
     from srifty_kit.tables.progress import progress_bar
 
@@ -294,7 +324,8 @@ def online_search(
     spent, stable, last, stopped = 0.0, 0, None, "max_profiles"
     queue = [row for _, row in _seed(space).iterrows()]
     model = StepTimeModel()
-    rec = nearest = predicted = None  # predicted: the space under the latest fitted model
+    # predicted: the space under the latest fitted model; result: the search's decision on it
+    rec = nearest = predicted = result = None
     bar = progress_bar(total=limit, desc="online search", show=progress)
     try:
         while len(done) < limit:
@@ -320,9 +351,8 @@ def online_search(
                     warnings.simplefilter("ignore")
                     model = StepTimeModel().fit(pd.concat(measured, ignore_index=True), env.catalog)
                 predicted = _evaluate(model, env, job, constraints, space)
-                best = _best(predicted, constraints, objective)
-                rec = None if best is None else predicted.iloc[best]
-                nearest = predicted.iloc[int(np.argmin(_violation(predicted, constraints, "hi")))]
+                result = _decide(model, env, job, constraints, space, objective)
+                rec, nearest = result.pick, result.nearest
                 now = (
                     None
                     if rec is None
@@ -345,6 +375,8 @@ def online_search(
                     "cost_usd": cost,
                     "spent_usd": spent,
                     "recommendation": now,
+                    # its probability of meeting the deadline and budget, under the belief then
+                    "p_meet": np.nan if now is None else float(rec["p_meet"]),
                 }
             )
             if stable >= patience:
@@ -368,6 +400,7 @@ def online_search(
         model,
         stopped,
         None if rec is not None else nearest,
+        result,
     )
 
 

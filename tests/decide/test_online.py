@@ -14,7 +14,7 @@ from srifty_kit.decide.online import (
     online_search,
     regret,
 )
-from srifty_kit.decide.planner import Constraints, Job
+from srifty_kit.decide.planner import Constraints, Job, search
 from srifty_kit.errors import InputError
 
 
@@ -87,6 +87,22 @@ def test_search_stops_when_the_recommendation_is_stable_and_lands_near_the_oracl
     assert score["oracle"] <= score["recommended"]
     assert 0 <= score["regret"] < 0.25
     assert score["recommended"] == pytest.approx(score["oracle"] * (1 + score["regret"]))
+
+
+def test_the_recommendation_is_what_search_decides_on_what_was_measured(env):
+    # one decision rule in the kit: the online search recommends what ``search`` picks among
+    # the same configurations, the cheapest whose probability of meeting the deadline under
+    # the model's joint belief reaches the confidence, and says that probability
+    cons = Constraints(deadline_h=30, confidence=0.9)
+    result = online_search(env, JOB, cons, max_profiles=25, patience=3)
+    rec = result.recommendation
+    assert rec is not None
+    again = search(result.model, env.catalog, JOB, cons, candidates=env.configurations()).pick
+    keys = ["instance_type", "num_nodes", "num_workers", "local_bsz", "pricing"]
+    assert rec[keys].tolist() == again[keys].tolist()
+    assert rec["p_meet"] >= 0.9 and rec["time_hi_h"] <= 30
+    assert result.history["p_meet"].iloc[-1] == pytest.approx(rec["p_meet"])
+    assert result.result.explanation.startswith("Pick (cost): ")  # why, in words
 
 
 def test_a_deadline_that_needs_several_nodes_sends_profiling_there(env):
