@@ -44,9 +44,14 @@ Each cluster's prior on node-count moves is learned on the OTHER clusters only
 Probe arm: ours with one probe. The suggested probe (srifty_kit.decide.probes, expected value
 of information, K=1) is looked up in the reference table, its rows appended to the fitted
 ones, the model refitted on that training model's rows and the decision made again; beside it
-the same with a random configuration beyond the fitted node counts, and with the largest
-configuration. Regret includes the probe's cost (200 steps plus 5 minutes of start-up at its
-price). When the suggestion is "no probe is worth its cost", no probe is run. The probe arms
+the same with a random configuration beyond the fitted node counts, with the largest
+configuration, and (a diagnostic, not a policy: it reads the judged rows) with the probe one
+would choose knowing the truth, the cheapest configuration beyond the fitted node counts whose
+true time clears D by one run's spread (measured once, it can answer at 90%): the gap from it
+to the suggested probe is the choice of the probe, what it leaves unanswered is what even the
+right run does not let the refitted model answer. Regret includes the probe's cost (200 steps
+plus 5 minutes of start-up at its price). When the suggestion is "no probe is worth its cost",
+no probe is run (nor when no configuration beyond clears D, in hindsight). The probe arms
 run twice: for the job above (10 h on one worker, so minutes on the larger clusters, where a
 probe alone can cost a third of the job) and for one 100x larger (1,000 h on one worker, a few
 GPU-weeks), where the same probe is a small share of the cost. The decisions without a probe
@@ -264,7 +269,18 @@ def _probe_cost(problem, pos) -> float:
 
 LARGE_TAG = f", {HOURS_ON_ONE * LARGE_JOB:,.0f} h job"
 CALIBRATED = "ours, point x its held-out 90th percentile (diagnostic)"
+HINDSIGHT = "probe chosen in hindsight (diagnostic)"
 IN_SAMPLE = "ours, node-move prior of all three clusters (diagnostic)"
+
+
+def _hindsight(problem, deadline) -> int | None:
+    """The probe a user who knew the truth would make: the truly cheapest configuration beyond
+    the fitted node counts whose true time clears ``deadline`` by one run's spread (so that,
+    measured once, it answers at LEVEL); None when none does (no probe: the decision stands).
+    A diagnostic: it reads the judged rows."""
+    beyond = problem.space["num_nodes"].to_numpy() > problem.small_nodes
+    ok = beyond & (problem.true_h * MEASURED_CLEAR <= deadline)
+    return _pick(problem.space, ok, problem.true_h * problem.cost_rate)
 
 
 def _probe_arms(base, problem, result, pos, deadline, arms, refit, catalog, tag) -> list[dict]:
@@ -377,7 +393,11 @@ def run_cluster(name, folder, prior, shipped, quick: bool, rng) -> list[dict]:
             if pollux is not None:
                 pp = problem.rule(np.asarray(pollux[m], float), deadline)
                 out.append({**base, "policy": "pollux, point", **problem.judge(pp, deadline)})
-            arms = {"random probe": random_pos, "largest probe": largest_pos}
+            arms = {
+                "random probe": random_pos,
+                "largest probe": largest_pos,
+                HINDSIGHT: _hindsight(problem, deadline),
+            }
             out += _probe_arms(base, problem, result, pos, deadline, arms, refit, catalog, "")
             big_deadline = big.deadlines[FRACTIONS.index(f)]
             big_result, big_pos = _ours(model, catalog, big, big_deadline)
@@ -451,7 +471,11 @@ def left_unanswered(frame: pd.DataFrame) -> pd.DataFrame:
     between D / MEASURED_CLEAR and D / CLEAR: known exactly it would answer, measured once it
     cannot, for one run's mean holds its level only to a run's spread)."""
     rows = []
-    arms = [f"ours + {a} probe{t}" for t in ("", LARGE_TAG) for a in ("suggested", "largest")]
+    arms = [
+        f"ours + {a}{t}"
+        for t in ("", LARGE_TAG)
+        for a in ("suggested probe", "largest probe", HINDSIGHT)
+    ]
     for (cluster, policy), g in frame.groupby(["cluster", "policy"], sort=False):
         if policy not in arms:
             continue
