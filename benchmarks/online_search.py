@@ -71,7 +71,7 @@ def before(env: MeasuredTable, job: Job, cons: Constraints, patience: int = 3) -
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model = StepTimeModel().fit(pd.concat(measured, ignore_index=True), env.catalog)
-            predicted = online._evaluate(model, env, job, cons, space)
+            predicted, _ = online._evaluate(model, env, job, cons, space)
             ok = online._meets(predicted, cons, "time_hi_h", "cost_hi_usd")
             cost_hi = predicted["cost_hi_usd"].to_numpy()
             pick = (

@@ -33,13 +33,15 @@ import numpy as np
 import pandas as pd
 
 from srifty_kit.catalog.query import hourly_price, load_catalog
+from srifty_kit.decide import candidates as cand
 from srifty_kit.decide.planner import (
     Constraints,
+    Evaluated,
     Job,
     SearchResult,
-    evaluate_configs,
+    evaluate,
     known_outcomes,
-    search,
+    select,
 )
 from srifty_kit.errors import InputError, check_interrupt
 from srifty_kit.model.estimator import StepTimeModel
@@ -216,10 +218,13 @@ def _key(row: pd.Series) -> tuple:
     return tuple(row[k].item() if hasattr(row[k], "item") else row[k] for k in CONFIG_KEYS)
 
 
-def _evaluate(model, env, job, constraints, space) -> pd.DataFrame:
+def _evaluate(model, env, job, constraints, space) -> tuple[pd.DataFrame, Evaluated]:
+    """The environment's configurations predicted and priced once, as the search does: the
+    table the next configuration is chosen from, and the evaluation the search decides on."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return evaluate_configs(model, env.catalog, job, constraints, space)
+        evaluated = evaluate(model, env.catalog, job, constraints, space)
+    return cand.to_frame(evaluated.candidates), evaluated
 
 
 def _meets(table: pd.DataFrame, constraints: Constraints, time: str, cost: str) -> np.ndarray:
@@ -230,15 +235,6 @@ def _meets(table: pd.DataFrame, constraints: Constraints, time: str, cost: str) 
     if constraints.budget_usd is not None:
         ok &= (table[cost] <= constraints.budget_usd).to_numpy()
     return ok
-
-
-def _decide(model, env, job, constraints, space, objective) -> SearchResult:
-    """The search's decision among the environment's configurations."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return search(
-            model, env.catalog, job, constraints, objective=objective, top=1, candidates=space
-        )
 
 
 def _violation(table: pd.DataFrame, constraints: Constraints, end: str) -> np.ndarray:
@@ -331,7 +327,7 @@ def online_search(
         while len(done) < limit:
             check_interrupt()  # one a library swallowed still ends the search
             if not queue and predicted is None:
-                predicted = _evaluate(model, env, job, constraints, space)
+                predicted, _ = _evaluate(model, env, job, constraints, space)
             config = (
                 queue.pop(0)
                 if queue
@@ -350,8 +346,10 @@ def online_search(
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     model = StepTimeModel().fit(pd.concat(measured, ignore_index=True), env.catalog)
-                predicted = _evaluate(model, env, job, constraints, space)
-                result = _decide(model, env, job, constraints, space, objective)
+                predicted, evaluated = _evaluate(model, env, job, constraints, space)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = select(evaluated, objective=objective, top=1)
                 rec, nearest = result.pick, result.nearest
                 now = (
                     None
